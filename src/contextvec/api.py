@@ -1,0 +1,68 @@
+"""``contextvec.load``: any supported model path -> an :class:`~contextvec.encoders.Encoder`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from contextvec.encoders.base import Encoder
+from contextvec.encoders.bilm import MODEL_TYPE as BILM_TYPE
+from contextvec.encoders.bilm import BiLMConfig, ElmoBiLM, ElmoEncoder
+from contextvec.io.bilm_tf import load_bilm_tf
+from contextvec.io.native import NativeFormatError, is_native_dir, load_native, save_native
+
+BILM_TF_FILES = ("options.json", "weights.hdf5")
+
+
+class ModelNotFoundError(FileNotFoundError):
+    """No model at the path given, or no bundled default model."""
+
+
+def load(
+    model: str | os.PathLike | None = None,
+    *,
+    options_file: str | os.PathLike | None = None,
+    weight_file: str | os.PathLike | None = None,
+    device: str | torch.device = "cpu",
+) -> Encoder:
+    """Load an encoder, ready for ``embed()`` (eval mode).
+
+    ``model`` is a directory holding either bilm-tf files (``options.json`` +
+    ``weights.hdf5``) or a contextvec model (``config.json`` + ``model.safetensors``).
+    Alternatively give bilm-tf's ``options_file`` and ``weight_file`` directly.
+    """
+    if options_file is not None or weight_file is not None:
+        if options_file is None or weight_file is None:
+            raise ValueError("options_file and weight_file go together")
+        return ElmoEncoder(load_bilm_tf(options_file, weight_file)).to(device).eval()
+    if model is None:
+        raise ModelNotFoundError(
+            "contextvec has no bundled default model yet: pass a model directory, or bilm-tf "
+            "options_file= and weight_file="
+        )
+    path = Path(model)
+    if not path.exists():
+        raise ModelNotFoundError(f"no model at {path}")
+    if path.is_dir() and all((path / name).is_file() for name in BILM_TF_FILES):
+        return load(options_file=path / BILM_TF_FILES[0], weight_file=path / BILM_TF_FILES[1],
+                    device=device)
+    if is_native_dir(path):
+        model_type, config, state_dict = load_native(path)
+        if model_type != BILM_TYPE:
+            raise NativeFormatError(f"{path}: unknown model_type {model_type!r}")
+        bilm = ElmoBiLM(BiLMConfig.from_dict(config))
+        bilm.load_state_dict(state_dict)
+        return ElmoEncoder(bilm).to(device).eval()
+    raise ModelNotFoundError(
+        f"{path}: not a model directory (expected {' + '.join(BILM_TF_FILES)}, or "
+        "config.json + model.safetensors)"
+    )
+
+
+def save(encoder: Encoder, directory: str | os.PathLike) -> Path:
+    """Save an encoder in contextvec's native format (``config.json`` + ``model.safetensors``)."""
+    if not isinstance(encoder, ElmoEncoder):
+        raise TypeError(f"cannot save {type(encoder).__name__} yet")
+    return save_native(directory, BILM_TYPE, encoder.config.to_dict(), encoder.bilm.state_dict())

@@ -1,0 +1,81 @@
+"""The interface every contextual encoder (ELMo, CoVe, BERT) offers."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from torch import nn
+
+from contextvec.text.batching import length_batches
+from contextvec.text.tokenize import Sentence, as_tokens
+
+
+class EncoderOutput(NamedTuple):
+    """``layers``: (num_layers, batch, time, dim), zero past each sentence's end;
+    ``mask``: (batch, time) bool, True at real tokens."""
+
+    layers: torch.Tensor
+    mask: torch.Tensor
+
+
+class Encoder(nn.Module, ABC):
+    """Tokenized sentences in, one vector per token per layer out.
+
+    Subclasses implement :meth:`forward` on a batch of token lists; this class adds the
+    user-facing :meth:`embed`, which batches by length, runs without gradients and returns
+    numpy arrays in input order.
+    """
+
+    num_layers: int
+    output_dim: int
+
+    @abstractmethod
+    def forward(self, sentences: Sequence[Sequence[str]]) -> EncoderOutput:
+        """Layers and mask for one batch of tokenized sentences."""
+
+    def embed(
+        self,
+        sentences: Iterable[Sentence],
+        batch_size: int = 32,
+        max_tokens: int | None = 4096,
+    ) -> list[np.ndarray]:
+        """Vectors for each sentence: a float32 array ``(num_layers, n_tokens, dim)``.
+
+        Sentences are strings (split on whitespace) or token lists; an empty sentence gives a
+        ``(num_layers, 0, dim)`` array. Order and count follow the input.
+        """
+        tokenized = [as_tokens(s) for s in sentences]
+        out: list[np.ndarray] = [np.empty(0)] * len(tokenized)
+        for index, array in self.embed_batches(tokenized, batch_size, max_tokens):
+            out[index] = array
+        return out
+
+    def embed_batches(
+        self,
+        sentences: Sequence[Sequence[str]],
+        batch_size: int = 32,
+        max_tokens: int | None = 4096,
+    ) -> Iterator[tuple[int, np.ndarray]]:
+        """Yield ``(index, array)`` for each sentence, batch by batch in length order."""
+        was_training = self.training
+        self.eval()
+        try:
+            with torch.inference_mode():
+                empty = np.zeros((self.num_layers, 0, self.output_dim), dtype=np.float32)
+                nonempty = [i for i, s in enumerate(sentences) if s]
+                for i in range(len(sentences)):
+                    if not sentences[i]:
+                        yield i, empty.copy()
+                lengths = [len(sentences[i]) for i in nonempty]
+                for batch in length_batches(lengths, batch_size, max_tokens):
+                    indices = [nonempty[b] for b in batch]
+                    layers, _ = self([sentences[i] for i in indices])
+                    layers = layers.float().cpu().numpy()
+                    for row, i in enumerate(indices):
+                        yield i, np.ascontiguousarray(layers[:, row, : len(sentences[i])])
+        finally:
+            self.train(was_training)

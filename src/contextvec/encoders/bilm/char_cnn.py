@@ -1,0 +1,57 @@
+"""The character-CNN token encoder of ELMo: characters -> one context-independent vector per token."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from contextvec.encoders.bilm.config import BiLMConfig
+
+
+class Highway(nn.Module):
+    """Highway layers in bilm-tf's form: ``y = g * relu(T x) + (1 - g) * x``, ``g = sigmoid(C x)``.
+
+    ``transform`` and ``gate`` hold bilm-tf's ``W_transform`` and ``W_carry`` (the "carry"
+    gate of bilm-tf gates the *transform*, so no sign flip is needed, unlike allennlp's form).
+    """
+
+    def __init__(self, dim: int, n_layers: int) -> None:
+        super().__init__()
+        self.transform = nn.ModuleList(nn.Linear(dim, dim) for _ in range(n_layers))
+        self.gate = nn.ModuleList(nn.Linear(dim, dim) for _ in range(n_layers))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for transform, gate in zip(self.transform, self.gate, strict=True):
+            g = torch.sigmoid(gate(x))
+            x = torch.lerp(x, torch.relu(transform(x)), g)
+        return x
+
+
+class CharCNN(nn.Module):
+    """Token vectors from character ids: embed, convolve, max-pool, activate, highway, project.
+
+    Input ``(n_tokens, 50)`` character ids (0 = padding row, all-zero rows are padded tokens);
+    output ``(n_tokens, projection_dim)``. Each filter width has its own convolution; the
+    activation follows the max over positions, as in bilm-tf.
+    """
+
+    def __init__(self, config: BiLMConfig) -> None:
+        super().__init__()
+        self.char_embedding = nn.Embedding(262, config.char_embed_dim, padding_idx=0)
+        self.convolutions = nn.ModuleList(
+            nn.Conv1d(config.char_embed_dim, n_maps, width) for width, n_maps in config.filters
+        )
+        self.activation = torch.relu if config.activation == "relu" else torch.tanh
+        self.highway = Highway(config.n_filters, config.n_highway)
+        # bilm-tf omits the projection when the filters already have the projection's width.
+        self.projection: nn.Module = (
+            nn.Linear(config.n_filters, config.projection_dim)
+            if config.n_filters != config.projection_dim
+            else nn.Identity()
+        )
+
+    def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
+        chars = self.char_embedding(char_ids).transpose(1, 2)  # (n, dim, 50)
+        pooled = [conv(chars).amax(dim=-1) for conv in self.convolutions]
+        features = self.activation(torch.cat(pooled, dim=-1))
+        return self.projection(self.highway(features))

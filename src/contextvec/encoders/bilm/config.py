@@ -1,0 +1,143 @@
+"""Configuration of an ELMo biLM, and its translation to and from bilm-tf's ``options.json``."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from contextvec.text.chars import MAX_CHARS_PER_TOKEN
+
+
+class ConfigError(ValueError):
+    """A model configuration that contextvec cannot run, with the reason."""
+
+
+@dataclass(frozen=True)
+class BiLMConfig:
+    """Dimensions of a character-CNN biLM (names follow the ELMo paper and bilm-tf).
+
+    ``filters`` lists ``(width, n_maps)`` pairs. ``n_characters`` is the embedding table size
+    at inference (262: 261 training characters plus the padding row 0). Clip values of 0 or
+    ``None`` switch clipping off.
+    """
+
+    char_embed_dim: int = 16
+    filters: tuple[tuple[int, int], ...] = (
+        (1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024),
+    )
+    n_highway: int = 1
+    activation: str = "relu"
+    n_characters: int = 262
+    max_characters_per_token: int = MAX_CHARS_PER_TOKEN
+    projection_dim: int = 128
+    lstm_dim: int = 1024
+    n_layers: int = 2
+    cell_clip: float | None = 3.0
+    proj_clip: float | None = 3.0
+    use_skip_connections: bool = True
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "filters", tuple((int(w), int(n)) for w, n in self.filters))
+        if self.activation not in ("relu", "tanh"):
+            raise ConfigError(f"char_cnn.activation must be 'relu' or 'tanh', not {self.activation!r}")
+        if self.max_characters_per_token != MAX_CHARS_PER_TOKEN:
+            raise ConfigError(
+                f"max_characters_per_token is {self.max_characters_per_token}; contextvec's "
+                f"character mapper produces {MAX_CHARS_PER_TOKEN}"
+            )
+        if self.n_characters not in (261, 262):
+            raise ConfigError(f"n_characters must be 261 or 262, not {self.n_characters}")
+        if self.n_layers < 1 or not self.filters:
+            raise ConfigError("a biLM needs at least one LSTM layer and one CNN filter")
+        if max(w for w, _ in self.filters) > MAX_CHARS_PER_TOKEN:
+            raise ConfigError("a CNN filter is wider than a token's 50 characters")
+
+    @property
+    def n_filters(self) -> int:
+        """Width of the concatenated max-pooled convolution outputs."""
+        return sum(n for _, n in self.filters)
+
+    @property
+    def output_dim(self) -> int:
+        """Size of each output layer: ``[forward; backward]``."""
+        return 2 * self.projection_dim
+
+    @property
+    def num_output_layers(self) -> int:
+        return self.n_layers + 1
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any]) -> BiLMConfig:
+        """Read bilm-tf/allennlp ``options.json`` content."""
+        try:
+            lstm, cnn = options["lstm"], options["char_cnn"]
+            config = cls(
+                char_embed_dim=int(cnn["embedding"]["dim"]),
+                filters=tuple(tuple(f) for f in cnn["filters"]),
+                n_highway=int(cnn["n_highway"]),
+                activation=cnn.get("activation", "relu"),
+                # bilm-tf training files say 261; the model always gets a padding row.
+                n_characters=int(cnn.get("n_characters", 262)),
+                max_characters_per_token=int(
+                    cnn.get("max_characters_per_token", MAX_CHARS_PER_TOKEN)
+                ),
+                projection_dim=int(lstm["projection_dim"]),
+                lstm_dim=int(lstm["dim"]),
+                n_layers=int(lstm["n_layers"]),
+                cell_clip=lstm.get("cell_clip"),
+                proj_clip=lstm.get("proj_clip"),
+                use_skip_connections=bool(lstm.get("use_skip_connections", False)),
+                extra={k: v for k, v in options.items() if k not in ("lstm", "char_cnn")},
+            )
+        except (KeyError, TypeError) as e:
+            raise ConfigError(f"options.json lacks or mistypes a required field: {e}") from e
+        return config
+
+    def to_options(self) -> dict[str, Any]:
+        """bilm-tf/allennlp ``options.json`` content (inference form, ``n_characters`` 262)."""
+        return {
+            **self.extra,
+            "lstm": {
+                "use_skip_connections": self.use_skip_connections,
+                "projection_dim": self.projection_dim,
+                "cell_clip": self.cell_clip,
+                "proj_clip": self.proj_clip,
+                "dim": self.lstm_dim,
+                "n_layers": self.n_layers,
+            },
+            "char_cnn": {
+                "activation": self.activation,
+                "filters": [list(f) for f in self.filters],
+                "n_highway": self.n_highway,
+                "embedding": {"dim": self.char_embed_dim},
+                "n_characters": 262,
+                "max_characters_per_token": self.max_characters_per_token,
+            },
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able form (contextvec's native ``config.json``)."""
+        d = asdict(self)
+        d["filters"] = [list(f) for f in self.filters]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> BiLMConfig:
+        known = {f for f in cls.__dataclass_fields__}
+        unknown = set(d) - known
+        if unknown:
+            raise ConfigError(f"unknown biLM config fields: {sorted(unknown)}")
+        return cls(**d)
+
+
+# Published ELMo dimensions, for building random models (tests, benchmarks) and training presets.
+PRESETS: dict[str, BiLMConfig] = {
+    "elmo-small": BiLMConfig(),
+    "elmo-medium": BiLMConfig(projection_dim=256, lstm_dim=2048),
+    "elmo-original": BiLMConfig(projection_dim=512, lstm_dim=4096, n_highway=2),
+    "tiny": BiLMConfig(
+        char_embed_dim=4, filters=((1, 4), (2, 8), (3, 16)), n_highway=1,
+        projection_dim=16, lstm_dim=32,
+    ),
+}

@@ -1,0 +1,80 @@
+"""ELMo behind contextvec's common :class:`~contextvec.encoders.base.Encoder` interface."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from contextvec.encoders.base import Encoder, EncoderOutput
+from contextvec.encoders.bilm.model import ElmoBiLM
+from contextvec.text.chars import token_to_char_ids
+
+
+class ElmoEncoder(Encoder):
+    """Token lists -> ELMo's 3 layers (token layer ``[x; x]``, then each biLSTM layer).
+
+    Without gradients the char-CNN vectors of recent tokens are kept in an LRU cache
+    (``token_cache_size`` entries); any change to the CNN weights (an optimizer step,
+    ``load_state_dict``) empties it. With gradients every batch runs the CNN once per distinct
+    token, so the encoder can be fine-tuned.
+    """
+
+    def __init__(self, bilm: ElmoBiLM, token_cache_size: int = 50_000) -> None:
+        super().__init__()
+        self.bilm = bilm
+        self.num_layers = bilm.config.num_output_layers
+        self.output_dim = bilm.config.output_dim
+        self.token_cache_size = token_cache_size
+        self._cache: OrderedDict[str, torch.Tensor] = OrderedDict()
+        self._cache_key: tuple = ()
+
+    @property
+    def config(self):
+        return self.bilm.config
+
+    def forward(self, sentences: Sequence[Sequence[str]]) -> EncoderOutput:
+        cnn = self.bilm.token_encoder
+        device = cnn.char_embedding.weight.device
+        lengths = [len(s) for s in sentences]
+        width = max(lengths, default=0)
+        mask = torch.arange(width).view(1, -1) < torch.tensor(lengths).view(-1, 1)
+        # Distinct tokens of the batch, and where each position points among them.
+        vocab: dict[str, int] = {}
+        positions = torch.tensor(
+            [vocab.setdefault(tok, len(vocab)) for s in sentences for tok in s], dtype=torch.long
+        )
+        words = list(vocab)
+        caching = self.token_cache_size > 0 and not torch.is_grad_enabled()
+        vectors = self._cached_vectors(words) if caching else self._cnn(words)
+        tokens = vectors.new_zeros(len(sentences), width, vectors.shape[-1])
+        tokens[mask.to(device)] = vectors[positions.to(device)]
+        layers, mask = self.bilm.contextualize(tokens, mask.to(device))
+        return EncoderOutput(layers, mask)
+
+    def _cnn(self, words: list[str]) -> torch.Tensor:
+        cnn = self.bilm.token_encoder
+        ids = np.stack([token_to_char_ids(w) for w in words]) if words else np.zeros((0, 50))
+        ids_t = torch.from_numpy(ids).to(cnn.char_embedding.weight.device)
+        if not words:
+            return cnn.char_embedding.weight.new_zeros(0, self.config.projection_dim)
+        return cnn(ids_t)
+
+    def _cached_vectors(self, words: list[str]) -> torch.Tensor:
+        key = tuple((p.data_ptr(), p._version) for p in self.bilm.token_encoder.parameters())
+        if key != self._cache_key:
+            self._cache.clear()
+            self._cache_key = key
+        cache = self._cache
+        missing = [w for w in words if w not in cache]
+        if missing:
+            for word, vector in zip(missing, self._cnn(missing), strict=True):
+                cache[word] = vector
+        for word in words:
+            cache.move_to_end(word)
+        rows = [cache[w] for w in words]
+        while len(cache) > self.token_cache_size:
+            cache.popitem(last=False)
+        return torch.stack(rows) if rows else self._cnn([])

@@ -1,0 +1,113 @@
+"""LSTM with a projected, clipped state: the recurrent layer of ELMo's biLM."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+# Gate blocks of the packed weights, in bilm-tf (TensorFlow LSTMCell) order.
+GATE_I, GATE_J, GATE_F, GATE_O = range(4)
+
+
+def _clip(x: torch.Tensor, value: float | None) -> torch.Tensor:
+    return x.clamp(-value, value) if value else x
+
+
+class ProjectedLSTMLayer(nn.Module):
+    """One layer of the forward and of the backward LSTM, with separate weights, run together.
+
+    Direction 0 is the forward LM and direction 1 the backward LM; the backward direction
+    receives its sequences already reversed, so both run the same left-to-right recurrence and
+    one batched matmul per time step serves both. Per direction::
+
+        i, j, f, o = split(W_in x_t + W_state h_{t-1} + b)          # bilm-tf gate order
+        c_t = clip(sigmoid(f + forget_bias) * c_{t-1} + sigmoid(i) * tanh(j), cell_clip)
+        h_t = clip(W_proj (sigmoid(o) * tanh(c_t)), proj_clip)
+
+    The input projection of all time steps is one matmul; only the state recurrence loops.
+    Shapes: ``input_weight`` (2, 4*cell, input), ``state_weight`` (2, 4*cell, proj),
+    ``bias`` (2, 4*cell), ``projection`` (2, proj, cell).
+    """
+
+    def __init__(
+        self,
+        input_dim: int,
+        cell_dim: int,
+        projection_dim: int,
+        cell_clip: float | None = None,
+        proj_clip: float | None = None,
+        forget_bias: float = 1.0,
+        n_directions: int = 2,
+    ) -> None:
+        super().__init__()
+        self.cell_dim = cell_dim
+        self.projection_dim = projection_dim
+        self.cell_clip = cell_clip
+        self.proj_clip = proj_clip
+        self.forget_bias = forget_bias
+        d, c = n_directions, cell_dim
+        self.input_weight = nn.Parameter(torch.empty(d, 4 * c, input_dim))
+        self.state_weight = nn.Parameter(torch.empty(d, 4 * c, projection_dim))
+        self.bias = nn.Parameter(torch.zeros(d, 4 * c))
+        self.projection = nn.Parameter(torch.empty(d, projection_dim, c))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        for w in (self.input_weight, self.state_weight, self.projection):
+            nn.init.uniform_(w, -(w.shape[-1] ** -0.5), w.shape[-1] ** -0.5)
+        nn.init.zeros_(self.bias)
+
+    def forward(
+        self,
+        inputs: torch.Tensor,
+        lengths: torch.Tensor,
+        state: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """Run the recurrence.
+
+        ``inputs`` (directions, batch, time, input_dim); ``lengths`` (batch,) sorted in
+        decreasing order (steps past a sequence's length are not computed and come out 0).
+        ``state`` is the initial ``(h, c)``, each (directions, batch, dim); zeros if omitted.
+        Returns the outputs (directions, batch, time, projection_dim) and the state after each
+        sequence's last step.
+        """
+        d, batch, steps, _ = inputs.shape
+        c_dim = self.cell_dim
+        bias = self.bias
+        if self.forget_bias:
+            bias = bias.clone()
+            bias[:, GATE_F * c_dim : (GATE_F + 1) * c_dim] += self.forget_bias
+        # Input projections of every time step at once, laid out time-major so that each step
+        # reads a contiguous (batch, 4*cell) block.
+        time_major = inputs.transpose(1, 2).reshape(d, steps * batch, -1)
+        x_proj = torch.baddbmm(bias.unsqueeze(1), time_major, self.input_weight.transpose(1, 2))
+        x_proj = x_proj.view(d, steps, batch, 4 * c_dim)
+
+        if state is None:
+            h = inputs.new_zeros(d, batch, self.projection_dim)
+            c = inputs.new_zeros(d, batch, c_dim)
+        else:
+            h, c = state
+        final_h, final_c = torch.empty_like(h), torch.empty_like(c)
+        outputs = inputs.new_zeros(d, steps, batch, self.projection_dim)
+        w_state = self.state_weight.transpose(1, 2)
+        w_proj = self.projection.transpose(1, 2)
+        # Number of sequences still running at each step (lengths are sorted, longest first).
+        active = (lengths.view(1, -1) > torch.arange(steps).view(-1, 1)).sum(1).tolist()
+        k_prev = batch
+        for t in range(steps):
+            k = active[t]
+            if k < k_prev:
+                final_h[:, k:k_prev], final_c[:, k:k_prev] = h[:, k:], c[:, k:]
+                h, c = h[:, :k], c[:, :k]
+                k_prev = k
+            if k == 0:
+                break
+            gates = torch.baddbmm(x_proj[:, t, :k], h, w_state)
+            i, j, f, o = gates.chunk(4, dim=-1)
+            c = _clip(torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(j), self.cell_clip)
+            h = _clip(torch.bmm(torch.sigmoid(o) * torch.tanh(c), w_proj), self.proj_clip)
+            outputs[:, t, :k] = h
+        if k_prev:
+            final_h[:, :k_prev], final_c[:, :k_prev] = h, c
+        return outputs.transpose(1, 2), (final_h, final_c)

@@ -1,0 +1,113 @@
+"""ELMo's bidirectional language model: char-CNN token layer under forward and backward LSTM stacks."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from contextvec.encoders.bilm.char_cnn import CharCNN
+from contextvec.encoders.bilm.config import BiLMConfig
+from contextvec.encoders.bilm.lstm import ProjectedLSTMLayer
+from contextvec.text.chars import BOS_IDS, EOS_IDS
+
+
+class BiLMOutput(NamedTuple):
+    """``layers``: (n_layers + 1, batch, time, 2 * projection_dim); ``mask``: (batch, time) bool."""
+
+    layers: torch.Tensor
+    mask: torch.Tensor
+
+
+class ElmoBiLM(nn.Module):
+    """The biLM of Peters et al. (2018) as used for representations (no softmax).
+
+    Layer 0 is the token vector duplicated ``[x; x]``; layer k >= 1 is ``[forward_k; backward_k]``.
+    The model adds ``<S>`` and ``</S>`` around every sentence and removes their rows from the
+    output. Every sentence starts from the zero state, so its vectors do not depend on the
+    other sentences of the batch.
+    """
+
+    def __init__(self, config: BiLMConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.token_encoder = CharCNN(config)
+        p = config.projection_dim
+        self.layers = nn.ModuleList(
+            ProjectedLSTMLayer(p, config.lstm_dim, p, config.cell_clip, config.proj_clip)
+            for _ in range(config.n_layers)
+        )
+        self.register_buffer(
+            "boundary_char_ids", torch.from_numpy(BOS_IDS[None].repeat(2, 0)), persistent=False
+        )
+        self.boundary_char_ids[1] = torch.from_numpy(EOS_IDS)
+
+    def encode_tokens(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """Token vectors ``(n, projection_dim)`` for character ids ``(n, 50)``.
+
+        Identical rows (repeated words) go through the CNN once.
+        """
+        unique, inverse = torch.unique(char_ids, dim=0, return_inverse=True)
+        return self.token_encoder(unique)[inverse]
+
+    def boundary_vectors(self) -> torch.Tensor:
+        """Token vectors of ``<S>`` and ``</S>``, shape (2, projection_dim)."""
+        return self.token_encoder(self.boundary_char_ids)
+
+    def forward(self, char_ids: torch.Tensor) -> BiLMOutput:
+        """Layers for a batch of character ids ``(batch, time, 50)`` (all-zero rows = padding)."""
+        mask = (char_ids > 0).any(dim=-1)
+        dtype = self.token_encoder.char_embedding.weight.dtype
+        tokens = torch.zeros(
+            *mask.shape, self.config.projection_dim, dtype=dtype, device=char_ids.device
+        )
+        if mask.any():
+            tokens[mask] = self.encode_tokens(char_ids[mask])
+        return self.contextualize(tokens, mask)
+
+    def contextualize(
+        self,
+        tokens: torch.Tensor,
+        mask: torch.Tensor,
+        boundaries: torch.Tensor | None = None,
+        keep_boundaries: bool = False,
+    ) -> BiLMOutput:
+        """Run the LSTM stacks over token vectors ``(batch, time, projection_dim)``.
+
+        ``mask`` (batch, time) marks real tokens, which must form a prefix of each row.
+        ``boundaries`` are the ``<S>``/``</S>`` vectors (computed if omitted). With
+        ``keep_boundaries`` the output keeps their rows: time becomes ``time + 2`` and the mask
+        covers them.
+        """
+        batch, steps, dim = tokens.shape
+        lengths = mask.sum(dim=1) + 2
+        if boundaries is None:
+            boundaries = self.boundary_vectors()
+        positions = torch.arange(steps + 2, device=tokens.device)
+        full_mask = positions.view(1, -1) < lengths.view(-1, 1)
+        seq = torch.zeros(batch, steps + 2, dim, dtype=tokens.dtype, device=tokens.device)
+        seq[:, 0] = boundaries[0]
+        seq[:, 1 : steps + 1] = tokens * mask.unsqueeze(-1)
+        seq[torch.arange(batch, device=tokens.device), lengths - 1] = boundaries[1]
+
+        # Sort longest first so that each LSTM step only computes the sequences still running;
+        # the backward LM reads each sequence reversed within its own length.
+        lengths, order = lengths.sort(descending=True)
+        seq, full_mask = seq[order], full_mask[order]
+        rev = torch.where(full_mask, lengths.view(-1, 1) - 1 - positions.view(1, -1), positions)
+        rows = torch.arange(batch, device=tokens.device).view(-1, 1)
+        x = torch.stack([seq, seq[rows, rev]])
+        layers = [torch.cat([seq, seq], dim=-1)]
+        for index, layer in enumerate(self.layers):
+            out, _ = layer(x, lengths)
+            if index > 0 and self.config.use_skip_connections:
+                out = out + x
+            x = out
+            layers.append(torch.cat([out[0], out[1][rows, rev]], dim=-1))
+        # Rows past each sequence's end are already 0: the LSTM does not compute them.
+        unsort = order.argsort()
+        stacked = torch.stack(layers)[:, unsort]
+        if keep_boundaries:
+            return BiLMOutput(stacked, full_mask[unsort])
+        return BiLMOutput(stacked[:, :, 1 : steps + 1] * mask.unsqueeze(-1), mask)

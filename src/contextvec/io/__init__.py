@@ -1,0 +1,1 @@
+"""File formats: bilm-tf weights, contextvec's native format, embedding outputs."""

@@ -1,0 +1,197 @@
+"""bilm-tf weight files (``options.json`` + ``weights.hdf5``), as pure functions.
+
+The HDF5 file is bilm-tf's dump of its TensorFlow variables: ``char_embed`` without the padding
+row, TF ``conv2d`` kernels, ``x @ W`` dense kernels, and ``LSTMCell`` kernels packing
+``[W_x; W_h]`` with gates in the order i, j, f, o. contextvec's modules keep TF's gate order and
+add TF's forget bias of 1 at run time, so every conversion here is a transpose or a copy and
+reading then writing a file gives back the same bits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import h5py
+import numpy as np
+import torch
+
+from contextvec.encoders.bilm.config import BiLMConfig, ConfigError
+from contextvec.encoders.bilm.model import ElmoBiLM
+from contextvec.io.atomic import atomic_path
+
+
+class WeightFileError(ValueError):
+    """A weight file that does not hold the model its options describe."""
+
+
+def read_options(path: str | os.PathLike) -> BiLMConfig:
+    """Parse a bilm-tf/allennlp ``options.json``."""
+    try:
+        options = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ConfigError(f"{path}: not a valid options.json ({e})") from e
+    try:
+        return BiLMConfig.from_options(options)
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from e
+
+
+def write_options(config: BiLMConfig, path: str | os.PathLike) -> None:
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text(json.dumps(config.to_options(), indent=2) + "\n", encoding="utf-8")
+
+
+def _lstm_prefix(direction: int, layer: int) -> str:
+    return f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
+
+
+def expected_datasets(config: BiLMConfig) -> dict[str, tuple[int, ...]]:
+    """Every dataset name of a bilm-tf weight file for ``config``, with its shape."""
+    f, p, c = config.n_filters, config.projection_dim, config.lstm_dim
+    shapes: dict[str, tuple[int, ...]] = {"char_embed": (261, config.char_embed_dim)}
+    for i, (width, n_maps) in enumerate(config.filters):
+        shapes[f"CNN/W_cnn_{i}"] = (1, width, config.char_embed_dim, n_maps)
+        shapes[f"CNN/b_cnn_{i}"] = (n_maps,)
+    for k in range(config.n_highway):
+        for name in ("carry", "transform"):
+            shapes[f"CNN_high_{k}/W_{name}"] = (f, f)
+            shapes[f"CNN_high_{k}/b_{name}"] = (f,)
+    if f != p:
+        shapes["CNN_proj/W_proj"] = (f, p)
+        shapes["CNN_proj/b_proj"] = (p,)
+    for d in range(2):
+        for layer in range(config.n_layers):
+            prefix = _lstm_prefix(d, layer)
+            shapes[f"{prefix}/W_0"] = (2 * p, 4 * c)
+            shapes[f"{prefix}/B"] = (4 * c,)
+            shapes[f"{prefix}/W_P_0"] = (c, p)
+    return shapes
+
+
+def read_weights(path: str | os.PathLike, config: BiLMConfig) -> dict[str, np.ndarray]:
+    """Read and validate every dataset of a bilm-tf ``weights.hdf5``.
+
+    Raises :class:`WeightFileError` naming missing or unexpected datasets, shapes that disagree
+    with the options, non-finite values, or a file that is not (or no longer entirely) HDF5.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"weight file not found: {path}")
+    expected = expected_datasets(config)
+    arrays: dict[str, np.ndarray] = {}
+    try:
+        with h5py.File(path, "r") as f:
+            found: list[str] = []
+            f.visititems(lambda name, obj: found.append(name) if isinstance(obj, h5py.Dataset) else None)
+            missing = sorted(set(expected) - set(found))
+            unexpected = sorted(set(found) - set(expected))
+            if missing or unexpected:
+                parts = []
+                if missing:
+                    parts.append(f"missing datasets {missing}")
+                if unexpected:
+                    parts.append(f"unexpected datasets {unexpected}")
+                raise WeightFileError(
+                    f"{path}: {'; '.join(parts)} (does options.json describe this file?)"
+                )
+            for name, shape in expected.items():
+                data = f[name]
+                if tuple(data.shape) != shape:
+                    raise WeightFileError(
+                        f"{path}: dataset {name} has shape {tuple(data.shape)} but options.json "
+                        f"implies {shape}"
+                    )
+                arrays[name] = data[()]
+    except OSError as e:
+        raise WeightFileError(f"{path}: not a readable HDF5 file, or truncated ({e})") from e
+    for name, array in arrays.items():
+        if not np.issubdtype(array.dtype, np.floating):
+            raise WeightFileError(f"{path}: dataset {name} has non-float dtype {array.dtype}")
+        bad = int(np.size(array) - np.isfinite(array).sum())
+        if bad:
+            raise WeightFileError(f"{path}: dataset {name} has {bad} NaN or infinite values")
+    return arrays
+
+
+def write_weights(arrays: dict[str, np.ndarray], path: str | os.PathLike) -> None:
+    """Write datasets as a bilm-tf ``weights.hdf5`` (float32), atomically."""
+    with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
+        for name, array in arrays.items():
+            f.create_dataset(name, data=np.ascontiguousarray(array, dtype=np.float32))
+
+
+def to_state_dict(arrays: dict[str, np.ndarray], config: BiLMConfig) -> dict[str, torch.Tensor]:
+    """bilm-tf datasets -> state dict of :class:`contextvec.encoders.bilm.ElmoBiLM`."""
+
+    def t(name: str) -> torch.Tensor:
+        return torch.from_numpy(np.asarray(arrays[name], dtype=np.float32))
+
+    sd: dict[str, torch.Tensor] = {}
+    embed = t("char_embed")
+    sd["token_encoder.char_embedding.weight"] = torch.cat([embed.new_zeros(1, embed.shape[1]), embed])
+    for i in range(len(config.filters)):
+        sd[f"token_encoder.convolutions.{i}.weight"] = t(f"CNN/W_cnn_{i}")[0].permute(2, 1, 0)
+        sd[f"token_encoder.convolutions.{i}.bias"] = t(f"CNN/b_cnn_{i}")
+    for k in range(config.n_highway):
+        for ours, theirs in (("transform", "transform"), ("gate", "carry")):
+            sd[f"token_encoder.highway.{ours}.{k}.weight"] = t(f"CNN_high_{k}/W_{theirs}").T
+            sd[f"token_encoder.highway.{ours}.{k}.bias"] = t(f"CNN_high_{k}/b_{theirs}")
+    if config.n_filters != config.projection_dim:
+        sd["token_encoder.projection.weight"] = t("CNN_proj/W_proj").T
+        sd["token_encoder.projection.bias"] = t("CNN_proj/b_proj")
+    p = config.projection_dim
+    for layer in range(config.n_layers):
+        kernels = [t(f"{_lstm_prefix(d, layer)}/W_0") for d in range(2)]
+        sd[f"layers.{layer}.input_weight"] = torch.stack([w[:p].T for w in kernels])
+        sd[f"layers.{layer}.state_weight"] = torch.stack([w[p:].T for w in kernels])
+        sd[f"layers.{layer}.bias"] = torch.stack([t(f"{_lstm_prefix(d, layer)}/B") for d in range(2)])
+        sd[f"layers.{layer}.projection"] = torch.stack(
+            [t(f"{_lstm_prefix(d, layer)}/W_P_0").T for d in range(2)]
+        )
+    return {k: v.contiguous() for k, v in sd.items()}
+
+
+def from_state_dict(sd: dict[str, torch.Tensor], config: BiLMConfig) -> dict[str, np.ndarray]:
+    """State dict of an :class:`ElmoBiLM` -> bilm-tf datasets (the inverse of :func:`to_state_dict`)."""
+
+    def a(x: torch.Tensor) -> np.ndarray:
+        return np.ascontiguousarray(x.detach().cpu().to(torch.float32).numpy())
+
+    out: dict[str, np.ndarray] = {"char_embed": a(sd["token_encoder.char_embedding.weight"][1:])}
+    for i in range(len(config.filters)):
+        out[f"CNN/W_cnn_{i}"] = a(sd[f"token_encoder.convolutions.{i}.weight"].permute(2, 1, 0)[None])
+        out[f"CNN/b_cnn_{i}"] = a(sd[f"token_encoder.convolutions.{i}.bias"])
+    for k in range(config.n_highway):
+        for ours, theirs in (("transform", "transform"), ("gate", "carry")):
+            out[f"CNN_high_{k}/W_{theirs}"] = a(sd[f"token_encoder.highway.{ours}.{k}.weight"].T)
+            out[f"CNN_high_{k}/b_{theirs}"] = a(sd[f"token_encoder.highway.{ours}.{k}.bias"])
+    if config.n_filters != config.projection_dim:
+        out["CNN_proj/W_proj"] = a(sd["token_encoder.projection.weight"].T)
+        out["CNN_proj/b_proj"] = a(sd["token_encoder.projection.bias"])
+    for layer in range(config.n_layers):
+        for d in range(2):
+            prefix = _lstm_prefix(d, layer)
+            w_x = sd[f"layers.{layer}.input_weight"][d].T
+            w_h = sd[f"layers.{layer}.state_weight"][d].T
+            out[f"{prefix}/W_0"] = a(torch.cat([w_x, w_h]))
+            out[f"{prefix}/B"] = a(sd[f"layers.{layer}.bias"][d])
+            out[f"{prefix}/W_P_0"] = a(sd[f"layers.{layer}.projection"][d].T)
+    return out
+
+
+def load_bilm_tf(options_file: str | os.PathLike, weight_file: str | os.PathLike) -> ElmoBiLM:
+    """Build an :class:`ElmoBiLM` from bilm-tf ``options.json`` + ``weights.hdf5``."""
+    config = read_options(options_file)
+    model = ElmoBiLM(config)
+    model.load_state_dict(to_state_dict(read_weights(weight_file, config), config))
+    return model.eval()
+
+
+def save_bilm_tf(
+    model: ElmoBiLM, options_file: str | os.PathLike, weight_file: str | os.PathLike
+) -> None:
+    """Write a model as bilm-tf ``options.json`` (``n_characters`` 262) + ``weights.hdf5``."""
+    write_weights(from_state_dict(model.state_dict(), model.config), weight_file)
+    write_options(model.config, options_file)

@@ -1,0 +1,74 @@
+"""contextvec's own model format: a directory with ``config.json`` and ``model.safetensors``.
+
+``config.json`` holds ``{"model_type": ..., "config": {...}, "format_version": 1}``; the
+tensors are the module's state dict under its own parameter names. safetensors never runs
+code on load, unlike pickled checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from contextvec.io.atomic import atomic_path
+
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+FORMAT_VERSION = 1
+
+
+class NativeFormatError(ValueError):
+    """A directory that is not a readable contextvec model."""
+
+
+def is_native_dir(path: str | os.PathLike) -> bool:
+    path = Path(path)
+    return (path / CONFIG_NAME).is_file() and (path / WEIGHTS_NAME).is_file()
+
+
+def save_native(
+    directory: str | os.PathLike,
+    model_type: str,
+    config: dict[str, Any],
+    state_dict: dict[str, torch.Tensor],
+) -> Path:
+    """Write a model directory (each file atomically) and return its path."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    tensors = {k: v.detach().cpu().contiguous() for k, v in state_dict.items()}
+    with atomic_path(directory / WEIGHTS_NAME) as tmp:
+        save_file(tensors, str(tmp), metadata={"model_type": model_type})
+    meta = {"model_type": model_type, "format_version": FORMAT_VERSION, "config": config}
+    with atomic_path(directory / CONFIG_NAME) as tmp:
+        tmp.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    return directory
+
+
+def load_native(directory: str | os.PathLike) -> tuple[str, dict[str, Any], dict[str, torch.Tensor]]:
+    """Read a model directory: ``(model_type, config, state_dict)``."""
+    directory = Path(directory)
+    if not is_native_dir(directory):
+        raise NativeFormatError(f"{directory}: needs {CONFIG_NAME} and {WEIGHTS_NAME}")
+    try:
+        meta = json.loads((directory / CONFIG_NAME).read_text(encoding="utf-8"))
+        model_type, config = meta["model_type"], meta["config"]
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
+        raise NativeFormatError(f"{directory / CONFIG_NAME}: not a contextvec config ({e})") from e
+    if meta.get("format_version", FORMAT_VERSION) > FORMAT_VERSION:
+        raise NativeFormatError(
+            f"{directory}: format version {meta['format_version']} is newer than this contextvec"
+        )
+    try:
+        state_dict = load_file(str(directory / WEIGHTS_NAME))
+    except (SafetensorError, OSError) as e:
+        raise NativeFormatError(f"{directory / WEIGHTS_NAME}: unreadable or truncated ({e})") from e
+    for name, tensor in state_dict.items():
+        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+            raise NativeFormatError(f"{directory / WEIGHTS_NAME}: {name} has NaN or infinite values")
+    return model_type, config, state_dict
