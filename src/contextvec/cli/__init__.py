@@ -1,0 +1,1 @@
+"""The ``contextvec`` command line: one module per subcommand, assembled in :mod:`.main`."""

@@ -1,0 +1,38 @@
+"""Entry point of the ``contextvec`` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from contextvec import __version__
+from contextvec.cli import convert, demo, embed
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="contextvec", description="Deep contextualized word representations."
+    )
+    parser.add_argument("--version", action="version", version=f"contextvec {__version__}")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in (demo, embed, convert):
+        module.add_parser(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.run(args)
+    except KeyboardInterrupt:
+        print("\ncontextvec: interrupted; finished work is kept, rerun with --resume",
+              file=sys.stderr)
+        return 130
+    except (ValueError, FileNotFoundError, RuntimeError) as e:
+        print(f"contextvec: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

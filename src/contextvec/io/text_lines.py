@@ -1,0 +1,112 @@
+"""Reading one-sentence-per-line input files, with a checked, streaming policy for bad lines.
+
+Lines are split on ``\\n`` only (a trailing ``\\r`` is dropped), so Unicode line separators
+inside a sentence never shift line indices. Line ``i`` (0-based) always maps to output key
+``i``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+EMPTY_LINE_POLICIES = ("error", "keep")
+INVALID_UTF8_POLICIES = ("error", "replace")
+
+
+class InputError(ValueError):
+    """An input file that the chosen policies do not accept; the message names the lines."""
+
+
+@dataclass
+class InputScan:
+    """What one pass over an input file found."""
+
+    n_lines: int = 0
+    sha256: str = ""
+    empty: list[int] = field(default_factory=list)
+    invalid_utf8: list[int] = field(default_factory=list)
+    duplicates: list[int] = field(default_factory=list)
+    bad_keys: list[int] = field(default_factory=list)
+
+
+def _raw_lines(path: Path) -> Iterator[bytes]:
+    with open(path, "rb") as f:
+        for raw in f:
+            yield raw.rstrip(b"\n").rstrip(b"\r")
+
+
+def _describe(kind: str, lines: list[int], hint: str) -> str:
+    shown = ", ".join(str(i + 1) for i in lines[:20])
+    more = f" and {len(lines) - 20} more" if len(lines) > 20 else ""
+    return f"{len(lines)} {kind} at line(s) {shown}{more} (1-based; output key = line - 1); {hint}"
+
+
+def scan_lines(path: str | os.PathLike, sentence_keys: bool = False) -> InputScan:
+    """One streaming pass: line count, content hash, and the lines each policy cares about.
+
+    With ``sentence_keys`` it also finds duplicate sentences and sentences that cannot be HDF5
+    dataset names (containing ``/``, or ``.``).
+    """
+    scan = InputScan()
+    digest = hashlib.sha256()
+    seen: set[bytes] = set()
+    for index, raw in enumerate(_raw_lines(Path(path))):
+        digest.update(raw + b"\n")
+        scan.n_lines += 1
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            scan.invalid_utf8.append(index)
+            text = raw.decode("utf-8", "replace")
+        key = text.strip()
+        if not key:
+            scan.empty.append(index)
+        if sentence_keys:
+            if "/" in key or key == ".":
+                scan.bad_keys.append(index)
+            h = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+            if h in seen:
+                scan.duplicates.append(index)
+            seen.add(h)
+    scan.sha256 = digest.hexdigest()
+    return scan
+
+
+def check_scan(scan: InputScan, empty_lines: str, invalid_utf8: str) -> None:
+    """Raise :class:`InputError` for every kind of line that the policies reject."""
+    problems = []
+    if scan.empty and empty_lines == "error":
+        problems.append(_describe(
+            "empty or whitespace-only line(s)", scan.empty,
+            "remove them or pass --empty-lines keep to write a (layers, 0, dim) dataset",
+        ))
+    if scan.invalid_utf8 and invalid_utf8 == "error":
+        problems.append(_describe(
+            "line(s) that are not valid UTF-8", scan.invalid_utf8,
+            "fix the encoding or pass --invalid-utf8 replace to decode them with U+FFFD",
+        ))
+    if scan.duplicates:
+        problems.append(_describe(
+            "repeated sentence(s)", scan.duplicates,
+            "--use-sentence-keys needs unique sentences; use line-index keys instead",
+        ))
+    if scan.bad_keys:
+        problems.append(_describe(
+            "sentence(s) that cannot be HDF5 keys ('/' inside, or '.')", scan.bad_keys,
+            "use line-index keys instead of --use-sentence-keys",
+        ))
+    if problems:
+        raise InputError("; ".join(problems))
+
+
+def read_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
+    """Yield ``(index, text)`` for every line; invalid UTF-8 is decoded with U+FFFD.
+
+    Call :func:`check_scan` first: this is the lenient reading that the policies allow.
+    """
+    for index, raw in enumerate(_raw_lines(Path(path))):
+        yield index, raw.decode("utf-8", "replace")

@@ -1,0 +1,211 @@
+"""`contextvec embed`: output layout, bad input, interruption and --resume."""
+
+from __future__ import annotations
+
+import json
+
+import h5py
+import numpy as np
+import pytest
+
+import contextvec
+from contextvec import bulk
+from contextvec.bulk import ResumeError, embed_file
+from contextvec.cli.main import main
+from contextvec.encoders.base import Encoder
+
+SENTENCES = [
+    "The bank was robbed .",
+    "We sat on the bank of the river .",
+    "Zürich 日本語 🙂 naïve",
+    "a",
+    "x" * 80 + " long-token",
+]
+
+
+def _write(path, lines, end="\n"):
+    path.write_text(end.join(lines) + end, encoding="utf-8")
+    return path
+
+
+def _read(path):
+    with h5py.File(path, "r") as f:
+        return {k: f[k][()] for k in f}
+
+
+@pytest.mark.parametrize("mode", ["all", "top", "average"])
+def test_layouts_match_the_python_api(tmp_path, tiny_dir, mode):
+    src = _write(tmp_path / "in.txt", SENTENCES)
+    out = tmp_path / "out.h5"
+    assert main(["embed", str(src), str(out), f"--{mode}", "--model", str(tiny_dir),
+                 "--batch-size", "2", "--quiet"]) == 0
+    data = _read(out)
+    expected = contextvec.load(tiny_dir).embed(SENTENCES)
+    assert sorted(data) == sorted([str(i) for i in range(len(SENTENCES))] + ["sentence_to_index"])
+    for i, layers in enumerate(expected):
+        want = {"all": layers, "top": layers[-1], "average": layers.mean(0)}[mode]
+        assert data[str(i)].dtype == np.float32
+        np.testing.assert_allclose(data[str(i)], want, atol=1e-5)
+    index = json.loads(data["sentence_to_index"][0])
+    assert index == {s: str(i) for i, s in enumerate(SENTENCES)}
+    assert not (tmp_path / "out.h5.parts").exists()
+
+
+def test_bilm_tf_file_arguments_and_forget_sentences(tmp_path, tiny_dir):
+    src = _write(tmp_path / "in.txt", SENTENCES[:2])
+    out = tmp_path / "out.h5"
+    assert main(["embed", str(src), str(out), "--top", "--options-file",
+                 str(tiny_dir / "options.json"), "--weight-file", str(tiny_dir / "weights.hdf5"),
+                 "--forget-sentences", "--quiet"]) == 0
+    assert sorted(_read(out)) == ["0", "1"]
+
+
+def test_sentence_keys(tmp_path, tiny_dir):
+    src = _write(tmp_path / "in.txt", SENTENCES[:3])
+    out = tmp_path / "out.h5"
+    assert main(["embed", str(src), str(out), "--all", "--model", str(tiny_dir),
+                 "--use-sentence-keys", "--quiet"]) == 0
+    assert sorted(_read(out)) == sorted(SENTENCES[:3])
+
+
+@pytest.mark.parametrize("lines, message", [
+    (["a b", "a b"], "repeated sentence(s) at line(s) 2"),
+    (["a / b", "c"], "cannot be HDF5 keys"),
+])
+def test_sentence_keys_refuse_duplicates_and_slashes(tmp_path, tiny_dir, capsys, lines, message):
+    src = _write(tmp_path / "in.txt", lines)
+    assert main(["embed", str(src), str(tmp_path / "o.h5"), "--all", "--model", str(tiny_dir),
+                 "--use-sentence-keys", "--quiet"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_empty_lines_are_refused_by_number_and_nothing_is_written(tmp_path, tiny_dir, capsys):
+    src = _write(tmp_path / "in.txt", ["one", "", "two", " \t ", "three"])
+    out = tmp_path / "out.h5"
+    assert main(["embed", str(src), str(out), "--all", "--model", str(tiny_dir), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "2 empty or whitespace-only line(s) at line(s) 2, 4" in err
+    assert not out.exists() and not (tmp_path / "out.h5.parts").exists()
+
+
+def test_empty_lines_kept_as_zero_token_datasets(tmp_path, tiny_dir):
+    src = _write(tmp_path / "in.txt", ["one", "", "two", "   "])
+    out = tmp_path / "out.h5"
+    assert main(["embed", str(src), str(out), "--all", "--model", str(tiny_dir),
+                 "--empty-lines", "keep", "--quiet"]) == 0
+    data = _read(out)
+    assert data["1"].shape == (3, 0, 32) and data["3"].shape == (3, 0, 32)
+    assert data["0"].shape == (3, 1, 32) and data["2"].shape == (3, 1, 32)
+
+
+def test_invalid_utf8(tmp_path, tiny_dir, capsys):
+    src = tmp_path / "in.txt"
+    src.write_bytes(b"good line\nbad \xff\xfe line\nalso good\n")
+    out = tmp_path / "out.h5"
+    assert main(["embed", str(src), str(out), "--top", "--model", str(tiny_dir), "--quiet"]) == 2
+    assert "not valid UTF-8 at line(s) 2" in capsys.readouterr().err
+    assert main(["embed", str(src), str(out), "--top", "--model", str(tiny_dir),
+                 "--invalid-utf8", "replace", "--quiet"]) == 0
+    data = _read(out)
+    assert data["1"].shape == (3, 32)  # "bad", "\ufffd\ufffd", "line"
+    assert "bad \ufffd\ufffd line" in json.loads(data["sentence_to_index"][0])
+
+
+def test_line_indices_never_shift(tmp_path, tiny_dir):
+    # CRLF endings, a Unicode line separator and no final newline: still 3 lines, keys 0..2.
+    src = tmp_path / "in.txt"
+    src.write_bytes("first line\r\nsecond\u2028same line\r\nthird".encode())
+    out = tmp_path / "out.h5"
+    embed_file(contextvec.load(tiny_dir), src, out, layers="top", progress=False)
+    data = _read(out)
+    assert sorted(data) == ["0", "1", "2", "sentence_to_index"]
+    assert data["1"].shape == (3, 32)  # "second", "same", "line": \u2028 is whitespace
+    assert data["2"].shape == (1, 32)
+
+
+def test_long_sentence_and_tokens(tmp_path, tiny_dir):
+    encoder = contextvec.load(tiny_dir)
+    long_sentence = " ".join(f"w{i}" for i in range(3000))
+    src = _write(tmp_path / "in.txt", [long_sentence, "é" * 500, "short"])
+    out = tmp_path / "out.h5"
+    embed_file(encoder, src, out, max_tokens=1000, progress=False)
+    data = _read(out)
+    assert data["0"].shape == (3, 3000, 32)
+    alone = encoder.embed([long_sentence])[0]
+    np.testing.assert_allclose(data["0"], alone, atol=1e-5)
+    np.testing.assert_allclose(data["1"], encoder.embed(["é" * 24])[0], atol=1e-6)
+
+
+class _Interrupt(Exception):
+    pass
+
+
+def test_resume_computes_only_what_is_missing(tmp_path, tiny_dir, monkeypatch):
+    encoder = contextvec.load(tiny_dir)
+    lines = [f"sentence number {i} " + "word " * (i % 7) for i in range(50)]
+    src = _write(tmp_path / "in.txt", lines)
+    reference = tmp_path / "reference.h5"
+    embed_file(encoder, src, reference, chunk_lines=8, progress=False)
+
+    calls: list[int] = []
+    interrupt_at = [3]
+    real = Encoder.embed_batches
+
+    def flaky(self, sentences, *args):
+        calls.append(len(sentences))
+        if len(calls) == interrupt_at[0]:
+            raise _Interrupt
+        yield from real(self, sentences, *args)
+
+    monkeypatch.setattr(Encoder, "embed_batches", flaky)
+    out = tmp_path / "out.h5"
+    with pytest.raises(_Interrupt):
+        embed_file(encoder, src, out, chunk_lines=8, progress=False)
+    assert not out.exists()
+    assert sorted(p.name for p in (tmp_path / "out.h5.parts").glob("shard-*")) == [
+        "shard-000000.h5", "shard-000001.h5"]
+    with pytest.raises(ResumeError, match="--resume"):
+        embed_file(encoder, src, out, chunk_lines=8, progress=False)
+
+    calls.clear()
+    interrupt_at[0] = 0
+    # A resumed run keeps the first run's chunking even if asked for another.
+    embed_file(encoder, src, out, chunk_lines=100, resume=True, progress=False)
+    assert calls == [8, 8, 8, 8, 2]  # chunks 2..6 only
+    got, want = _read(out), _read(reference)
+    assert sorted(got) == sorted(want)
+    for key in want:
+        np.testing.assert_array_equal(got[key], want[key])
+    assert not (tmp_path / "out.h5.parts").exists()
+    # Resuming a finished run is a no-op.
+    calls.clear()
+    embed_file(encoder, src, out, resume=True, progress=False)
+    assert calls == []
+
+
+def test_resume_refuses_a_changed_input_or_model(tmp_path, tiny_dir, monkeypatch):
+    encoder = contextvec.load(tiny_dir)
+    src = _write(tmp_path / "in.txt", [f"line {i}" for i in range(20)])
+    monkeypatch.setattr(bulk, "_merge", lambda *a, **k: (_ for _ in ()).throw(_Interrupt()))
+    with pytest.raises(_Interrupt):
+        embed_file(encoder, src, tmp_path / "o.h5", chunk_lines=8, progress=False)
+    _write(src, [f"line {i}" for i in range(21)])
+    with pytest.raises(ResumeError, match="input_sha256"):
+        embed_file(encoder, src, tmp_path / "o.h5", resume=True, progress=False)
+    _write(src, [f"line {i}" for i in range(20)])
+    with pytest.raises(ResumeError, match="model"):
+        other = contextvec.load(tiny_dir)
+        other.bilm.layers[0].bias.data += 1
+        embed_file(other, src, tmp_path / "o.h5", resume=True, progress=False)
+
+
+def test_bad_model_files_give_clear_cli_errors(tmp_path, tiny_dir, capsys):
+    src = _write(tmp_path / "in.txt", ["a"])
+    broken = tmp_path / "weights.hdf5"
+    broken.write_bytes((tiny_dir / "weights.hdf5").read_bytes()[:5000])
+    code = main(["embed", str(src), str(tmp_path / "o.h5"), "--all", "--options-file",
+                 str(tiny_dir / "options.json"), "--weight-file", str(broken), "--quiet"])
+    assert code == 2
+    assert "truncated" in capsys.readouterr().err
+    assert main(["embed", str(src), str(tmp_path / "o.h5"), "--all", "--quiet"]) == 2
+    assert "no bundled default model" in capsys.readouterr().err

@@ -1,0 +1,101 @@
+"""contextvec vs allennlp's own ELMo outputs (reference/README.md) for the same weights."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import contextvec
+from contextvec.embedder import ScalarMix
+from contextvec.encoders.bilm import ElmoEncoder
+from contextvec.text.chars import batch_to_char_ids
+
+ATOL = 1e-4
+
+
+def _sentences(path) -> list[list[str]]:
+    return [line.split() for line in (path / "sentences.txt").read_text("utf-8").splitlines()]
+
+
+@pytest.mark.parametrize("name", ["tiny_dir", "small_dir"])
+def test_layers_and_mix_match_allennlp(name, request):
+    path = request.getfixturevalue(name)
+    expected = np.load(path / "expected.npz")
+    sentences = _sentences(path)
+    encoder = contextvec.load(path)
+    vectors = encoder.embed(sentences, batch_size=32)
+    assert len(vectors) == len(sentences) == 64
+    mix = ScalarMix(3, initial_weights=expected["scalar_mix_weights"] * 0,
+                    initial_gamma=float(expected["scalar_mix_gamma"]))
+    for i, tokens in enumerate(sentences):
+        np.testing.assert_array_equal(
+            batch_to_char_ids([tokens])[0].numpy(), expected[f"char_ids_{i:03d}"]
+        )
+        np.testing.assert_allclose(vectors[i], expected[f"activations_{i:03d}"], atol=ATOL, rtol=ATOL)
+        mixed = mix(torch.from_numpy(vectors[i])[:, None], torch.ones(1, len(tokens), dtype=torch.bool))
+        np.testing.assert_allclose(mixed[0].detach().numpy(), expected[f"elmo_{i:03d}"], atol=ATOL)
+
+
+def test_boundary_rows_match_allennlp(tiny_dir):
+    expected = np.load(tiny_dir / "expected.npz")
+    encoder = contextvec.load(tiny_dir)
+    assert isinstance(encoder, ElmoEncoder)
+    sentences = _sentences(tiny_dir)
+    with torch.no_grad():
+        out = encoder.bilm(batch_to_char_ids(sentences))
+        kept = encoder.bilm.contextualize(
+            *_tokens_and_mask(encoder, sentences), keep_boundaries=True
+        )
+    for i, tokens in enumerate(sentences):
+        n = len(tokens)
+        boundaries = kept.layers[:, i, [0, n + 1]].numpy()
+        np.testing.assert_allclose(boundaries, expected[f"boundaries_{i:03d}"], atol=ATOL)
+        np.testing.assert_allclose(out.layers[:, i, :n].numpy(), expected[f"activations_{i:03d}"],
+                                   atol=ATOL)
+        assert not out.layers[:, i, n:].any()
+
+
+def _tokens_and_mask(encoder: ElmoEncoder, sentences):
+    ids = batch_to_char_ids(sentences)
+    mask = (ids > 0).any(-1)
+    tokens = torch.zeros(*mask.shape, encoder.config.projection_dim)
+    tokens[mask] = encoder.bilm.token_encoder(ids[mask])
+    return tokens, mask
+
+
+def test_output_does_not_depend_on_batch(small_dir):
+    sentences = _sentences(small_dir)
+    encoder = contextvec.load(small_dir)
+    alone = [encoder.embed([s])[0] for s in sentences[:6]]
+    batched = encoder.embed(sentences, batch_size=64)
+    again = encoder.embed(sentences[::-1], batch_size=7)[::-1]
+    for i in range(6):
+        np.testing.assert_allclose(alone[i], batched[i], atol=1e-5)
+    for a, b in zip(batched, again, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_token_cache_is_invalidated_by_weight_changes(tiny_dir):
+    encoder = contextvec.load(tiny_dir)
+    before = encoder.embed(["the cat sat"])[0]
+    with torch.no_grad():
+        encoder.bilm.token_encoder.projection.bias.add_(1.0)
+    after = encoder.embed(["the cat sat"])[0]
+    assert np.abs(after[0] - before[0]).min() > 0.5
+    fresh = ElmoEncoder(encoder.bilm, token_cache_size=0).embed(["the cat sat"])[0]
+    np.testing.assert_allclose(after, fresh, atol=1e-6)
+
+
+def test_forward_with_gradients_matches_inference(tiny_dir):
+    encoder = contextvec.load(tiny_dir)
+    sentences = _sentences(tiny_dir)[:8]
+    layers, mask = encoder(sentences)
+    layers.sum().backward()
+    grad = encoder.bilm.layers[0].state_weight.grad
+    assert grad is not None and grad.abs().sum() > 0
+    expected = np.load(tiny_dir / "expected.npz")
+    for i, tokens in enumerate(sentences):
+        np.testing.assert_allclose(layers[:, i, : len(tokens)].detach().numpy(),
+                                   expected[f"activations_{i:03d}"], atol=ATOL)
+    assert mask.sum().item() == sum(map(len, sentences))
