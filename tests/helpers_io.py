@@ -12,16 +12,15 @@ from pathlib import Path
 
 import h5py
 import numpy as np
-import pytest
 
 REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "reference"
 
 
 def reference_dir(name: str) -> Path:
-    """Folder of one reference model (``elmo-tiny``, ``elmo-small``); skips if absent."""
+    """Folder of one reference model (``elmo-tiny``, ``elmo-small``); fails if absent."""
     path = REFERENCE / name
     if not (path / "options.json").is_file():
-        pytest.skip(f"reference fixture {path} is not available")
+        raise FileNotFoundError(f"reference fixture {path} is missing: tests need ../shared/data")
     return path
 
 

@@ -58,9 +58,10 @@ def load_native(directory: str | os.PathLike) -> tuple[str, dict[str, Any], dict
     try:
         meta = json.loads((directory / CONFIG_NAME).read_text(encoding="utf-8"))
         model_type, config = meta["model_type"], meta["config"]
-    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
+        version = int(meta.get("format_version", FORMAT_VERSION))
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
         raise NativeFormatError(f"{directory / CONFIG_NAME}: not a contextvec config ({e})") from e
-    if meta.get("format_version", FORMAT_VERSION) > FORMAT_VERSION:
+    if version > FORMAT_VERSION:
         raise NativeFormatError(
             f"{directory}: format version {meta['format_version']} is newer than this contextvec"
         )

@@ -79,7 +79,7 @@ class ProjectedLSTMLayer(nn.Module):
             bias[:, GATE_F * c_dim : (GATE_F + 1) * c_dim] += self.forget_bias
         # Input projections of every time step at once, laid out time-major so that each step
         # reads a contiguous (batch, 4*cell) block.
-        time_major = inputs.transpose(1, 2).reshape(d, steps * batch, -1)
+        time_major = inputs.transpose(1, 2).reshape(d, steps * batch, inputs.shape[-1])
         x_proj = torch.baddbmm(bias.unsqueeze(1), time_major, self.input_weight.transpose(1, 2))
         x_proj = x_proj.view(d, steps, batch, 4 * c_dim)
 

@@ -1,0 +1,101 @@
+"""Tokens/s of ``Encoder.embed`` for ELMo, and the fraction of this machine's fp32 matmul peak.
+
+Run on an idle machine (a second busy process makes 2-thread timings meaningless):
+
+    python benchmarks/embed_speed.py                   # small + original, batch 32 and 1
+    python benchmarks/embed_speed.py --configs original --batch-sizes 32
+
+Sentences: ``reference/elmo-small/sentences.txt`` cycled to 500 (7,166 tokens), the set on which
+allennlp's ``Elmo`` was measured at 423 tokens/s (small) and 111 tokens/s (original) on this
+machine kind. "small" uses the reference elmo-small weights; "original" random weights with
+the 2x4096_512_2048cnn_2xhighway dimensions. Each row is the median of ``--passes`` passes; the
+token cache is emptied before every pass, so only repeats within one pass are reused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+import contextvec
+from contextvec.encoders.bilm import PRESETS, BiLMConfig, ElmoBiLM, ElmoEncoder
+
+REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "data" / "reference"
+ALLENNLP_TOKENS_PER_S = {"small": 423, "original": 111}
+
+
+def matmul_peak(threads: int, size: int = 2048, repeats: int = 10) -> float:
+    """Best fp32 GFLOP/s of a square matmul: this machine's practical peak."""
+    torch.set_num_threads(threads)
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    for _ in range(3):
+        a @ b
+    best = 0.0
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a @ b
+        best = max(best, 2 * size**3 / (time.perf_counter() - start) / 1e9)
+    return best
+
+
+def flops_per_token(c: BiLMConfig) -> float:
+    """Multiply-adds x 2 of one token through the char-CNN and both LSTM stacks."""
+    cnn = sum(n * w * c.char_embed_dim * (c.max_characters_per_token - w + 1) for w, n in c.filters)
+    cnn += c.n_highway * 2 * c.n_filters**2 + c.n_filters * c.projection_dim
+    p, d = c.projection_dim, c.lstm_dim
+    lstm = 2 * c.n_layers * (4 * d * p + 4 * d * p + d * p)
+    return 2.0 * (cnn + lstm)
+
+
+def load(name: str) -> ElmoEncoder:
+    if name == "small":
+        return contextvec.load(REFERENCE / "elmo-small")
+    torch.manual_seed(0)
+    return ElmoEncoder(ElmoBiLM(PRESETS["elmo-original"]).eval())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--configs", default="small,original")
+    parser.add_argument("--batch-sizes", default="32,1")
+    parser.add_argument("--n-sentences", type=int, default=500)
+    parser.add_argument("--batch1-sentences", type=int, default=100,
+                        help="sentences for batch size 1 (it is slow on 'original')")
+    parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+
+    lines = (REFERENCE / "elmo-small" / "sentences.txt").read_text("utf-8").splitlines()
+    sentences = [line.split() for line in (lines * (args.n_sentences // len(lines) + 1))]
+    sentences = sentences[: args.n_sentences]
+    peak = matmul_peak(args.threads)
+    torch.set_num_threads(args.threads)
+    print(f"fp32 matmul peak (2048^3, {args.threads} threads): {peak:.1f} GFLOP/s")
+    print(f"{'config':<9} {'batch':>5} {'sents':>5} {'tokens':>6} {'tokens/s':>9} "
+          f"{'vs allennlp':>11} {'GFLOP/s':>8} {'of peak':>7}")
+    for name in args.configs.split(","):
+        encoder = load(name)
+        per_token = flops_per_token(encoder.config)
+        for batch_size in (int(b) for b in args.batch_sizes.split(",")):
+            subset = sentences if batch_size > 1 else sentences[: args.batch1_sentences]
+            n_tokens = sum(map(len, subset))
+            encoder.embed(subset[:batch_size], batch_size=batch_size)  # warm-up
+            times = []
+            for _ in range(args.passes):
+                encoder._cache.clear()
+                start = time.perf_counter()
+                encoder.embed(subset, batch_size=batch_size)
+                times.append(time.perf_counter() - start)
+            rate = n_tokens / statistics.median(times)
+            gflops = rate * per_token / 1e9
+            ratio = rate / ALLENNLP_TOKENS_PER_S[name]
+            print(f"{name:<9} {batch_size:>5} {len(subset):>5} {n_tokens:>6} {rate:>9.0f} "
+                  f"{ratio:>10.2f}x {gflops:>8.1f} {gflops / peak:>7.1%}")
+
+
+if __name__ == "__main__":
+    main()
