@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 
 import h5py
 import numpy as np
@@ -209,3 +213,31 @@ def test_bad_model_files_give_clear_cli_errors(tmp_path, tiny_dir, capsys):
     assert "truncated" in capsys.readouterr().err
     assert main(["embed", str(src), str(tmp_path / "o.h5"), "--all", "--quiet"]) == 2
     assert "no bundled default model" in capsys.readouterr().err
+
+
+def test_hard_kill_then_resume_loses_nothing(tmp_path, tiny_dir):
+    """SIGKILL a real `contextvec embed` process mid-run; --resume completes it exactly."""
+    lines = [" ".join(f"w{(i * 7 + j) % 97}" for j in range(1 + i % 23)) for i in range(6000)]
+    src = _write(tmp_path / "in.txt", lines)
+    out = tmp_path / "out.h5"
+    cmd = [sys.executable, "-m", "contextvec.cli.main", "embed", str(src), str(out), "--top",
+           "--model", str(tiny_dir), "--chunk-lines", "100", "--batch-size", "16", "--quiet"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    parts = tmp_path / "out.h5.parts"
+    deadline = time.monotonic() + 120
+    while not (parts / "shard-000002.h5").exists() and proc.poll() is None:
+        assert time.monotonic() < deadline, "no shard appeared"
+        time.sleep(0.01)
+    assert proc.poll() is None, "the run ended before it could be interrupted"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not out.exists()
+    shards = sorted(parts.glob("shard-*.h5"))
+    assert 3 <= len(shards) < 60
+    assert subprocess.run([*cmd, "--resume"], capture_output=True).returncode == 0
+    assert not parts.exists()
+    encoder = contextvec.load(tiny_dir)
+    data = _read(out)
+    assert len(data) == 6001
+    for i in (0, 150, 299, 5999):
+        np.testing.assert_allclose(data[str(i)], encoder.embed([lines[i]])[0][-1], atol=1e-5)

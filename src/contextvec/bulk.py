@@ -123,6 +123,9 @@ def embed_file(
     parts = output_path.with_name(output_path.name + ".parts")
     if resume and not parts.exists() and output_path.exists():
         return output_path  # finished earlier: nothing left to do
+    if resume:  # a merge killed half-way leaves its temporary output behind
+        for stale in output_path.parent.glob(f".{output_path.name}.tmp*"):
+            stale.unlink()
     scan = scan_lines(input_path, sentence_keys)
     check_scan(scan, empty_lines, invalid_utf8)
     manifest = _prepare_parts(parts, {
