@@ -65,15 +65,17 @@ def _tokens_and_mask(encoder: ElmoEncoder, sentences):
 
 
 def test_output_does_not_depend_on_batch(small_dir):
+    # Only float rounding may differ (matmul kernels sum in another order for other batch
+    # shapes); allennlp's own alone-vs-batched difference on this model is 1.3e-5.
     sentences = _sentences(small_dir)
     encoder = contextvec.load(small_dir)
     alone = [encoder.embed([s])[0] for s in sentences[:6]]
     batched = encoder.embed(sentences, batch_size=64)
     again = encoder.embed(sentences[::-1], batch_size=7)[::-1]
     for i in range(6):
-        np.testing.assert_allclose(alone[i], batched[i], atol=1e-5)
+        np.testing.assert_allclose(alone[i], batched[i], atol=5e-5)
     for a, b in zip(batched, again, strict=True):
-        np.testing.assert_allclose(a, b, atol=1e-5)
+        np.testing.assert_allclose(a, b, atol=5e-5)
 
 
 def test_token_cache_is_invalidated_by_weight_changes(tiny_dir):
