@@ -71,43 +71,43 @@ class ProjectedLSTMLayer(nn.Module):
         Returns the outputs (directions, batch, time, projection_dim) and the state after each
         sequence's last step.
         """
-        d, batch, steps, in_dim = inputs.shape
+        d, batch, steps, _ = inputs.shape
         c_dim = self.cell_dim
         bias = self.bias
         if self.forget_bias:
             bias = bias.clone()
             bias[:, GATE_F * c_dim : (GATE_F + 1) * c_dim] += self.forget_bias
-        # The recurrence runs feature-major: states are (directions, dim, batch) and each step
-        # computes W @ h, which MKL runs about 20% faster than h @ W^T for these thin matrices.
-        # Input projections of every time step come from one matmul, laid out so that step t
-        # reads (directions, 4*cell, batch) with each row's batch contiguous.
-        columns = inputs.permute(0, 3, 2, 1).reshape(d, in_dim, steps * batch)
-        x_proj = torch.baddbmm(bias.unsqueeze(-1), self.input_weight, columns)
-        x_proj = x_proj.view(d, 4 * c_dim, steps, batch)
+        # Input projections of every time step at once, laid out time-major so that each step
+        # reads a contiguous (batch, 4*cell) block.
+        time_major = inputs.transpose(1, 2).reshape(d, steps * batch, inputs.shape[-1])
+        x_proj = torch.baddbmm(bias.unsqueeze(1), time_major, self.input_weight.transpose(1, 2))
+        x_proj = x_proj.view(d, steps, batch, 4 * c_dim)
 
         if state is None:
-            h = inputs.new_zeros(d, self.projection_dim, batch)
-            c = inputs.new_zeros(d, c_dim, batch)
+            h = inputs.new_zeros(d, batch, self.projection_dim)
+            c = inputs.new_zeros(d, batch, c_dim)
         else:
-            h, c = state[0].transpose(1, 2), state[1].transpose(1, 2)
+            h, c = state
         final_h, final_c = torch.empty_like(h), torch.empty_like(c)
-        outputs = inputs.new_zeros(d, steps, self.projection_dim, batch)
+        outputs = inputs.new_zeros(d, steps, batch, self.projection_dim)
+        w_state = self.state_weight.transpose(1, 2)
+        w_proj = self.projection.transpose(1, 2)
         # Number of sequences still running at each step (lengths are sorted, longest first).
         active = (lengths.view(1, -1) > torch.arange(steps).view(-1, 1)).sum(1).tolist()
         k_prev = batch
         for t in range(steps):
             k = active[t]
             if k < k_prev:
-                final_h[..., k:k_prev], final_c[..., k:k_prev] = h[..., k:], c[..., k:]
-                h, c = h[..., :k], c[..., :k]
+                final_h[:, k:k_prev], final_c[:, k:k_prev] = h[:, k:], c[:, k:]
+                h, c = h[:, :k], c[:, :k]
                 k_prev = k
             if k == 0:
                 break
-            gates = torch.baddbmm(x_proj[:, :, t, :k], self.state_weight, h)
-            i, j, f, o = gates.chunk(4, dim=1)
+            gates = torch.baddbmm(x_proj[:, t, :k], h, w_state)
+            i, j, f, o = gates.chunk(4, dim=-1)
             c = _clip(torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(j), self.cell_clip)
-            h = _clip(torch.bmm(self.projection, torch.sigmoid(o) * torch.tanh(c)), self.proj_clip)
-            outputs[:, t, :, :k] = h
+            h = _clip(torch.bmm(torch.sigmoid(o) * torch.tanh(c), w_proj), self.proj_clip)
+            outputs[:, t, :k] = h
         if k_prev:
-            final_h[..., :k_prev], final_c[..., :k_prev] = h, c
-        return outputs.permute(0, 3, 1, 2), (final_h.transpose(1, 2), final_c.transpose(1, 2))
+            final_h[:, :k_prev], final_c[:, :k_prev] = h, c
+        return outputs.transpose(1, 2), (final_h, final_c)
