@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from contextvec import __version__
-from contextvec.cli import convert, demo, embed
+from contextvec.cli import convert, demo, embed, perplexity, train_bilm
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -15,7 +15,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"contextvec {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (demo, embed, convert):
+    for module in (demo, embed, convert, train_bilm, perplexity):
         module.add_parser(subparsers)
     return parser
 

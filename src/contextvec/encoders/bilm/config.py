@@ -16,7 +16,8 @@ class ConfigError(ValueError):
 class BiLMConfig:
     """Dimensions of a character-CNN biLM (names follow the ELMo paper and bilm-tf).
 
-    ``filters`` lists ``(width, n_maps)`` pairs. ``n_characters`` is the embedding table size
+    ``filters`` lists ``(width, n_maps)`` pairs. ``bidirectional=False`` gives a forward-only
+    LM (language-model training and perplexity only; encoders need both directions). ``n_characters`` is the embedding table size
     at inference (262: 261 training characters plus the padding row 0). Clip values of 0 or
     ``None`` switch clipping off.
     """
@@ -35,6 +36,7 @@ class BiLMConfig:
     cell_clip: float | None = 3.0
     proj_clip: float | None = 3.0
     use_skip_connections: bool = True
+    bidirectional: bool = True
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -88,7 +90,10 @@ class BiLMConfig:
                 cell_clip=lstm.get("cell_clip"),
                 proj_clip=lstm.get("proj_clip"),
                 use_skip_connections=bool(lstm.get("use_skip_connections", False)),
-                extra={k: v for k, v in options.items() if k not in ("lstm", "char_cnn")},
+                bidirectional=bool(options.get("bidirectional", True)),
+                extra={
+                    k: v for k, v in options.items() if k not in ("lstm", "char_cnn", "bidirectional")
+                },
             )
         except (KeyError, TypeError) as e:
             raise ConfigError(f"options.json lacks or mistypes a required field: {e}") from e
@@ -98,6 +103,7 @@ class BiLMConfig:
         """bilm-tf/allennlp ``options.json`` content (inference form, ``n_characters`` 262)."""
         return {
             **self.extra,
+            "bidirectional": self.bidirectional,
             "lstm": {
                 "use_skip_connections": self.use_skip_connections,
                 "projection_dim": self.projection_dim,

@@ -35,7 +35,10 @@ class ElmoBiLM(nn.Module):
         self.token_encoder = CharCNN(config)
         p = config.projection_dim
         self.layers = nn.ModuleList(
-            ProjectedLSTMLayer(p, config.lstm_dim, p, config.cell_clip, config.proj_clip)
+            ProjectedLSTMLayer(
+                p, config.lstm_dim, p, config.cell_clip, config.proj_clip,
+                n_directions=2 if config.bidirectional else 1,
+            )
             for _ in range(config.n_layers)
         )
         self.register_buffer(
@@ -80,6 +83,8 @@ class ElmoBiLM(nn.Module):
         ``keep_boundaries`` the output keeps their rows: time becomes ``time + 2`` and the mask
         covers them.
         """
+        if not self.config.bidirectional:
+            raise ValueError("a forward-only LM has no ELMo representations; train it bidirectional")
         batch, steps, dim = tokens.shape
         lengths = mask.sum(dim=1) + 2
         if boundaries is None:

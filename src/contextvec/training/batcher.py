@@ -1,0 +1,109 @@
+"""Language-model windows: sentences dealt to parallel streams, cut into fixed-length windows.
+
+As in bilm-tf, each of ``rows`` streams is a concatenation of sentences, ``<S> w1 .. wn </S>``,
+read ``unroll`` tokens at a time with the LSTM state carried from one window to the next. The
+backward stream holds the same sentences reversed (``</S> wn .. w1 <S>``), so both directions
+advance in lockstep. Targets that only mark the start of the next sentence (``<S>`` forward,
+``</S>`` backward) are not scored: each sentence of n words gives n + 1 predictions per
+direction, the usual perplexity count.
+
+The whole global batch is built identically in every process; data-parallel workers take their
+slice of rows. The batcher's position (sentences consumed + the rows' pending tokens) goes into
+checkpoints, so a resumed run reads exactly what an uninterrupted one would have.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from itertools import islice
+from typing import Any
+
+import torch
+
+from contextvec.text.chars import BOS_TOKEN, EOS_TOKEN
+from contextvec.training.corpus import Vocabulary
+
+
+@dataclass
+class Window:
+    """One training step's data for ``directions`` x ``rows`` x ``unroll`` positions.
+
+    ``tokens[d][r][t]`` is the input token string (None past the end of the data);
+    ``targets`` and ``mask`` are (directions, rows, unroll) tensors.
+    """
+
+    tokens: list[list[list[str | None]]]
+    targets: torch.Tensor
+    mask: torch.Tensor
+
+    def rows(self, start: int, stop: int) -> Window:
+        """The slice of rows a data-parallel worker computes."""
+        return Window([d[start:stop] for d in self.tokens], self.targets[:, start:stop],
+                      self.mask[:, start:stop])
+
+
+class StreamBatcher:
+    """Iterate :class:`Window` s over one pass of a corpus."""
+
+    def __init__(
+        self,
+        sentences: Callable[[], Iterator[list[str]]],
+        vocab: Vocabulary,
+        rows: int,
+        unroll: int,
+        bidirectional: bool = True,
+        state: dict[str, Any] | None = None,
+    ) -> None:
+        self.vocab = vocab
+        self.rows = rows
+        self.unroll = unroll
+        self.directions = 2 if bidirectional else 1
+        state = state or {"consumed": 0, "forward": [[] for _ in range(rows)],
+                          "backward": [[] for _ in range(rows)]}
+        self.consumed = state["consumed"]
+        self.forward = [list(r) for r in state["forward"]]
+        self.backward = [list(r) for r in state["backward"]]
+        self._source = islice(sentences(), self.consumed, None)
+        self._exhausted = False
+
+    def state(self) -> dict[str, Any]:
+        """Position in the corpus, to resume exactly (stored in checkpoints)."""
+        return {"consumed": self.consumed, "forward": [list(r) for r in self.forward],
+                "backward": [list(r) for r in self.backward]}
+
+    def _fill(self, row: int) -> None:
+        while len(self.forward[row]) < self.unroll + 1 and not self._exhausted:
+            sentence = next(self._source, None)
+            if sentence is None:
+                self._exhausted = True
+                return
+            self.consumed += 1
+            self.forward[row] += [BOS_TOKEN, *sentence, EOS_TOKEN]
+            self.backward[row] += [EOS_TOKEN, *reversed(sentence), BOS_TOKEN]
+
+    def __iter__(self) -> Iterator[Window]:
+        return self
+
+    def __next__(self) -> Window:
+        for row in range(self.rows):
+            self._fill(row)
+        if all(len(r) < 2 for r in self.forward):
+            raise StopIteration
+        n = self.unroll
+        streams = [self.forward, self.backward][: self.directions]
+        skip = [BOS_TOKEN, EOS_TOKEN]  # targets that merely start the next sentence
+        tokens = [[r[:n] + [None] * (n - len(r[:n])) for r in stream] for stream in streams]
+        targets = torch.zeros(self.directions, self.rows, n, dtype=torch.long)
+        mask = torch.zeros(self.directions, self.rows, n, dtype=torch.bool)
+        for d, stream in enumerate(streams):
+            for r, buffer in enumerate(stream):
+                for t, word in enumerate(buffer[1 : n + 1]):
+                    if word != skip[d]:
+                        targets[d, r, t] = self.vocab.id(word)
+                        mask[d, r, t] = True
+                del buffer[:n]
+        if self.directions == 1:
+            for buffer in self.backward:
+                del buffer[:n]
+        return Window(tokens, targets, mask)

@@ -1,0 +1,103 @@
+"""Training configuration of a biLM, with named presets."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from contextvec.encoders.bilm.config import PRESETS as MODEL_PRESETS
+from contextvec.encoders.bilm.config import BiLMConfig, ConfigError
+
+OPTIMIZERS = ("adagrad", "adam", "sgd")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that defines a training run besides the data.
+
+    ``rows`` x ``unroll`` tokens per step (bilm-tf: 128 x 20 per GPU); ``negatives`` 0 means
+    full softmax. With ``lr_halving`` the learning rate halves after an epoch whose validation
+    perplexity did not improve by at least 1 (Kim et al.'s schedule).
+    """
+
+    model: BiLMConfig = field(default_factory=BiLMConfig)
+    rows: int = 128
+    unroll: int = 20
+    optimizer: str = "adagrad"
+    lr: float = 0.2
+    dropout: float = 0.1
+    clip: float = 10.0
+    negatives: int = 8192
+    epochs: int = 10
+    max_steps: int | None = None
+    min_count: int = 1
+    max_vocab: int | None = None
+    lr_halving: bool = False
+    checkpoint_every: int = 1000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in OPTIMIZERS:
+            raise ConfigError(f"optimizer must be one of {OPTIMIZERS}, not {self.optimizer!r}")
+        if self.rows < 1 or self.unroll < 1:
+            raise ConfigError("rows and unroll must be >= 1")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["model"] = self.model.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
+        d = dict(d)
+        model = d.pop("model", None)
+        base = PRESETS[d.pop("preset")] if "preset" in d else cls()
+        if isinstance(model, str):
+            model = MODEL_PRESETS[model]
+        elif isinstance(model, dict):
+            model = BiLMConfig.from_dict({**base.model.to_dict(), **model})
+        unknown = set(d) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ConfigError(f"unknown training config fields: {sorted(unknown)}")
+        return replace(base, **d, **({"model": model} if model is not None else {}))
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike) -> TrainConfig:
+        """A JSON file: training fields, optionally ``"preset"`` to start from and ``"model"``
+        (a model preset name or a dict of :class:`BiLMConfig` fields)."""
+        try:
+            return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{path}: not valid JSON ({e})") from e
+
+
+def _kim(filters: list[tuple[int, int]], n_highway: int, dim: int) -> BiLMConfig:
+    # Kim et al. 2016: char embedding 15, tanh convolutions, LSTMs without clipping, forward
+    # LM only. contextvec's LSTM keeps a (dim x dim) output projection.
+    return BiLMConfig(
+        char_embed_dim=15, filters=tuple(filters), n_highway=n_highway, activation="tanh",
+        projection_dim=dim, lstm_dim=dim, cell_clip=None, proj_clip=None,
+        use_skip_connections=False, bidirectional=False,
+    )
+
+
+_BILM_TF = dict(rows=128, unroll=20, optimizer="adagrad", lr=0.2, dropout=0.1, clip=10.0,
+                negatives=8192, epochs=10)
+_KIM = dict(rows=20, unroll=35, optimizer="sgd", lr=1.0, dropout=0.5, clip=5.0, negatives=0,
+            epochs=25, lr_halving=True)
+
+PRESETS: dict[str, TrainConfig] = {
+    "tiny": TrainConfig(model=MODEL_PRESETS["tiny"], rows=4, unroll=8, optimizer="adam",
+                        lr=0.01, dropout=0.0, clip=5.0, negatives=0, epochs=1,
+                        checkpoint_every=50),
+    "elmo-small": TrainConfig(model=MODEL_PRESETS["elmo-small"], **_BILM_TF),
+    "elmo-medium": TrainConfig(model=MODEL_PRESETS["elmo-medium"], **_BILM_TF),
+    "elmo-original": TrainConfig(model=MODEL_PRESETS["elmo-original"], **_BILM_TF),
+    "kim-small": TrainConfig(model=_kim([(w, 25 * w) for w in range(1, 7)], 1, 300), **_KIM),
+    "kim-large": TrainConfig(
+        model=_kim([(w, min(200, 50 * w)) for w in range(1, 8)], 2, 650), **_KIM
+    ),
+}

@@ -1,0 +1,101 @@
+"""Training corpora (streamed from plain or gzipped files) and the LM vocabulary."""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import os
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from contextvec.text.chars import BOS_TOKEN, EOS_TOKEN
+
+UNK_TOKEN = "<UNK>"
+SPECIALS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
+
+
+def expand_paths(patterns: Iterable[str | os.PathLike]) -> list[Path]:
+    """Files named by paths or glob patterns, sorted within each pattern; error if none match."""
+    paths: list[Path] = []
+    for pattern in patterns:
+        matches = sorted(glob.glob(str(pattern))) if glob.has_magic(str(pattern)) else [pattern]
+        if not matches:
+            raise FileNotFoundError(f"no file matches {pattern}")
+        for match in matches:
+            if not Path(match).is_file():
+                raise FileNotFoundError(f"corpus file not found: {match}")
+            paths.append(Path(match))
+    return paths
+
+
+def read_sentences(paths: Iterable[Path]) -> Iterator[list[str]]:
+    """Whitespace-tokenized lines of every file in order (``.gz`` read transparently).
+
+    Blank lines (document separators in the shared corpora) are skipped; invalid UTF-8 is
+    decoded with U+FFFD. Memory does not grow with the corpus.
+    """
+    for path in paths:
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding="utf-8", errors="replace", newline="\n") as f:
+            for line in f:
+                tokens = line.split()
+                if tokens:
+                    yield tokens
+
+
+class Vocabulary:
+    """Token <-> id for the softmax: ``<S>``, ``</S>``, ``<UNK>``, then by descending frequency.
+
+    The frequency order is what the log-uniform sampler of sampled softmax assumes. Saved as
+    bilm-tf's vocabulary file: one token per line, id = line number.
+    """
+
+    def __init__(self, tokens: list[str]) -> None:
+        if tuple(tokens[:3]) != SPECIALS:
+            raise ValueError(f"a vocabulary starts with {SPECIALS}, not {tuple(tokens[:3])}")
+        self.tokens = tokens
+        self.index = {t: i for i, t in enumerate(tokens)}
+        if len(self.index) != len(tokens):
+            raise ValueError("the vocabulary has repeated tokens")
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def bos(self) -> int:
+        return 0
+
+    @property
+    def eos(self) -> int:
+        return 1
+
+    @property
+    def unk(self) -> int:
+        return 2
+
+    def id(self, token: str) -> int:
+        return self.index.get(token, 2)
+
+    @classmethod
+    def build(
+        cls, sentences: Iterable[list[str]], min_count: int = 1, max_size: int | None = None
+    ) -> Vocabulary:
+        """Count a corpus (streamed); ties in frequency are broken alphabetically."""
+        counts: Counter[str] = Counter()
+        for sentence in sentences:
+            counts.update(sentence)
+        for special in SPECIALS:
+            counts.pop(special, None)
+        words = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))
+        if max_size is not None:
+            words = words[: max(0, max_size - len(SPECIALS))]
+        return cls([*SPECIALS, *words])
+
+    def save(self, path: str | os.PathLike) -> None:
+        Path(path).write_text("\n".join(self.tokens) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> Vocabulary:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        return cls([line.strip() for line in lines if line.strip() and line != "!!!MAXTERMID"])

@@ -1,0 +1,323 @@
+"""The biLM training loop: checkpoints with exact resume, data parallelism, perplexity.
+
+Run it in one process, or under ``torchrun --nproc_per_node N`` for data-parallel training
+(DDP; gloo on CPU, nccl on GPU): every process builds the same global batch and computes its
+slice of rows, the loss is normalised by the global token count, so N processes compute the
+same update as one process on the whole batch.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+from tqdm import tqdm
+
+from contextvec.encoders.bilm import MODEL_TYPE
+from contextvec.encoders.bilm.config import BiLMConfig
+from contextvec.io.atomic import atomic_path
+from contextvec.io.native import load_native, save_native
+from contextvec.training.batcher import StreamBatcher
+from contextvec.training.config import TrainConfig
+from contextvec.training.corpus import Vocabulary, expand_paths, read_sentences
+from contextvec.training.lm import LanguageModel, LSTMState
+
+CHECKPOINT = "checkpoint.pt"
+VOCAB_FILE = "vocab.txt"
+
+
+@dataclass
+class Perplexity:
+    forward: float
+    backward: float | None
+    tokens: int
+
+    @property
+    def average(self) -> float:
+        """Mean of the two directions' perplexities (bilm-tf's figure); forward-only: forward."""
+        return self.forward if self.backward is None else (self.forward + self.backward) / 2
+
+
+def save_model(model: LanguageModel, vocab: Vocabulary, directory: str | os.PathLike) -> Path:
+    """A contextvec model directory with the softmax and vocabulary (for perplexity/fine-tuning)."""
+    directory = Path(directory)
+    state = {f"softmax.{k}": v for k, v in model.softmax.state_dict().items()}
+    state.update(model.bilm.state_dict())
+    save_native(directory, MODEL_TYPE, model.config.to_dict(), state)
+    with atomic_path(directory / VOCAB_FILE) as tmp:
+        vocab.save(tmp)
+    return directory
+
+
+def load_model(directory: str | os.PathLike) -> tuple[LanguageModel, Vocabulary]:
+    """A trained model directory -> (language model with softmax, vocabulary)."""
+    directory = Path(directory)
+    if not (directory / VOCAB_FILE).is_file():
+        raise FileNotFoundError(f"{directory}: no {VOCAB_FILE}; only trained contextvec models "
+                                "keep the softmax and vocabulary needed here")
+    _, config, state = load_native(directory)
+    vocab = Vocabulary.load(directory / VOCAB_FILE)
+    model = LanguageModel(BiLMConfig.from_dict(config), len(vocab))
+    softmax = {k.removeprefix("softmax."): v for k, v in state.items() if k.startswith("softmax.")}
+    if not softmax:
+        raise ValueError(f"{directory}: the model has no softmax weights")
+    model.softmax.load_state_dict(softmax)
+    model.bilm.load_state_dict({k: v for k, v in state.items() if not k.startswith("softmax.")})
+    return model, vocab
+
+
+def _detach(state: LSTMState) -> LSTMState:
+    return [(h.detach(), c.detach()) for h, c in state]
+
+
+@torch.no_grad()
+def evaluate(
+    model: LanguageModel,
+    sentences: Callable[[], Iterator[list[str]]],
+    vocab: Vocabulary,
+    rows: int = 32,
+    unroll: int = 20,
+    progress: bool = False,
+) -> Perplexity:
+    """Exact full-softmax perplexity, ``exp(mean NLL)`` with gold history, per direction."""
+    was_training = model.training
+    model.eval()
+    bidirectional = model.config.bidirectional
+    batcher = StreamBatcher(sentences, vocab, rows, unroll, bidirectional)
+    nll = torch.zeros(2 if bidirectional else 1, dtype=torch.float64)
+    count = torch.zeros_like(nll)
+    state = None
+    for window in tqdm(batcher, desc="perplexity", unit="win", disable=not progress):
+        sums, counts, state = model(window, state)
+        nll += sums.double().cpu()
+        count += counts.double().cpu()
+    model.train(was_training)
+    ppl = torch.exp(nll / count.clamp(min=1)).tolist()
+    return Perplexity(ppl[0], ppl[1] if bidirectional else None, int(count[0]))
+
+
+def _optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
+    if config.optimizer == "adagrad":  # bilm-tf: Adagrad with initial accumulator 1.0
+        return torch.optim.Adagrad(model.parameters(), lr=config.lr, initial_accumulator_value=1.0)
+    if config.optimizer == "adam":
+        return torch.optim.Adam(model.parameters(), lr=config.lr)
+    return torch.optim.SGD(model.parameters(), lr=config.lr)
+
+
+def _init_weights(model: LanguageModel, seed: int) -> None:
+    torch.manual_seed(seed)
+    for module in model.modules():
+        if hasattr(module, "reset_parameters") and module is not model:
+            module.reset_parameters()
+    for gate in model.bilm.token_encoder.highway.gate:
+        torch.nn.init.constant_(gate.bias, -2.0)  # bilm-tf: carry the input at first
+
+
+class Trainer:
+    """Train a :class:`LanguageModel` on a corpus; see :func:`train` for the entry point."""
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        train_files: list[str],
+        output_dir: str | os.PathLike,
+        valid_files: list[str] | None = None,
+        init: str | os.PathLike | None = None,
+        log: Callable[[str], None] = print,
+        progress: bool = True,
+    ) -> None:
+        self.config = config
+        self.output = Path(output_dir)
+        self.train_paths = expand_paths(train_files)
+        self.valid_paths = expand_paths(valid_files) if valid_files else None
+        self.distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
+        if self.distributed and not dist.is_initialized():
+            backend = "nccl" if torch.cuda.is_available() else "gloo"
+            dist.init_process_group(backend)
+        self.rank = dist.get_rank() if self.distributed else 0
+        self.world = dist.get_world_size() if self.distributed else 1
+        if config.rows % self.world:
+            raise ValueError(f"rows ({config.rows}) must be divisible by the {self.world} workers")
+        self.device = torch.device(
+            f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if torch.cuda.is_available() else "cpu"
+        )
+        self.log = log if self.rank == 0 else (lambda message: None)
+        self.progress = progress and self.rank == 0
+
+        if init is not None:
+            self.model, self.vocab = load_model(init)
+            self.model.dropout.p = config.dropout
+        else:
+            vocab_path = self.output / VOCAB_FILE
+            if vocab_path.is_file():
+                self.vocab = Vocabulary.load(vocab_path)
+            else:
+                self.vocab = Vocabulary.build(
+                    read_sentences(self.train_paths), config.min_count, config.max_vocab
+                )
+                if self.rank == 0:
+                    self.output.mkdir(parents=True, exist_ok=True)
+                    self.vocab.save(vocab_path)
+            self.model = LanguageModel(config.model, len(self.vocab), config.dropout)
+            _init_weights(self.model, config.seed)
+        self.model.to(self.device)
+        self.log(f"vocabulary {len(self.vocab):,} types; "
+                 f"{sum(p.numel() for p in self.model.parameters()):,} parameters")
+        self.net: torch.nn.Module = (
+            DistributedDataParallel(self.model) if self.distributed else self.model
+        )
+        self.optimizer = _optimizer(self.model, config)
+        self.step = 0
+        self.epoch = 0
+        self.data_state: dict[str, Any] | None = None
+        self.lstm_state: LSTMState | None = None
+        self.best_valid = math.inf
+        self.last_valid: Perplexity | None = None
+        self.lr = config.lr
+        torch.manual_seed(config.seed + self.rank)
+
+    # ------------------------------------------------------------------ checkpoints
+    def checkpoint_state(self, batcher: StreamBatcher | None) -> dict[str, Any]:
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "step": self.step,
+            "epoch": self.epoch,
+            "data": batcher.state() if batcher is not None else None,
+            "lstm_state": [list(s) for s in self.lstm_state] if self.lstm_state else None,
+            "best_valid": self.best_valid,
+            "lr": self.lr,
+            "config": self.config.to_dict(),
+        }
+
+    def save_checkpoint(self, batcher: StreamBatcher | None) -> None:
+        if self.rank != 0:
+            return
+        self.output.mkdir(parents=True, exist_ok=True)
+        with atomic_path(self.output / CHECKPOINT) as tmp:
+            torch.save(self.checkpoint_state(batcher), tmp)
+
+    def load_checkpoint(self) -> bool:
+        path = self.output / CHECKPOINT
+        if not path.is_file():
+            return False
+        ckpt = torch.load(path, map_location=self.device, weights_only=True)
+        # The run may be extended (epochs, max_steps) but not otherwise changed.
+        free = ("epochs", "max_steps", "checkpoint_every")
+        if {k: v for k, v in ckpt["config"].items() if k not in free} != {
+            k: v for k, v in self.config.to_dict().items() if k not in free
+        }:
+            raise ValueError(f"{path} was written with another training config; "
+                             "resume with the same settings or use another output directory")
+        self.model.load_state_dict(ckpt["model"])
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        torch.set_rng_state(ckpt["torch_rng"])
+        self.step, self.epoch = ckpt["step"], ckpt["epoch"]
+        self.data_state = ckpt["data"]
+        self.lstm_state = [tuple(s) for s in ckpt["lstm_state"]] if ckpt["lstm_state"] else None
+        self.best_valid, self.lr = ckpt["best_valid"], ckpt["lr"]
+        self._set_lr(self.lr)
+        self.log(f"resumed from {path} at step {self.step} (epoch {self.epoch + 1})")
+        return True
+
+    def _set_lr(self, lr: float) -> None:
+        self.lr = lr
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    # ------------------------------------------------------------------ training
+    def valid_perplexity(self) -> Perplexity | None:
+        if self.valid_paths is None:
+            return None
+        return evaluate(self.model, lambda: read_sentences(self.valid_paths), self.vocab,
+                        rows=self.config.rows, unroll=self.config.unroll)
+
+    def _train_step(self, batcher: StreamBatcher) -> tuple[float, int] | None:
+        window = next(batcher, None)
+        if window is None:
+            return None
+        c = self.config
+        per_rank = c.rows // self.world
+        mine = window.rows(self.rank * per_rank, (self.rank + 1) * per_rank)
+        global_counts = window.mask.sum(dim=(1, 2)).clamp(min=1).to(self.device)
+        generator = None
+        if c.negatives:
+            generator = torch.Generator().manual_seed(c.seed * 1_000_003 + self.step)
+        sums, counts, state = self.net(mine, self.lstm_state, c.negatives, generator)
+        # Mean NLL over the global batch per direction, averaged over directions; DDP
+        # averages gradients over workers, hence the factor world.
+        loss = (sums / global_counts).mean() * self.world
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if c.clip:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.clip)
+        self.optimizer.step()
+        self.lstm_state = _detach(state)
+        self.step += 1
+        return loss.item() / self.world, int(window.mask[0].sum())
+
+    def train(self, resume: bool = False) -> Perplexity | None:
+        c = self.config
+        if resume:
+            self.load_checkpoint()
+        elif (self.output / CHECKPOINT).exists():
+            raise FileExistsError(f"{self.output / CHECKPOINT} exists: pass --resume to continue "
+                                  "that run, or choose another output directory")
+        done = False
+        while self.epoch < c.epochs and not done:
+            batcher = StreamBatcher(lambda: read_sentences(self.train_paths), self.vocab, c.rows,
+                                    c.unroll, c.model.bidirectional, self.data_state)
+            self.data_state = None
+            bar = tqdm(desc=f"epoch {self.epoch + 1}/{c.epochs}", unit="tok",
+                       disable=not self.progress, unit_scale=True)
+            start, tokens, loss_sum, n_steps = time.perf_counter(), 0, 0.0, 0
+            while True:
+                result = self._train_step(batcher)
+                if result is None:
+                    break
+                loss, n_tokens = result
+                tokens += n_tokens
+                loss_sum += loss
+                n_steps += 1
+                bar.update(n_tokens)
+                if self.step % 10 == 0:
+                    rate = tokens / (time.perf_counter() - start)
+                    bar.set_postfix(loss=f"{loss_sum / n_steps:.3f}",
+                                    ppl=f"{math.exp(min(loss_sum / n_steps, 50)):.1f}",
+                                    tok_s=f"{rate:.0f}")
+                if c.checkpoint_every and self.step % c.checkpoint_every == 0:
+                    self.save_checkpoint(batcher)
+                if c.max_steps is not None and self.step >= c.max_steps:
+                    done = True
+                    break
+            bar.close()
+            elapsed = time.perf_counter() - start
+            if done:
+                self.save_checkpoint(batcher)
+                break
+            self.epoch += 1
+            self.lstm_state = None
+            valid = self.last_valid = self.valid_perplexity()
+            message = (f"epoch {self.epoch}: train loss {loss_sum / max(n_steps, 1):.3f}, "
+                       f"{tokens / max(elapsed, 1e-9):.0f} tokens/s, {elapsed:.0f} s")
+            if valid is not None:
+                message += f", valid perplexity {valid.average:.2f}"
+                if c.lr_halving and valid.average > self.best_valid - 1.0:
+                    self._set_lr(self.lr / 2)
+                    message += f" (lr -> {self.lr:g})"
+                self.best_valid = min(self.best_valid, valid.average)
+            self.log(message)
+            self.save_checkpoint(None)
+        if self.rank == 0:
+            save_model(self.model, self.vocab, self.output / "model")
+            self.log(f"saved model to {self.output / 'model'}")
+        return self.last_valid or self.valid_perplexity()
