@@ -53,7 +53,10 @@ def load(
         if model_type != BILM_TYPE:
             raise NativeFormatError(f"{path}: unknown model_type {model_type!r}")
         bilm = ElmoBiLM(BiLMConfig.from_dict(config))
-        bilm.load_state_dict(state_dict)
+        if not bilm.config.bidirectional:
+            raise ValueError(f"{path}: a forward-only LM gives no ELMo representations")
+        # Trained models also keep their softmax (for perplexity and fine-tuning).
+        bilm.load_state_dict({k: v for k, v in state_dict.items() if not k.startswith("softmax.")})
         return ElmoEncoder(bilm).to(device).eval()
     raise ModelNotFoundError(
         f"{path}: not a model directory (expected {' + '.join(BILM_TF_FILES)}, or "

@@ -193,5 +193,7 @@ def save_bilm_tf(
     model: ElmoBiLM, options_file: str | os.PathLike, weight_file: str | os.PathLike
 ) -> None:
     """Write a model as bilm-tf ``options.json`` (``n_characters`` 262) + ``weights.hdf5``."""
+    if not model.config.bidirectional:
+        raise ValueError("bilm-tf weight files hold bidirectional models only")
     write_weights(from_state_dict(model.state_dict(), model.config), weight_file)
     write_options(model.config, options_file)

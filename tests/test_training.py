@@ -1,0 +1,205 @@
+"""biLM training: vocabulary, LM windows, sampled softmax, exact resume, DDP, perplexity, export."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+import contextvec
+from contextvec.cli.main import main
+from contextvec.io.bilm_tf import load_bilm_tf, read_options
+from contextvec.text.chars import BOS_TOKEN, EOS_TOKEN
+from contextvec.training import PRESETS, Trainer, Vocabulary, evaluate, load_model
+from contextvec.training.batcher import StreamBatcher
+from contextvec.training.corpus import expand_paths, read_sentences
+from contextvec.training.lm import LanguageModel, log_uniform_log_prob, sample_log_uniform
+from contextvec.training.trainer import _init_weights
+
+from conftest import SHARED
+
+PTB = SHARED / "corpora" / "ptb"
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """The first 600 PTB training lines (gzipped, with a blank line) and 150 valid lines."""
+    root = tmp_path_factory.mktemp("corpus")
+    with gzip.open(PTB / "ptb.train.txt.gz", "rt", encoding="utf-8") as f:
+        train = [next(f) for _ in range(600)]
+    with gzip.open(PTB / "ptb.valid.txt.gz", "rt", encoding="utf-8") as f:
+        valid = [next(f) for _ in range(150)]
+    with gzip.open(root / "train.txt.gz", "wt", encoding="utf-8") as f:
+        f.writelines(train[:300] + ["\n"] + train[300:])
+    (root / "valid.txt").write_text("".join(valid), encoding="utf-8")
+    return root
+
+
+def _config(**changes):
+    return dataclasses.replace(PRESETS["tiny"], **changes)
+
+
+def test_vocabulary_order_and_limits(tmp_path):
+    sentences = [["b", "a", "b"], ["c", "b", "a", "<S>"], ["d"]]
+    vocab = Vocabulary.build(sentences)
+    assert vocab.tokens == ["<S>", "</S>", "<UNK>", "b", "a", "c", "d"]
+    assert Vocabulary.build(sentences, min_count=2).tokens[3:] == ["b", "a"]
+    assert Vocabulary.build(sentences, max_size=4).tokens == ["<S>", "</S>", "<UNK>", "b"]
+    assert vocab.id("zzz") == vocab.unk == 2
+    vocab.save(tmp_path / "vocab.txt")
+    assert Vocabulary.load(tmp_path / "vocab.txt").tokens == vocab.tokens
+    with pytest.raises(ValueError, match="starts with"):
+        Vocabulary(["a", "b", "c"])
+
+
+def test_corpus_reading(corpus, tmp_path):
+    paths = expand_paths([str(corpus / "*.gz")])
+    sentences = list(read_sentences(paths))
+    assert len(sentences) == 600  # the blank line is skipped
+    assert sentences[0][:3] == ["aer", "banknote", "berlitz"]
+    with pytest.raises(FileNotFoundError, match="no file matches"):
+        expand_paths([str(tmp_path / "*.txt")])
+
+
+def test_windows_cover_every_prediction_once():
+    sentences = [["a", "b", "c"], ["d"], ["e", "f"], ["g", "h", "i", "j", "k"]]
+    vocab = Vocabulary.build(sentences)
+    batcher = StreamBatcher(lambda: iter(sentences), vocab, rows=2, unroll=3)
+    windows = list(batcher)
+    scored = sum(int(w.mask[0].sum()) for w in windows)
+    assert scored == sum(len(s) + 1 for s in sentences) == 15
+    assert sum(int(w.mask[1].sum()) for w in windows) == 15
+    first = windows[0]
+    # Row 0 starts with sentence 0 forward and reversed; targets are the next tokens.
+    assert first.tokens[0][0] == [BOS_TOKEN, "a", "b"]
+    assert first.tokens[1][0] == [EOS_TOKEN, "c", "b"]
+    assert first.targets[0, 0].tolist() == [vocab.id("a"), vocab.id("b"), vocab.id("c")]
+    assert first.targets[1, 0].tolist() == [vocab.id("c"), vocab.id("b"), vocab.id("a")]
+    forward_targets = [vocab.tokens[i] for w in windows for i, m in
+                       zip(w.targets[0, 0].tolist(), w.mask[0, 0].tolist(), strict=True) if m]
+    assert BOS_TOKEN not in forward_targets and EOS_TOKEN in forward_targets
+
+
+def test_batcher_state_resumes_exactly():
+    sentences = [[f"w{i}", f"w{i + 1}"] * (1 + i % 4) for i in range(40)]
+    vocab = Vocabulary.build(sentences)
+    straight = list(StreamBatcher(lambda: iter(sentences), vocab, rows=3, unroll=4))
+    first = StreamBatcher(lambda: iter(sentences), vocab, rows=3, unroll=4)
+    head = [next(first) for _ in range(5)]
+    rest = list(StreamBatcher(lambda: iter(sentences), vocab, 3, 4, state=first.state()))
+    assert len(head + rest) == len(straight)
+    for a, b in zip(head + rest, straight, strict=True):
+        assert a.tokens == b.tokens and torch.equal(a.targets, b.targets)
+
+
+def test_log_uniform_sampler():
+    vocab_size = 1000
+    probs = log_uniform_log_prob(torch.arange(vocab_size), vocab_size).double().exp()
+    assert probs.sum().item() == pytest.approx(1.0, abs=1e-5)
+    samples = sample_log_uniform(200_000, vocab_size, torch.Generator().manual_seed(0))
+    observed = torch.bincount(samples, minlength=vocab_size)[:5].double() / 200_000
+    np.testing.assert_allclose(observed.numpy(), probs[:5].numpy(), rtol=0.05)
+
+
+def test_sampled_softmax_trains_and_full_softmax_scores(corpus):
+    sentences = list(read_sentences(expand_paths([str(corpus / "train.txt.gz")])))[:50]
+    vocab = Vocabulary.build(sentences)
+    model = LanguageModel(PRESETS["tiny"].model, len(vocab))
+    window = next(StreamBatcher(lambda: iter(sentences), vocab, rows=4, unroll=8))
+    sums, counts, _ = model(window, negatives=64, generator=torch.Generator().manual_seed(1))
+    (sums / counts).sum().backward()
+    assert torch.isfinite(sums).all() and model.softmax.weight.grad.abs().sum() > 0
+    full, full_counts, _ = model(window)
+    assert torch.equal(counts, full_counts)
+    # An untrained model is about as uncertain as a uniform guess over the vocabulary.
+    assert math.exp(full.sum().item() / full_counts.sum().item()) == pytest.approx(
+        len(vocab), rel=0.5)
+
+
+def test_training_lowers_perplexity_and_cli_reports_it(corpus, tmp_path, capsys):
+    out = tmp_path / "run"
+    code = main(["train-bilm", "--train", str(corpus / "train.txt.gz"), "--valid",
+                 str(corpus / "valid.txt"), "--output-dir", str(out), "--preset", "tiny",
+                 "--epochs", "2", "--quiet"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "perplexity valid: forward" in printed
+    model, vocab = load_model(out / "model")
+    ppl = evaluate(model, lambda: read_sentences([corpus / "valid.txt"]), vocab)
+    untrained = LanguageModel(model.config, len(vocab))
+    _init_weights(untrained, 0)
+    baseline = evaluate(untrained, lambda: read_sentences([corpus / "valid.txt"]), vocab)
+    assert ppl.average < 0.7 * baseline.average
+    assert main(["perplexity", str(corpus / "valid.txt"), "--model", str(out / "model"),
+                 "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert f"average perplexity {ppl.average:.2f}" in printed
+
+    # Fine-tuning continues from the model and reports perplexity before and after.
+    code = main(["train-bilm", "--train", str(corpus / "valid.txt"), "--valid",
+                 str(corpus / "valid.txt"), "--output-dir", str(tmp_path / "tuned"),
+                 "--init", str(out / "model"), "--epochs", "1", "--quiet"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    before = float(printed.split("perplexity before fine-tuning: ")[1].split()[0])
+    after = float(printed.split("average ")[1].split()[0])
+    assert after < before
+
+    # Export to bilm-tf: n_characters 262, same embeddings as the native model.
+    assert main(["convert", str(tmp_path / "tf"), "--to", "bilm-tf", "--model",
+                 str(out / "model")]) == 0
+    assert read_options(tmp_path / "tf" / "options.json").n_characters == 262
+    native = contextvec.load(out / "model").embed(["the bank was robbed ."])[0]
+    exported = contextvec.load(tmp_path / "tf").embed(["the bank was robbed ."])[0]
+    np.testing.assert_array_equal(native, exported)
+    assert load_bilm_tf(tmp_path / "tf" / "options.json", tmp_path / "tf" / "weights.hdf5")
+
+
+def test_resume_is_exact(corpus, tmp_path):
+    config = _config(dropout=0.2, negatives=40, checkpoint_every=4, epochs=3)
+    train = [str(corpus / "train.txt.gz")]
+
+    def run(out, max_steps, resume=False):
+        trainer = Trainer(dataclasses.replace(config, max_steps=max_steps), train, out,
+                          progress=False, log=lambda m: None)
+        trainer.train(resume=resume)
+        return trainer
+
+    straight = run(tmp_path / "a", 30)
+    run(tmp_path / "b", 13)
+    with pytest.raises(FileExistsError, match="--resume"):
+        run(tmp_path / "b", 30)
+    resumed = run(tmp_path / "b", 30, resume=True)
+    assert straight.step == resumed.step == 30
+    for (name, a), (_, b) in zip(straight.model.state_dict().items(),
+                                 resumed.model.state_dict().items(), strict=True):
+        assert torch.equal(a, b), name
+
+
+def test_two_process_ddp_equals_one_process(corpus, tmp_path):
+    args = ["train-bilm", "--train", str(corpus / "train.txt.gz"), "--preset", "tiny",
+            "--rows", "4", "--max-steps", "5", "--dropout", "0", "--quiet", "--threads", "1"]
+    single = tmp_path / "single"
+    assert main([*args, "--output-dir", str(single)]) == 0
+    ddp = tmp_path / "ddp"
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+         "-m", "contextvec.cli.main", *args, "--output-dir", str(ddp)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    one = load_file(single / "model" / "model.safetensors")
+    two = load_file(ddp / "model" / "model.safetensors")
+    assert one.keys() == two.keys()
+    initial = LanguageModel(PRESETS["tiny"].model, len(Vocabulary.load(single / "vocab.txt")))
+    _init_weights(initial, PRESETS["tiny"].seed)
+    assert not torch.equal(initial.softmax.weight, one["softmax.weight"])  # it did train
+    for key in one:
+        torch.testing.assert_close(two[key], one[key], atol=1e-5, rtol=1e-4, msg=key)
