@@ -11,6 +11,7 @@ import sys
 import numpy as np
 import pytest
 import torch
+from conftest import SHARED
 from safetensors.torch import load_file
 
 import contextvec
@@ -22,8 +23,6 @@ from contextvec.training.batcher import StreamBatcher
 from contextvec.training.corpus import expand_paths, read_sentences
 from contextvec.training.lm import LanguageModel, log_uniform_log_prob, sample_log_uniform
 from contextvec.training.trainer import _init_weights
-
-from conftest import SHARED
 
 PTB = SHARED / "corpora" / "ptb"
 

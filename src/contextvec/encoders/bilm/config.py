@@ -16,10 +16,10 @@ class ConfigError(ValueError):
 class BiLMConfig:
     """Dimensions of a character-CNN biLM (names follow the ELMo paper and bilm-tf).
 
-    ``filters`` lists ``(width, n_maps)`` pairs. ``bidirectional=False`` gives a forward-only
-    LM (language-model training and perplexity only; encoders need both directions). ``n_characters`` is the embedding table size
-    at inference (262: 261 training characters plus the padding row 0). Clip values of 0 or
-    ``None`` switch clipping off.
+    ``filters`` lists ``(width, n_maps)`` pairs. ``n_characters`` is the embedding table size at
+    inference (262: 261 training characters plus the padding row 0). Clip values of 0 or
+    ``None`` switch clipping off. ``bidirectional=False`` gives a forward-only LM (language
+    model training and perplexity only; encoders need both directions).
     """
 
     char_embed_dim: int = 16
