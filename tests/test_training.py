@@ -202,3 +202,11 @@ def test_two_process_ddp_equals_one_process(corpus, tmp_path):
     assert not torch.equal(initial.softmax.weight, one["softmax.weight"])  # it did train
     for key in one:
         torch.testing.assert_close(two[key], one[key], atol=1e-5, rtol=1e-4, msg=key)
+
+
+def test_sentence_boundaries_train_with_the_encoders_characters():
+    from contextvec.text.chars import BOS_IDS, EOS_IDS
+    from contextvec.training.lm import _char_ids
+
+    assert (_char_ids(BOS_TOKEN) == BOS_IDS).all() and (_char_ids(EOS_TOKEN) == EOS_IDS).all()
+    assert _char_ids("<S>x")[1] == ord("<") + 1

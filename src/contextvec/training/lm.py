@@ -11,7 +11,7 @@ from torch import nn
 
 from contextvec.encoders.bilm.config import BiLMConfig
 from contextvec.encoders.bilm.model import ElmoBiLM
-from contextvec.text.chars import token_to_char_ids
+from contextvec.text.chars import BOS_IDS, BOS_TOKEN, EOS_IDS, EOS_TOKEN, token_to_char_ids
 from contextvec.training.batcher import Window
 
 LSTMState = list[tuple[torch.Tensor, torch.Tensor]]
@@ -27,6 +27,15 @@ def sample_log_uniform(n: int, vocab_size: int, generator: torch.Generator) -> t
     """``n`` ids drawn with replacement from the log-uniform distribution over ``[0, vocab_size)``."""
     u = torch.rand(n, generator=generator, dtype=torch.float64)
     return (torch.exp(u * math.log(vocab_size + 1)) - 1).long().clamp_(0, vocab_size - 1)
+
+
+def _char_ids(token: str) -> np.ndarray:
+    # Sentence boundaries get the special characters the encoder adds at inference.
+    if token == BOS_TOKEN:
+        return BOS_IDS
+    if token == EOS_TOKEN:
+        return EOS_IDS
+    return token_to_char_ids(token)
 
 
 class LanguageModel(nn.Module):
@@ -65,7 +74,7 @@ class LanguageModel(nn.Module):
               for row in direction] for direction in window.tokens],
             dtype=torch.long,
         ).to(device)
-        char_ids = torch.from_numpy(np.stack([token_to_char_ids(w) for w in vocab])).to(device)
+        char_ids = torch.from_numpy(np.stack([_char_ids(w) for w in vocab])).to(device)
         vectors = self.bilm.token_encoder(char_ids)
         x = vectors[index.clamp(min=0)] * (index >= 0).unsqueeze(-1)  # (dirs, rows, steps, P)
         lengths = torch.full((x.shape[1],), x.shape[2], dtype=torch.long)

@@ -1,0 +1,99 @@
+"""Training tokens/s of biLM presets, fp32 vs bf16 autocast, and the fraction of fp32 matmul peak.
+
+    python benchmarks/train_speed.py --presets kim-small,elmo-small --steps 10
+
+Data: PTB train from ../shared/data; each row is the median step time over ``--steps`` steps
+after 3 warm-up steps. FLOPs per token = 3 x the forward pass (forward + backward): char-CNN,
+LSTMs, and the softmax over the full vocabulary or the sampled negatives. Run on an idle machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from contextvec.encoders.bilm.config import BiLMConfig
+from contextvec.training.batcher import StreamBatcher
+from contextvec.training.config import PRESETS
+from contextvec.training.corpus import read_sentences
+from contextvec.training.trainer import Trainer
+
+PTB = Path(__file__).resolve().parents[2] / "shared" / "data" / "corpora" / "ptb"
+
+
+def matmul_peak(size: int = 2048, repeats: int = 10) -> float:
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    for _ in range(3):
+        a @ b
+    best = 0.0
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a @ b
+        best = max(best, 2 * size**3 / (time.perf_counter() - start) / 1e9)
+    return best
+
+
+def forward_flops_per_token(c: BiLMConfig, softmax_width: int) -> float:
+    cnn = sum(n * w * c.char_embed_dim * (c.max_characters_per_token - w + 1) for w, n in c.filters)
+    cnn += c.n_highway * 2 * c.n_filters**2 + c.n_filters * c.projection_dim
+    p, d = c.projection_dim, c.lstm_dim
+    directions = 2 if c.bidirectional else 1
+    lstm = directions * c.n_layers * (9 * d * p)
+    return 2.0 * (cnn + lstm + directions * p * softmax_width)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--presets", default="kim-small,elmo-small")
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rows", type=int, help="override the presets' rows")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    peak = matmul_peak()
+    print(f"fp32 matmul peak (2048^3, {args.threads} threads): {peak:.1f} GFLOP/s")
+    print(f"{'preset':<12} {'precision':<9} {'rows x unroll':>13} {'vocab':>6} {'tokens/s':>9} "
+          f"{'GFLOP/s':>8} {'of peak':>7}")
+    paths = [PTB / "ptb.train.txt.gz"]
+    for name in args.presets.split(","):
+        config = dataclasses.replace(PRESETS[name], checkpoint_every=0, dropout=0.1)
+        if args.rows:
+            config = dataclasses.replace(config, rows=args.rows)
+        out = Path(tempfile.mkdtemp())
+        try:
+            trainer = Trainer(config, [str(p) for p in paths], out, progress=False,
+                              log=lambda m: None)
+        finally:
+            shutil.rmtree(out)
+        width = config.negatives + 1 if config.negatives else len(trainer.vocab)
+        per_token = 3 * forward_flops_per_token(config.model, width)
+        for precision in ("fp32", "bf16"):
+            batcher = StreamBatcher(lambda: read_sentences(paths), trainer.vocab, config.rows,
+                                    config.unroll, config.model.bidirectional)
+            autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16"
+                        else contextlib.nullcontext())
+            times, tokens = [], 0
+            with autocast:
+                for step in range(3 + args.steps):
+                    start = time.perf_counter()
+                    _, n = trainer._train_step(batcher)
+                    if step >= 3:
+                        times.append(time.perf_counter() - start)
+                        tokens = n
+            rate = tokens / statistics.median(times)
+            gflops = rate * per_token / 1e9
+            print(f"{name:<12} {precision:<9} {config.rows:>6} x {config.unroll:<4} "
+                  f"{len(trainer.vocab):>6} {rate:>9.0f} {gflops:>8.1f} {gflops / peak:>7.1%}",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
