@@ -27,37 +27,15 @@ from functools import partial
 from pathlib import Path
 
 import torch
+from flops import cnn_flops, lstm_flops, matmul_peak
 
 import contextvec
-from contextvec.encoders.bilm import PRESETS, BiLMConfig, ElmoBiLM, ElmoEncoder
+from contextvec.encoders.bilm import PRESETS, ElmoBiLM, ElmoEncoder
 from contextvec.text.batching import length_batches
 from contextvec.text.chars import batch_to_char_ids
 
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "data" / "reference"
 ALLENNLP_TOKENS_PER_S = {"small": 423, "original": 111}
-
-
-def matmul_peak(threads: int, size: int = 2048, repeats: int = 10) -> float:
-    """Best fp32 GFLOP/s of a square matmul: this machine's practical peak."""
-    torch.set_num_threads(threads)
-    a, b = torch.randn(size, size), torch.randn(size, size)
-    for _ in range(3):
-        a @ b
-    best = 0.0
-    for _ in range(repeats):
-        start = time.perf_counter()
-        a @ b
-        best = max(best, 2 * size**3 / (time.perf_counter() - start) / 1e9)
-    return best
-
-
-def flops_per_token(c: BiLMConfig) -> tuple[float, float]:
-    """FLOPs (2 x multiply-adds) of one token through the char-CNN, and through both LSTM stacks."""
-    cnn = sum(n * w * c.char_embed_dim * (c.max_characters_per_token - w + 1) for w, n in c.filters)
-    cnn += c.n_highway * 2 * c.n_filters**2 + c.n_filters * c.projection_dim
-    p, d = c.projection_dim, c.lstm_dim
-    lstm = 2 * c.n_layers * (4 * d * p + 4 * d * p + d * p)
-    return 2.0 * cnn, 2.0 * lstm
 
 
 def embed_cnn_all(encoder: ElmoEncoder, sentences: list[list[str]], batch_size: int) -> None:
@@ -93,19 +71,19 @@ def main() -> None:
     lines = (REFERENCE / "elmo-small" / "sentences.txt").read_text("utf-8").splitlines()
     sentences = [line.split() for line in (lines * (args.n_sentences // len(lines) + 1))]
     sentences = sentences[: args.n_sentences]
-    peak = matmul_peak(args.threads)
     torch.set_num_threads(args.threads)
+    peak = matmul_peak()
     print(f"fp32 matmul peak (2048^3, {args.threads} threads): {peak:.1f} GFLOP/s")
     print(f"{'config':<9} {'batch':>5} {'mode':<8} {'sents':>5} {'tokens':>6} {'tokens/s':>9} "
           f"{'vs allennlp':>11} {'GFLOP/s':>8} {'of peak':>7}")
     for name in args.configs.split(","):
         encoder = load(name)
-        cnn_flops, lstm_flops = flops_per_token(encoder.config)
+        cnn_per_token, lstm_per_token = cnn_flops(encoder.config), lstm_flops(encoder.config)
         for batch_size in (int(b) for b in args.batch_sizes.split(",")):
             subset = sentences if batch_size > 1 else sentences[: args.batch1_sentences]
             n_tokens = sum(map(len, subset))
             n_batches = len(length_batches([len(s) for s in subset], batch_size, 4096))
-            lstm_total = lstm_flops * (n_tokens + 2 * len(subset))
+            lstm_total = lstm_per_token * (n_tokens + 2 * len(subset))
             runs = {
                 "embed": (partial(encoder.embed, subset, batch_size=batch_size),
                           len({t for s in subset for t in s}) + 2 * n_batches),
@@ -122,7 +100,7 @@ def main() -> None:
                     times.append(time.perf_counter() - start)
                 seconds = statistics.median(times)
                 rate = n_tokens / seconds
-                gflops = (lstm_total + cnn_flops * cnn_tokens) / seconds / 1e9
+                gflops = (lstm_total + cnn_per_token * cnn_tokens) / seconds / 1e9
                 ratio = rate / ALLENNLP_TOKENS_PER_S[name]
                 print(f"{name:<9} {batch_size:>5} {mode:<8} {len(subset):>5} {n_tokens:>6} "
                       f"{rate:>9.0f} {ratio:>10.2f}x {gflops:>8.1f} {gflops / peak:>7.1%}",

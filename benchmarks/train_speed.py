@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import torch
+from flops import cnn_flops, lstm_flops, matmul_peak
 
 from contextvec.encoders.bilm.config import BiLMConfig
 from contextvec.training.batcher import StreamBatcher
@@ -29,25 +30,9 @@ from contextvec.training.trainer import Trainer
 PTB = Path(__file__).resolve().parents[2] / "shared" / "data" / "corpora" / "ptb"
 
 
-def matmul_peak(size: int = 2048, repeats: int = 10) -> float:
-    a, b = torch.randn(size, size), torch.randn(size, size)
-    for _ in range(3):
-        a @ b
-    best = 0.0
-    for _ in range(repeats):
-        start = time.perf_counter()
-        a @ b
-        best = max(best, 2 * size**3 / (time.perf_counter() - start) / 1e9)
-    return best
-
-
 def forward_flops_per_token(c: BiLMConfig, softmax_width: int) -> float:
-    cnn = sum(n * w * c.char_embed_dim * (c.max_characters_per_token - w + 1) for w, n in c.filters)
-    cnn += c.n_highway * 2 * c.n_filters**2 + c.n_filters * c.projection_dim
-    p, d = c.projection_dim, c.lstm_dim
     directions = 2 if c.bidirectional else 1
-    lstm = directions * c.n_layers * (9 * d * p)
-    return 2.0 * (cnn + lstm + directions * p * softmax_width)
+    return cnn_flops(c) + lstm_flops(c) + 2.0 * directions * c.projection_dim * softmax_width
 
 
 def main() -> None:

@@ -1,0 +1,36 @@
+"""Shared by the benchmark scripts: the machine's matmul peak and FLOP counts of a biLM."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from contextvec.encoders.bilm.config import BiLMConfig
+
+
+def matmul_peak(size: int = 2048, repeats: int = 10) -> float:
+    """Best fp32 GFLOP/s of a square matmul with torch's current threads: the practical peak."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    for _ in range(3):
+        a @ b
+    best = 0.0
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a @ b
+        best = max(best, 2 * size**3 / (time.perf_counter() - start) / 1e9)
+    return best
+
+
+def cnn_flops(c: BiLMConfig) -> float:
+    """FLOPs (2 x multiply-adds) of one token through the char-CNN, highway and projection."""
+    convolutions = sum(
+        n * w * c.char_embed_dim * (c.max_characters_per_token - w + 1) for w, n in c.filters
+    )
+    return 2.0 * (convolutions + c.n_highway * 2 * c.n_filters**2 + c.n_filters * c.projection_dim)
+
+
+def lstm_flops(c: BiLMConfig) -> float:
+    """FLOPs of one token through every LSTM layer of every direction."""
+    directions = 2 if c.bidirectional else 1
+    return 2.0 * directions * c.n_layers * 9 * c.lstm_dim * c.projection_dim
