@@ -9,7 +9,7 @@ import time
 import torch
 
 from contextvec.training.config import PRESETS, TrainConfig
-from contextvec.training.corpus import read_sentences
+from contextvec.training.corpus import expand_paths, read_sentences
 from contextvec.training.trainer import Trainer, evaluate, load_model
 
 HELP = "train a biLM (ELMo) or a forward char-CNN LM (Kim et al.) on a corpus"
@@ -55,7 +55,8 @@ def run(args: argparse.Namespace) -> None:
     before = None
     if args.init and args.valid:
         model, vocab = load_model(args.init)
-        before = evaluate(model, lambda: read_sentences(_paths(args.valid)), vocab,
+        valid = expand_paths(args.valid)
+        before = evaluate(model, lambda: read_sentences(valid), vocab,
                           config.rows, config.unroll)
         print(f"perplexity before fine-tuning: {before.average:.2f}")
     start = time.perf_counter()
@@ -68,8 +69,3 @@ def run(args: argparse.Namespace) -> None:
         print(f"perplexity {label}: forward {after.forward:.2f}"
               + (f", backward {after.backward:.2f}" if after.backward is not None else "")
               + f", average {after.average:.2f} ({after.tokens:,} tokens)")
-
-
-def _paths(patterns: list[str]):
-    from contextvec.training.corpus import expand_paths
-    return expand_paths(patterns)

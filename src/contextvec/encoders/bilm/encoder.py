@@ -56,11 +56,10 @@ class ElmoEncoder(Encoder):
 
     def _cnn(self, words: list[str]) -> torch.Tensor:
         cnn = self.bilm.token_encoder
-        ids = np.stack([token_to_char_ids(w) for w in words]) if words else np.zeros((0, 50))
-        ids_t = torch.from_numpy(ids).to(cnn.char_embedding.weight.device)
         if not words:
             return cnn.char_embedding.weight.new_zeros(0, self.config.projection_dim)
-        return cnn(ids_t)
+        ids = np.stack([token_to_char_ids(w) for w in words])
+        return cnn(torch.from_numpy(ids).to(cnn.char_embedding.weight.device))
 
     def _cached_vectors(self, words: list[str]) -> torch.Tensor:
         key = tuple((p.data_ptr(), p._version) for p in self.bilm.token_encoder.parameters())
