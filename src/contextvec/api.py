@@ -2,18 +2,37 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import torch
 
 from contextvec.encoders.base import Encoder
+from contextvec.encoders.bert.loader import load_bert_encoder, weights_file
 from contextvec.encoders.bilm import MODEL_TYPE as BILM_TYPE
 from contextvec.encoders.bilm import BiLMConfig, ElmoBiLM, ElmoEncoder
 from contextvec.io.bilm_tf import load_bilm_tf
 from contextvec.io.native import NativeFormatError, is_native_dir, load_native, save_native
 
 BILM_TF_FILES = ("options.json", "weights.hdf5")
+
+
+def _is_hf_bert_dir(path: Path) -> bool:
+    """An HF BERT directory: ``config.json`` of model_type "bert" (or a Bert architecture), not a
+    contextvec config, and ``model.safetensors`` or ``pytorch_model.bin``."""
+    if not (path.is_dir() and (path / "config.json").is_file() and weights_file(path) is not None):
+        return False
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    if not isinstance(config, dict) or "format_version" in config:
+        return False
+    architectures = config.get("architectures") or []
+    return config.get("model_type") == "bert" or (
+        isinstance(architectures, list) and any("Bert" in str(a) for a in architectures)
+    )
 
 
 class ModelNotFoundError(FileNotFoundError):
@@ -29,8 +48,10 @@ def load(
 ) -> Encoder:
     """Load an encoder, ready for ``embed()`` (eval mode).
 
-    ``model`` is a directory holding either bilm-tf files (``options.json`` +
-    ``weights.hdf5``) or a contextvec model (``config.json`` + ``model.safetensors``).
+    ``model`` is a directory holding bilm-tf files (``options.json`` + ``weights.hdf5``), a
+    contextvec model (``config.json`` + ``model.safetensors``) or a Hugging Face BERT model
+    (``config.json`` of model_type "bert" + ``model.safetensors`` or ``pytorch_model.bin``, with
+    ``tokenizer.json`` or ``vocab.txt``).
     Alternatively give bilm-tf's ``options_file`` and ``weight_file`` directly.
     """
     if options_file is not None or weight_file is not None:
@@ -48,6 +69,8 @@ def load(
     if path.is_dir() and all((path / name).is_file() for name in BILM_TF_FILES):
         return load(options_file=path / BILM_TF_FILES[0], weight_file=path / BILM_TF_FILES[1],
                     device=device)
+    if _is_hf_bert_dir(path):
+        return load_bert_encoder(path).to(device).eval()
     if is_native_dir(path):
         model_type, config, state_dict = load_native(path)
         if model_type != BILM_TYPE:
@@ -59,8 +82,8 @@ def load(
         bilm.load_state_dict({k: v for k, v in state_dict.items() if not k.startswith("softmax.")})
         return ElmoEncoder(bilm).to(device).eval()
     raise ModelNotFoundError(
-        f"{path}: not a model directory (expected {' + '.join(BILM_TF_FILES)}, or "
-        "config.json + model.safetensors)"
+        f"{path}: not a model directory (expected {' + '.join(BILM_TF_FILES)}, "
+        "config.json + model.safetensors, or an HF BERT directory)"
     )
 
 

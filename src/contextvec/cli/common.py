@@ -12,7 +12,9 @@ from contextvec.encoders.base import Encoder
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("model (default: the bundled model)")
-    group.add_argument("--model", help="model directory: bilm-tf files or a contextvec model")
+    group.add_argument(
+        "--model", help="model directory: bilm-tf files, a contextvec model or an HF BERT model"
+    )
     group.add_argument("--options-file", help="bilm-tf options.json (with --weight-file)")
     group.add_argument("--weight-file", help="bilm-tf weights.hdf5 (with --options-file)")
     parser.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0")

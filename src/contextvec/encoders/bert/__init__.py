@@ -1,0 +1,40 @@
+"""BERT: HF checkpoints as word-level contextual vectors (see ``encoder.py``).
+
+``BertEncoder`` is contextvec's word-level :class:`~contextvec.encoders.base.Encoder`; the
+transformer layer stack (HF's ``BertEncoder``, attribute ``encoder``) is ``model.BertLayerStack``.
+"""
+
+from contextvec.encoders.bert.combine import LAYER_COMBINATIONS, combine_layers
+from contextvec.encoders.bert.config import BertConfig
+from contextvec.encoders.bert.encoder import SUBWORD_POOLING, BertEncoder, window_spans
+from contextvec.encoders.bert.loader import (
+    BertCheckpointError,
+    build_model,
+    load_bert_encoder,
+    load_bert_model,
+    read_bert_dir,
+)
+from contextvec.encoders.bert.model import BertModel, BertModelOutput
+from contextvec.encoders.bert.tokenizer import WordPieces, WordPieceTokenizer
+
+MODEL_TYPE = "bert"
+
+__all__ = [
+    "LAYER_COMBINATIONS",
+    "MODEL_TYPE",
+    "SUBWORD_POOLING",
+    "BertCheckpointError",
+    "BertConfig",
+    "BertEncoder",
+    "BertModel",
+    "BertModelOutput",
+    "WordPieceTokenizer",
+    "WordPieces",
+    "build_model",
+    "combine_layers",
+    "load_bert_encoder",
+    "load_bert_model",
+    "read_bert_dir",
+    "window_spans",
+]
+
