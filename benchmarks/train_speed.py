@@ -1,6 +1,7 @@
 """Training tokens/s of biLM presets, fp32 vs bf16 autocast, and the fraction of fp32 matmul peak.
 
     python benchmarks/train_speed.py --presets kim-small,elmo-small --steps 10
+    python benchmarks/train_speed.py --presets my_config.json      # a TrainConfig JSON file
 
 Data: PTB train from ../shared/data; each row is the median step time over ``--steps`` steps
 after 3 warm-up steps. FLOPs per token = 3 x the forward pass (forward + backward): char-CNN,
@@ -23,7 +24,7 @@ from flops import cnn_flops, lstm_flops, matmul_peak
 
 from contextvec.encoders.bilm.config import BiLMConfig
 from contextvec.training.batcher import StreamBatcher
-from contextvec.training.config import PRESETS
+from contextvec.training.config import PRESETS, TrainConfig
 from contextvec.training.corpus import read_sentences
 from contextvec.training.trainer import Trainer
 
@@ -41,6 +42,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rows", type=int, help="override the presets' rows")
+    parser.add_argument("--precisions", default="fp32,bf16",
+                        help="bf16 = torch.autocast on CPU (slow without native bf16 support)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     peak = matmul_peak()
@@ -49,7 +52,8 @@ def main() -> None:
           f"{'GFLOP/s':>8} {'of peak':>7}")
     paths = [PTB / "ptb.train.txt.gz"]
     for name in args.presets.split(","):
-        config = dataclasses.replace(PRESETS[name], checkpoint_every=0, dropout=0.1)
+        base = TrainConfig.from_file(name) if name.endswith(".json") else PRESETS[name]
+        config = dataclasses.replace(base, checkpoint_every=0, dropout=0.1)
         if args.rows:
             config = dataclasses.replace(config, rows=args.rows)
         out = Path(tempfile.mkdtemp())
@@ -60,7 +64,7 @@ def main() -> None:
             shutil.rmtree(out)
         width = config.negatives + 1 if config.negatives else len(trainer.vocab)
         per_token = 3 * forward_flops_per_token(config.model, width)
-        for precision in ("fp32", "bf16"):
+        for precision in args.precisions.split(","):
             batcher = StreamBatcher(lambda: read_sentences(paths), trainer.vocab, config.rows,
                                     config.unroll, config.model.bidirectional)
             autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16"

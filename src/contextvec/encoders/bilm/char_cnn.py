@@ -23,7 +23,7 @@ class Highway(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for transform, gate in zip(self.transform, self.gate, strict=True):
             g = torch.sigmoid(gate(x))
-            x = torch.lerp(x, torch.relu(transform(x)), g)
+            x = x + g * (torch.relu(transform(x)) - x)
         return x
 
 
