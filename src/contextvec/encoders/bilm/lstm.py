@@ -93,7 +93,8 @@ class ProjectedLSTMLayer(nn.Module):
         w_state = self.state_weight.transpose(1, 2)
         w_proj = self.projection.transpose(1, 2)
         # Number of sequences still running at each step (lengths are sorted, longest first).
-        active = (lengths.view(1, -1) > torch.arange(steps).view(-1, 1)).sum(1).tolist()
+        steps_range = torch.arange(steps, device=lengths.device).view(-1, 1)
+        active = (lengths.view(1, -1) > steps_range).sum(1).tolist()
         k_prev = batch
         for t in range(steps):
             k = active[t]
