@@ -81,12 +81,14 @@ class BertSelfAttention(nn.Module):
         return out.transpose(1, 2).reshape(hidden.shape)
 
 
-class BertSelfOutput(nn.Module):
-    """Attention output projection, dropout, residual, LayerNorm (post-LN)."""
+class BertResidualOutput(nn.Module):
+    """Projection to ``hidden_size``, dropout, residual, LayerNorm (post-LN): HF's
+    ``BertSelfOutput`` (after attention, input ``hidden_size``) and ``BertOutput`` (after the
+    feed-forward expansion, input ``intermediate_size``) differ only in the input width."""
 
-    def __init__(self, config: BertConfig) -> None:
+    def __init__(self, config: BertConfig, input_size: int) -> None:
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dense = nn.Linear(input_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
@@ -98,7 +100,7 @@ class BertAttention(nn.Module):
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
         self.self = BertSelfAttention(config)
-        self.output = BertSelfOutput(config)
+        self.output = BertResidualOutput(config, config.hidden_size)
 
     def forward(self, hidden: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         return self.output(self.self(hidden, mask), hidden)
@@ -116,25 +118,12 @@ class BertIntermediate(nn.Module):
         return F.gelu(self.dense(hidden), approximate=self.approximate)
 
 
-class BertOutput(nn.Module):
-    """Feed-forward projection back to ``hidden_size``, dropout, residual, LayerNorm."""
-
-    def __init__(self, config: BertConfig) -> None:
-        super().__init__()
-        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-
-    def forward(self, hidden: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
-        return self.LayerNorm(self.dropout(self.dense(hidden)) + residual)
-
-
 class BertLayer(nn.Module):
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
         self.attention = BertAttention(config)
         self.intermediate = BertIntermediate(config)
-        self.output = BertOutput(config)
+        self.output = BertResidualOutput(config, config.intermediate_size)
 
     def forward(self, hidden: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         attended = self.attention(hidden, mask)
