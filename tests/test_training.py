@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import json
 import math
 import subprocess
 import sys
@@ -210,3 +211,56 @@ def test_sentence_boundaries_train_with_the_encoders_characters():
 
     assert (_char_ids(BOS_TOKEN) == BOS_IDS).all() and (_char_ids(EOS_TOKEN) == EOS_IDS).all()
     assert _char_ids("<S>x")[1] == ord("<") + 1
+
+
+def test_sentence_splitting_and_named_tokenizers(tmp_path):
+    from contextvec.text.tokenize import Tokenizer, split_sentences
+
+    assert split_sentences('He said "Stop." Then he left! Did he? (See above.) 3 cats ran.') == [
+        'He said "Stop."', "Then he left!", "Did he?", "(See above.)", "3 cats ran."]
+    assert split_sentences("no end mark") == ["no end mark"]
+    assert split_sentences("   ") == []
+    assert Tokenizer("moses")("It's $5, isn't it?") == [["It", "'s", "$", "5", ",", "isn", "'t",
+                                                         "it", "?"]]
+    assert Tokenizer("moses-sentences")("A b. C d.") == [["A", "b", "."], ["C", "d", "."]]
+    with pytest.raises(ValueError, match="unknown tokenizer"):
+        Tokenizer("spacy")
+    path = tmp_path / "raw.txt"
+    path.write_text("First one. Second one!\n\nThird,here.\n", encoding="utf-8")
+    assert list(read_sentences([path], "moses-sentences")) == [
+        ["First", "one", "."], ["Second", "one", "!"], ["Third", ",", "here", "."]]
+    assert list(read_sentences([path])) == [["First", "one.", "Second", "one!"], ["Third,here."]]
+
+
+def test_sigint_saves_a_resumable_checkpoint_and_model(corpus, tmp_path):
+    """A run stopped by SIGINT (between steps) resumes to the same parameters as a straight run;
+    the saved model records how it was trained."""
+    import signal
+
+    config = _config(dropout=0.2, checkpoint_every=0, epochs=2, max_steps=20)
+    train = [str(corpus / "train.txt.gz")]
+    straight = Trainer(config, train, tmp_path / "a", progress=False, log=lambda m: None)
+    straight.train()
+
+    stopped = Trainer(config, train, tmp_path / "b", progress=False, log=lambda m: None)
+    original = stopped._train_step
+
+    def step_then_interrupt(batcher):
+        result = original(batcher)
+        if stopped.step == 7:
+            signal.raise_signal(signal.SIGINT)
+        return result
+
+    stopped._train_step = step_then_interrupt
+    with pytest.raises(KeyboardInterrupt):
+        stopped.train()
+    record = json.loads((tmp_path / "b" / "model" / "training.json").read_text())
+    assert record["steps"] == 7 and record["tokens_seen"] == stopped.tokens_seen > 0
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
+
+    resumed = Trainer(config, train, tmp_path / "b", progress=False, log=lambda m: None)
+    resumed.train(resume=True)
+    assert resumed.step == 20 and resumed.tokens_seen == straight.tokens_seen
+    for (name, a), (_, b) in zip(straight.model.state_dict().items(),
+                                 resumed.model.state_dict().items(), strict=True):
+        assert torch.equal(a, b), name

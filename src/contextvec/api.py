@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from importlib import resources
 from pathlib import Path
 
 import torch
@@ -16,6 +17,16 @@ from contextvec.io.bilm_tf import load_bilm_tf
 from contextvec.io.native import NativeFormatError, is_native_dir, load_native, save_native
 
 BILM_TF_FILES = ("options.json", "weights.hdf5")
+DEFAULT_MODEL = "elmo-en-small"
+"""The model shipped inside the package: ``load()`` and ``contextvec embed`` use it by default."""
+
+
+def bundled_models() -> dict[str, Path]:
+    """Names and directories of the models shipped inside the package."""
+    root = Path(str(resources.files("contextvec") / "models"))
+    if not root.is_dir():
+        return {}
+    return {p.name: p for p in sorted(root.iterdir()) if is_native_dir(p)}
 
 
 def _is_hf_bert_dir(path: Path) -> bool:
@@ -48,7 +59,8 @@ def load(
 ) -> Encoder:
     """Load an encoder, ready for ``embed()`` (eval mode).
 
-    ``model`` is a directory holding bilm-tf files (``options.json`` + ``weights.hdf5``), a
+    ``model`` is None for the bundled default model (:data:`DEFAULT_MODEL`), the name of a
+    bundled model, or a directory holding bilm-tf files (``options.json`` + ``weights.hdf5``), a
     contextvec model (``config.json`` + ``model.safetensors``) or a Hugging Face BERT model
     (``config.json`` of model_type "bert" + ``model.safetensors`` or ``pytorch_model.bin``, with
     ``tokenizer.json`` or ``vocab.txt``).
@@ -58,14 +70,21 @@ def load(
         if options_file is None or weight_file is None:
             raise ValueError("options_file and weight_file go together")
         return ElmoEncoder(load_bilm_tf(options_file, weight_file)).to(device).eval()
+    bundled = bundled_models()
     if model is None:
-        raise ModelNotFoundError(
-            "contextvec has no bundled default model yet: pass a model directory, or bilm-tf "
-            "options_file= and weight_file="
-        )
+        model = DEFAULT_MODEL
+        if model not in bundled:
+            raise ModelNotFoundError(
+                f"the bundled model {DEFAULT_MODEL} is missing from this installation of "
+                f"contextvec ({Path(__file__).parent / 'models'}); reinstall, or pass a model "
+                "directory"
+            )
     path = Path(model)
+    if not path.exists() and str(model) in bundled:
+        path = bundled[str(model)]
     if not path.exists():
-        raise ModelNotFoundError(f"no model at {path}")
+        names = ", ".join(bundled) or "none"
+        raise ModelNotFoundError(f"no model at {path} (bundled models: {names})")
     if path.is_dir() and all((path / name).is_file() for name in BILM_TF_FILES):
         return load(options_file=path / BILM_TF_FILES[0], weight_file=path / BILM_TF_FILES[1],
                     device=device)

@@ -1,64 +1,110 @@
-"""``contextvec demo``: the embedding pipeline end to end, in a few seconds.
+"""``contextvec demo``: what contextual vectors do, on the bundled English model, in seconds.
 
-Until contextvec bundles a trained English model, the demo builds a small ELMo with *random*
-weights (fixed seed): the output shows what the files and layers look like, not what a trained
-model knows.
+1. Embeds a few sentences through the ``embed`` pipeline (HDF5, allennlp's layout).
+2. Compares "bank" across contexts layer by layer: the char-CNN layer is context-free, the
+   biLSTM layers tell the river bank from the money bank.
+3. Finds the nearest contexts of a word in a small bundled sentence set (ELMo paper, Table 4),
+   next to the nearest words by the context-free token vectors.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
+import time
 from importlib import resources
 from pathlib import Path
 
 import h5py
 import numpy as np
-import torch
 
+import contextvec
+from contextvec.api import DEFAULT_MODEL
 from contextvec.bulk import embed_file
-from contextvec.encoders.bilm import PRESETS, ElmoBiLM, ElmoEncoder
-from contextvec.io.bilm_tf import load_bilm_tf, save_bilm_tf
 
-HELP = "show the embedding pipeline on sample sentences"
+HELP = "show contextual vectors at work on the bundled model (or --model)"
+LAYER_NAMES = ("0 char-CNN", "1 biLSTM-1", "2 biLSTM-2")
+QUERIES = (
+    ("The bank on the other end of the street was robbed .", "bank"),
+    ("We had a picnic on the bank of the river .", "bank"),
+    ("The match was stopped twice for foul play .", "play"),
+    ("They went to see a play at the theatre .", "play"),
+)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("demo", help=HELP, description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--workdir", help="keep the model and outputs here (default: a temp dir)")
+    p.add_argument("--model", help=f"model name or directory (default: bundled {DEFAULT_MODEL})")
+    p.add_argument("--workdir", help="keep the sentences and HDF5 output here (default: temp)")
+    p.add_argument("--top", type=int, default=3, help="nearest contexts shown per query (3)")
     p.set_defaults(run=run)
 
 
-def _cosine(a: np.ndarray, b: np.ndarray) -> float:
-    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+def _unit(x: np.ndarray) -> np.ndarray:
+    return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+
+
+def _data(name: str) -> list[list[str]]:
+    text = resources.files("contextvec.data").joinpath(name).read_text("utf-8")
+    return [line.split() for line in text.splitlines() if line.strip()]
 
 
 def run(args: argparse.Namespace) -> None:
+    start = time.perf_counter()
+    encoder = contextvec.load(args.model)
+    name = args.model or f"{DEFAULT_MODEL} (bundled)"
+    print(f"model: {name}; {encoder.num_layers} layers of {encoder.output_dim} dims")
+    info = Path(str(resources.files("contextvec") / "models" / DEFAULT_MODEL / "training.json"))
+    if args.model is None and info.is_file():
+        meta = json.loads(info.read_text(encoding="utf-8"))
+        print(f"       trained on {meta['corpus']}: {meta['tokens_seen']:,} tokens")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(args.workdir or tmp)
         work.mkdir(parents=True, exist_ok=True)
-        print("NOTE: no trained model is bundled yet; this demo uses a RANDOM elmo-small-sized")
-        print("      biLM (seed 0). Similarities below show the pipeline, not linguistic quality.\n")
-        torch.manual_seed(0)
-        save_bilm_tf(ElmoBiLM(PRESETS["elmo-small"]), work / "options.json", work / "weights.hdf5")
-        print(f"1. wrote a bilm-tf model: {work / 'options.json'}, {work / 'weights.hdf5'}")
-        encoder = ElmoEncoder(load_bilm_tf(work / "options.json", work / "weights.hdf5"))
-        text = resources.files("contextvec.data").joinpath("demo_sentences.txt").read_text("utf-8")
-        sentences = [line.split() for line in text.splitlines()]
-        (work / "sentences.txt").write_text(text, encoding="utf-8")
-        out = embed_file(encoder, work / "sentences.txt", work / "vectors.hdf5", progress=False)
-        print(f"2. contextvec embed --all -> {out}")
+        sentences = _data("demo_sentences.txt")
+        source = work / "sentences.txt"
+        source.write_text("".join(" ".join(s) + "\n" for s in sentences), encoding="utf-8")
+        out = embed_file(encoder, source, work / "vectors.hdf5", progress=False)
+        print(f"\n1. contextvec embed {source.name} {out.name} --all")
         with h5py.File(out, "r") as f:
-            for key in sorted((k for k in f if k.isdigit()), key=int):
-                print(f"   dataset {key!r}: shape {f[key].shape}  <- {' '.join(sentences[int(key)])}")
-            vectors = {int(k): f[k][()] for k in f if k.isdigit()}
-        bank = [(i, s.index("bank")) for i, s in enumerate(sentences)]
-        print("3. cosine similarity of 'bank' in sentence 0 vs the others, per layer:")
-        print("   layer             " + "  ".join(f"sent {i}" for i, _ in bank[1:]))
-        for layer, name in enumerate(["0 (char-CNN)", "1 (biLSTM 1)", "2 (biLSTM 2)"]):
-            ref = vectors[0][layer, bank[0][1]]
-            sims = [_cosine(ref, vectors[i][layer, j]) for i, j in bank[1:]]
-            print(f"   {name:<17} " + "  ".join(f"{s:6.3f}" for s in sims))
-        print("   (layer 0 is context-free: identical words give 1.000; the biLSTM layers differ")
-        print("    by context.)")
+            vectors = [f[str(i)][()] for i in range(len(sentences))]
+            for i, s in enumerate(sentences):
+                print(f"   dataset '{i}': shape {vectors[i].shape}  <- {' '.join(s)}")
+
+    bank = [(i, s.index("bank")) for i, s in enumerate(sentences) if "bank" in s]
+    print("\n2. cosine similarity of 'bank' in sentence 0 (money) with 'bank' in the others:")
+    print("   layer        " + "  ".join(f"sent {i}" for i, _ in bank[1:]))
+    for layer, label in enumerate(LAYER_NAMES[: encoder.num_layers]):
+        ref = _unit(vectors[0][layer, bank[0][1]])
+        sims = [float(ref @ _unit(vectors[i][layer, j])) for i, j in bank[1:]]
+        print(f"   {label:<12} " + "  ".join(f"{s:6.3f}" for s in sims))
+    print("   (the char-CNN layer sees only the word: 1.000 everywhere. In the biLSTM layers")
+    print("    the money bank of sentence 2 should come out closer than the river banks of 1, 3.)")
+
+    contexts = _data("demo_contexts.txt")
+    ctx_vectors = encoder.embed(contexts)
+    top_layer = encoder.num_layers - 1
+    print(f"\n3. nearest contexts (layer {top_layer}, cosine) in {len(contexts)} bundled sentences:")
+    for text, word in QUERIES:
+        query = text.split()
+        q = _unit(encoder.embed([query])[0][top_layer, query.index(word)])
+        scored = sorted(
+            ((float(q @ _unit(v[top_layer, j])), k, j)
+             for k, (s, v) in enumerate(zip(contexts, ctx_vectors, strict=True))
+             for j, w in enumerate(s) if w == word),
+            reverse=True,
+        )
+        print(f"   query: {text}")
+        for score, k, j in scored[: args.top]:
+            marked = " ".join(f"[{w}]" if i == j else w for i, w in enumerate(contexts[k]))
+            print(f"     {score:.3f}  {marked}")
+    # The context-free baseline: nearest other words by the token (char-CNN) layer.
+    words = sorted({w for s in contexts for w in s if w.isalpha()})
+    token_vectors = _unit(np.stack([v[0, 0] for v in encoder.embed([[w] for w in words])]))
+    for word in dict.fromkeys(w for _, w in QUERIES):
+        sims = token_vectors @ token_vectors[words.index(word)]
+        near = [words[i] for i in np.argsort(-sims) if words[i] != word][:5]
+        print(f"   context-free nearest words to '{word}' (char-CNN layer): {', '.join(near)}")
+    print(f"\ndone in {time.perf_counter() - start:.1f} s")

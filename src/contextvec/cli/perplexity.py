@@ -6,6 +6,7 @@ import argparse
 
 import torch
 
+from contextvec.text.tokenize import Tokenizer
 from contextvec.training.corpus import expand_paths, read_sentences
 from contextvec.training.trainer import evaluate, load_model
 
@@ -18,6 +19,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--model", required=True, help="a model directory written by train-bilm")
     p.add_argument("--rows", type=int, default=32, help="parallel streams (32)")
     p.add_argument("--unroll", type=int, default=20, help="tokens per stream per step (20)")
+    p.add_argument("--tokenizer", choices=Tokenizer.NAMES, default="whitespace",
+                   help="how lines become tokens (as in train-bilm; default whitespace)")
     p.add_argument("--threads", type=int)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(run=run)
@@ -28,7 +31,7 @@ def run(args: argparse.Namespace) -> None:
         torch.set_num_threads(args.threads)
     model, vocab = load_model(args.model)
     paths = expand_paths(args.files)
-    ppl = evaluate(model, lambda: read_sentences(paths), vocab, args.rows, args.unroll,
+    ppl = evaluate(model, lambda: read_sentences(paths, args.tokenizer), vocab, args.rows, args.unroll,
                    progress=not args.quiet)
     print(f"tokens {ppl.tokens:,}")
     print(f"forward perplexity {ppl.forward:.2f}")

@@ -8,13 +8,15 @@ import time
 
 import torch
 
+from contextvec.text.tokenize import Tokenizer
 from contextvec.training.config import PRESETS, TrainConfig
 from contextvec.training.corpus import expand_paths, read_sentences
 from contextvec.training.trainer import Trainer, evaluate, load_model
 
 HELP = "train a biLM (ELMo) or a forward char-CNN LM (Kim et al.) on a corpus"
 OVERRIDES = ("rows", "unroll", "optimizer", "lr", "dropout", "clip", "negatives", "epochs",
-             "max_steps", "min_count", "max_vocab", "checkpoint_every", "seed")
+             "max_steps", "min_count", "max_vocab", "checkpoint_every", "seed", "tokenizer",
+             "token_dropout")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -43,6 +45,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     group.add_argument("--max-vocab", type=int)
     group.add_argument("--checkpoint-every", type=int, help="steps between checkpoints")
     group.add_argument("--seed", type=int)
+    group.add_argument("--tokenizer", choices=Tokenizer.NAMES,
+                       help="how lines become tokens: whitespace (pre-tokenized), moses, or "
+                       "moses-sentences (paragraph-per-line text split into sentences)")
+    group.add_argument("--token-dropout", action=argparse.BooleanOptionalAction, default=None,
+                       help="dropout on the first LSTM's input too (Kim et al.: no)")
     p.set_defaults(run=run)
 
 
@@ -56,7 +63,7 @@ def run(args: argparse.Namespace) -> None:
     if args.init and args.valid:
         model, vocab = load_model(args.init)
         valid = expand_paths(args.valid)
-        before = evaluate(model, lambda: read_sentences(valid), vocab,
+        before = evaluate(model, lambda: read_sentences(valid, config.tokenizer), vocab,
                           config.rows, config.unroll)
         print(f"perplexity before fine-tuning: {before.average:.2f}")
     start = time.perf_counter()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 Sentence = str | Sequence[str]
@@ -20,3 +21,50 @@ def as_tokens(sentence: Sentence) -> list[str]:
         if not isinstance(token, str):
             raise TypeError(f"tokens must be str, got {type(token).__name__}: {token!r}")
     return tokens
+
+
+# A sentence ends at . ! ? (optionally followed by closing quotes or brackets) before whitespace
+# and an opening quote/bracket or an upper-case letter or digit. Without a trained model
+# (nltk's punkt needs a download) this rule is the dependable part: abbreviations such as
+# "Mr. Smith" are split, which costs a language model little.
+_SENTENCE_END = re.compile(r"(?<=[.!?])([\"'”’)\]]*)\s+(?=[\"'“‘(\[]?[A-Z0-9])")
+
+
+def split_sentences(paragraph: str) -> list[str]:
+    """Sentences of a paragraph of running text (rule-based; see ``_SENTENCE_END``)."""
+    parts = _SENTENCE_END.split(paragraph.strip())
+    # re.split keeps the captured closing punctuation as separate items: glue it back.
+    sentences = [parts[0]]
+    for closing, text in zip(parts[1::2], parts[2::2], strict=True):
+        sentences[-1] += closing
+        sentences.append(text)
+    return [s for s in sentences if s]
+
+
+class Tokenizer:
+    """A named tokenizer of raw text lines into lists of tokens.
+
+    ``whitespace``: ``str.split()`` (input already tokenized). ``moses``: sacremoses' English
+    tokenizer without HTML escaping (the tokenization of the 1B Word Benchmark that ELMo was
+    trained on). ``moses-sentences``: first split running text into sentences, then ``moses``;
+    each sentence becomes its own item.
+    """
+
+    NAMES = ("whitespace", "moses", "moses-sentences")
+
+    def __init__(self, name: str = "whitespace", lang: str = "en") -> None:
+        if name not in self.NAMES:
+            raise ValueError(f"unknown tokenizer {name!r}; choose from {', '.join(self.NAMES)}")
+        self.name = name
+        self._moses = None
+        if name != "whitespace":
+            from sacremoses import MosesTokenizer
+
+            self._moses = MosesTokenizer(lang=lang)
+
+    def __call__(self, line: str) -> list[list[str]]:
+        """The token lists of one line: one list, or one per sentence (``moses-sentences``)."""
+        if self._moses is None:
+            return [line.split()]
+        texts = split_sentences(line) if self.name == "moses-sentences" else [line]
+        return [self._moses.tokenize(t, escape=False) for t in texts]

@@ -10,6 +10,7 @@ from typing import Any
 
 from contextvec.encoders.bilm.config import PRESETS as MODEL_PRESETS
 from contextvec.encoders.bilm.config import BiLMConfig, ConfigError
+from contextvec.text.tokenize import Tokenizer
 
 OPTIMIZERS = ("adagrad", "adam", "sgd")
 
@@ -20,7 +21,10 @@ class TrainConfig:
 
     ``rows`` x ``unroll`` tokens per step (bilm-tf: 128 x 20 per GPU); ``negatives`` 0 means
     full softmax. With ``lr_halving`` the learning rate halves after an epoch whose validation
-    perplexity did not improve by at least 1 (Kim et al.'s schedule).
+    perplexity did not improve by at least 1 (Kim et al.'s schedule). ``tokenizer`` names how
+    corpus lines become tokens (:class:`~contextvec.text.tokenize.Tokenizer`). ``dropout`` applies to the
+    input of every LSTM layer and to the softmax input; ``token_dropout=False`` spares the first
+    LSTM's input, the token layer (Kim et al.).
     """
 
     model: BiLMConfig = field(default_factory=BiLMConfig)
@@ -29,6 +33,7 @@ class TrainConfig:
     optimizer: str = "adagrad"
     lr: float = 0.2
     dropout: float = 0.1
+    token_dropout: bool = True
     clip: float = 10.0
     negatives: int = 8192
     epochs: int = 10
@@ -36,12 +41,15 @@ class TrainConfig:
     min_count: int = 1
     max_vocab: int | None = None
     lr_halving: bool = False
+    tokenizer: str = "whitespace"
     checkpoint_every: int = 1000
     seed: int = 0
 
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:
             raise ConfigError(f"optimizer must be one of {OPTIMIZERS}, not {self.optimizer!r}")
+        if self.tokenizer not in Tokenizer.NAMES:
+            raise ConfigError(f"tokenizer must be one of {Tokenizer.NAMES}, not {self.tokenizer!r}")
         if self.rows < 1 or self.unroll < 1:
             raise ConfigError("rows and unroll must be >= 1")
 
@@ -100,6 +108,13 @@ PRESETS: dict[str, TrainConfig] = {
     "elmo-small": TrainConfig(model=MODEL_PRESETS["elmo-small"], **_BILM_TF),
     "elmo-medium": TrainConfig(model=MODEL_PRESETS["elmo-medium"], **_BILM_TF),
     "elmo-original": TrainConfig(model=MODEL_PRESETS["elmo-original"], **_BILM_TF),
+    # The bundled model's run (see the README): Moses-tokenized sentences of the shared
+    # Gutenberg + Wikipedia corpora; Adam, because a few CPU-hours see only ~0.3 of an epoch.
+    "elmo-en-small": TrainConfig(
+        model=MODEL_PRESETS["elmo-en-small"], rows=64, unroll=20, optimizer="adam", lr=1e-3,
+        dropout=0.1, clip=10.0, negatives=4096, epochs=1, max_vocab=50_000,
+        tokenizer="moses-sentences", checkpoint_every=200,
+    ),
     "kim-small": TrainConfig(model=_kim([(w, 25 * w) for w in range(1, 7)], 1, 300), **_KIM),
     "kim-large": TrainConfig(
         model=_kim([(w, min(200, 50 * w)) for w in range(1, 8)], 2, 650), **_KIM

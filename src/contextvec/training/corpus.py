@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from contextvec.text.chars import BOS_TOKEN, EOS_TOKEN
+from contextvec.text.tokenize import Tokenizer
 
 UNK_TOKEN = "<UNK>"
 SPECIALS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
@@ -29,19 +30,22 @@ def expand_paths(patterns: Iterable[str | os.PathLike]) -> list[Path]:
     return paths
 
 
-def read_sentences(paths: Iterable[Path]) -> Iterator[list[str]]:
-    """Whitespace-tokenized lines of every file in order (``.gz`` read transparently).
+def read_sentences(paths: Iterable[Path], tokenizer: str = "whitespace") -> Iterator[list[str]]:
+    """Tokenized lines of every file in order (``.gz`` read transparently).
 
-    Blank lines (document separators in the shared corpora) are skipped; invalid UTF-8 is
-    decoded with U+FFFD. Memory does not grow with the corpus.
+    ``tokenizer`` names a :class:`~contextvec.text.tokenize.Tokenizer`; ``moses-sentences``
+    yields each sentence of a paragraph-per-line corpus separately. Blank lines (document
+    separators in the shared corpora) are skipped; invalid UTF-8 is decoded with U+FFFD.
+    Memory does not grow with the corpus.
     """
+    tokenize = Tokenizer(tokenizer)
     for path in paths:
         opener = gzip.open if path.suffix == ".gz" else open
         with opener(path, "rt", encoding="utf-8", errors="replace", newline="\n") as f:
             for line in f:
-                tokens = line.split()
-                if tokens:
-                    yield tokens
+                for tokens in tokenize(line):
+                    if tokens:
+                        yield tokens
 
 
 class Vocabulary:

@@ -45,11 +45,14 @@ class LanguageModel(nn.Module):
     targets per direction, plus the LSTM states to carry into the next window.
     """
 
-    def __init__(self, config: BiLMConfig, vocab_size: int, dropout: float = 0.0) -> None:
+    def __init__(
+        self, config: BiLMConfig, vocab_size: int, dropout: float = 0.0, token_dropout: bool = True
+    ) -> None:
         super().__init__()
         self.bilm = ElmoBiLM(config)
         self.softmax = nn.Linear(config.projection_dim, vocab_size)
         self.dropout = nn.Dropout(dropout)
+        self.token_dropout = token_dropout
 
     @property
     def config(self) -> BiLMConfig:
@@ -80,7 +83,8 @@ class LanguageModel(nn.Module):
         lengths = torch.full((x.shape[1],), x.shape[2], dtype=torch.long)
         new_state: LSTMState = []
         for i, layer in enumerate(self.bilm.layers):
-            out, layer_state = layer(self.dropout(x), lengths, None if state is None else state[i])
+            inputs = x if i == 0 and not self.token_dropout else self.dropout(x)
+            out, layer_state = layer(inputs, lengths, None if state is None else state[i])
             if i > 0 and self.config.use_skip_connections:
                 out = out + x
             x = out

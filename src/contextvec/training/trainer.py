@@ -8,8 +8,12 @@ same update as one process on the whole batch.
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import signal
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -33,6 +37,7 @@ from contextvec.training.lm import LanguageModel, LSTMState
 
 CHECKPOINT = "checkpoint.pt"
 VOCAB_FILE = "vocab.txt"
+TRAINING_RECORD = "training.json"  # how a saved model was trained: steps, tokens, time, config
 
 
 @dataclass
@@ -179,18 +184,21 @@ class Trainer:
         if init is not None:
             self.model, self.vocab = load_model(init)
             self.model.dropout.p = config.dropout
+            self.model.token_dropout = config.token_dropout
         else:
             vocab_path = self.output / VOCAB_FILE
             if vocab_path.is_file():
                 self.vocab = Vocabulary.load(vocab_path)
             else:
                 self.vocab = Vocabulary.build(
-                    read_sentences(self.train_paths), config.min_count, config.max_vocab
+                    read_sentences(self.train_paths, config.tokenizer), config.min_count,
+                    config.max_vocab,
                 )
                 if self.rank == 0:
                     self.output.mkdir(parents=True, exist_ok=True)
                     self.vocab.save(vocab_path)
-            self.model = LanguageModel(config.model, len(self.vocab), config.dropout)
+            self.model = LanguageModel(config.model, len(self.vocab), config.dropout,
+                                       config.token_dropout)
             _init_weights(self.model, config.seed)
         self.model.to(self.device)
         self.log(f"vocabulary {len(self.vocab):,} types; "
@@ -200,6 +208,8 @@ class Trainer:
         )
         self.optimizer = _optimizer(self.model, config)
         self.step = 0
+        self.tokens_seen = 0  # scored forward targets, summed over steps
+        self.train_seconds = 0.0
         self.epoch = 0
         self.data_state: dict[str, Any] | None = None
         self.lstm_state: LSTMState | None = None
@@ -215,6 +225,8 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(),
             "torch_rng": torch.get_rng_state(),
             "step": self.step,
+            "tokens_seen": self.tokens_seen,
+            "train_seconds": self.train_seconds,
             "epoch": self.epoch,
             "data": batcher.state() if batcher is not None else None,
             "lstm_state": [list(s) for s in self.lstm_state] if self.lstm_state else None,
@@ -237,7 +249,9 @@ class Trainer:
         ckpt = torch.load(path, map_location=self.device, weights_only=True)
         # The run may be extended (epochs, max_steps) but not otherwise changed.
         free = ("epochs", "max_steps", "checkpoint_every")
-        if {k: v for k, v in ckpt["config"].items() if k not in free} != {
+        # from_dict fills fields added to TrainConfig since the checkpoint was written.
+        saved = TrainConfig.from_dict(ckpt["config"]).to_dict()
+        if {k: v for k, v in saved.items() if k not in free} != {
             k: v for k, v in self.config.to_dict().items() if k not in free
         }:
             raise ValueError(f"{path} was written with another training config; "
@@ -246,6 +260,8 @@ class Trainer:
         self.optimizer.load_state_dict(ckpt["optimizer"])
         torch.set_rng_state(ckpt["torch_rng"])
         self.step, self.epoch = ckpt["step"], ckpt["epoch"]
+        self.tokens_seen = ckpt.get("tokens_seen", 0)
+        self.train_seconds = ckpt.get("train_seconds", 0.0)
         self.data_state = ckpt["data"]
         self.lstm_state = [tuple(s) for s in ckpt["lstm_state"]] if ckpt["lstm_state"] else None
         self.best_valid, self.lr = ckpt["best_valid"], ckpt["lr"]
@@ -262,8 +278,9 @@ class Trainer:
     def valid_perplexity(self) -> Perplexity | None:
         if self.valid_paths is None:
             return None
-        return evaluate(self.model, lambda: read_sentences(self.valid_paths), self.vocab,
-                        rows=self.config.rows, unroll=self.config.unroll)
+        c = self.config
+        return evaluate(self.model, lambda: read_sentences(self.valid_paths, c.tokenizer),
+                        self.vocab, rows=c.rows, unroll=c.unroll)
 
     def _train_step(self, batcher: StreamBatcher) -> tuple[float, int] | None:
         window = next(batcher, None)
@@ -287,7 +304,9 @@ class Trainer:
         self.optimizer.step()
         self.lstm_state = _detach(state)
         self.step += 1
-        return loss.item() / self.world, int(window.mask[0].sum())
+        n_tokens = int(window.mask[0].sum())
+        self.tokens_seen += n_tokens
+        return loss.item() / self.world, n_tokens
 
     def train(self, resume: bool = False) -> Perplexity | None:
         c = self.config
@@ -297,51 +316,109 @@ class Trainer:
             raise FileExistsError(f"{self.output / CHECKPOINT} exists: pass --resume to continue "
                                   "that run, or choose another output directory")
         done = False
-        while self.epoch < c.epochs and not done:
-            batcher = StreamBatcher(lambda: read_sentences(self.train_paths), self.vocab, c.rows,
-                                    c.unroll, c.model.bidirectional, self.data_state)
-            self.data_state = None
-            bar = tqdm(desc=f"epoch {self.epoch + 1}/{c.epochs}", unit="tok",
-                       disable=not self.progress, unit_scale=True)
-            start, tokens, loss_sum, n_steps = time.perf_counter(), 0, 0.0, 0
-            while True:
-                result = self._train_step(batcher)
-                if result is None:
-                    break
-                loss, n_tokens = result
-                tokens += n_tokens
-                loss_sum += loss
-                n_steps += 1
-                bar.update(n_tokens)
-                if self.step % 10 == 0:
-                    rate = tokens / (time.perf_counter() - start)
-                    bar.set_postfix(loss=f"{loss_sum / n_steps:.3f}",
-                                    ppl=f"{math.exp(min(loss_sum / n_steps, 50)):.1f}",
-                                    tok_s=f"{rate:.0f}")
-                if c.checkpoint_every and self.step % c.checkpoint_every == 0:
-                    self.save_checkpoint(batcher)
-                if c.max_steps is not None and self.step >= c.max_steps:
-                    done = True
-                    break
-            bar.close()
-            elapsed = time.perf_counter() - start
-            if done:
-                self.save_checkpoint(batcher)
-                break
-            self.epoch += 1
-            self.lstm_state = None
-            valid = self.last_valid = self.valid_perplexity()
-            message = (f"epoch {self.epoch}: train loss {loss_sum / max(n_steps, 1):.3f}, "
-                       f"{tokens / max(elapsed, 1e-9):.0f} tokens/s, {elapsed:.0f} s")
-            if valid is not None:
-                message += f", valid perplexity {valid.average:.2f}"
-                if c.lr_halving and valid.average > self.best_valid - 1.0:
-                    self._set_lr(self.lr / 2)
-                    message += f" (lr -> {self.lr:g})"
-                self.best_valid = min(self.best_valid, valid.average)
-            self.log(message)
-            self.save_checkpoint(None)
-        if self.rank == 0:
-            save_model(self.model, self.vocab, self.output / "model")
-            self.log(f"saved model to {self.output / 'model'}")
+        with _StopRequest() as stop:
+            while self.epoch < c.epochs and not done:
+                done = self._train_epoch(stop)
+        if done or not math.isfinite(self.best_valid):  # else model/ has the best epoch
+            self._save_model()
+        self.log(f"model in {self.output / 'model'}")
         return self.last_valid or self.valid_perplexity()
+
+    def _train_epoch(self, stop: _StopRequest) -> bool:
+        """One pass over the corpus (or its rest, when resumed); True when max_steps is reached."""
+        c = self.config
+        batcher = StreamBatcher(lambda: read_sentences(self.train_paths, c.tokenizer), self.vocab,
+                                c.rows, c.unroll, c.model.bidirectional, self.data_state)
+        self.data_state = None
+        # In a log file (not a terminal) a progress line a minute is enough.
+        bar = tqdm(desc=f"epoch {self.epoch + 1}/{c.epochs}", unit="tok",
+                   disable=not self.progress, unit_scale=True,
+                   mininterval=0.1 if sys.stderr.isatty() else 60.0)
+        start, tokens, loss_sum, n_steps = time.perf_counter(), 0, 0.0, 0
+        while True:
+            if stop.requested:
+                # SIGINT/SIGTERM arrive between two steps: save exactly where we are and stop.
+                bar.close()
+                self.save_checkpoint(batcher)
+                self._save_model()
+                self.log(f"stopped at step {self.step}: checkpoint and model saved in "
+                         f"{self.output}; continue with --resume")
+                raise KeyboardInterrupt
+            step_start = time.perf_counter()
+            result = self._train_step(batcher)
+            self.train_seconds += time.perf_counter() - step_start
+            if result is None:
+                break
+            loss, n_tokens = result
+            tokens += n_tokens
+            loss_sum += loss
+            n_steps += 1
+            bar.update(n_tokens)
+            if self.step % 10 == 0:
+                rate = tokens / (time.perf_counter() - start)
+                bar.set_postfix(loss=f"{loss_sum / n_steps:.3f}",
+                                ppl=f"{math.exp(min(loss_sum / n_steps, 50)):.1f}",
+                                tok_s=f"{rate:.0f}", step=self.step)
+            if c.checkpoint_every and self.step % c.checkpoint_every == 0:
+                self.save_checkpoint(batcher)
+            if c.max_steps is not None and self.step >= c.max_steps:
+                bar.close()
+                self.save_checkpoint(batcher)
+                return True
+        bar.close()
+        elapsed = time.perf_counter() - start
+        self.epoch += 1
+        self.lstm_state = None
+        valid = self.last_valid = self.valid_perplexity()
+        message = (f"epoch {self.epoch}: train loss {loss_sum / max(n_steps, 1):.3f}, "
+                   f"{tokens / max(elapsed, 1e-9):.0f} tokens/s, {elapsed:.0f} s")
+        if valid is not None:
+            message += f", valid perplexity {valid.average:.2f}"
+            if c.lr_halving and valid.average > self.best_valid - 1.0:
+                self._set_lr(self.lr / 2)
+                message += f" (lr -> {self.lr:g})"
+            if valid.average < self.best_valid:
+                self.best_valid = valid.average
+                self._save_model()  # model/ keeps the epoch that is best on valid
+                message += " (best so far: saved)"
+        self.log(message)
+        self.save_checkpoint(None)
+        return False
+
+    def _save_model(self) -> None:
+        if self.rank != 0:
+            return
+        directory = save_model(self.model, self.vocab, self.output / "model")
+        record = {
+            "steps": self.step, "epochs_completed": self.epoch, "tokens_seen": self.tokens_seen,
+            "train_seconds": round(self.train_seconds, 1), "processes": self.world,
+            "threads": torch.get_num_threads(),
+            "train_files": [str(p) for p in self.train_paths],
+            "valid_perplexity": None if self.last_valid is None else self.last_valid.average,
+            "config": self.config.to_dict(),
+        }
+        with atomic_path(directory / TRAINING_RECORD) as tmp:
+            Path(tmp).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+
+
+class _StopRequest:
+    """While active, SIGINT/SIGTERM only set ``requested``; a second SIGINT interrupts at once."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def __enter__(self) -> _StopRequest:
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
