@@ -211,8 +211,22 @@ def test_bad_model_files_give_clear_cli_errors(tmp_path, tiny_dir, capsys):
                  str(tiny_dir / "options.json"), "--weight-file", str(broken), "--quiet"])
     assert code == 2
     assert "truncated" in capsys.readouterr().err
-    assert main(["embed", str(src), str(tmp_path / "o.h5"), "--all", "--quiet"]) == 2
-    assert "no bundled default model" in capsys.readouterr().err
+
+
+
+def test_bundled_model_is_the_default(tmp_path, monkeypatch, capsys):
+    src = _write(tmp_path / "in.txt", ["The bank was robbed .", "We sat on the river bank ."])
+    assert main(["embed", str(src), str(tmp_path / "o.h5"), "--all", "--quiet"]) == 0
+    default = contextvec.load()
+    named = contextvec.load("elmo-en-small")
+    with h5py.File(tmp_path / "o.h5", "r") as f:
+        assert f["0"].shape == (3, 5, default.output_dim)
+        expected = named.embed([["The", "bank", "was", "robbed", "."]])[0]
+        np.testing.assert_allclose(f["0"][()], expected, atol=1e-5)
+    # A broken installation says what is missing instead of failing obscurely.
+    monkeypatch.setattr(contextvec.api, "bundled_models", lambda: {})
+    assert main(["embed", str(src), str(tmp_path / "p.h5"), "--all", "--quiet"]) == 2
+    assert "bundled model elmo-en-small is missing" in capsys.readouterr().err
 
 
 def test_hard_kill_then_resume_loses_nothing(tmp_path, tiny_dir):
@@ -241,3 +255,13 @@ def test_hard_kill_then_resume_loses_nothing(tmp_path, tiny_dir):
     assert len(data) == 6001
     for i in (0, 150, 299, 5999):
         np.testing.assert_allclose(data[str(i)], encoder.embed([lines[i]])[0][-1], atol=1e-5)
+
+
+def test_demo_runs_on_the_bundled_model(capsys):
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    assert "elmo-en-small (bundled)" in out
+    table = out.split("2. cosine similarity")[1].split("\n")
+    char_cnn = next(line for line in table if line.strip().startswith("0 char-CNN")).split()[2:]
+    assert char_cnn == ["1.000"] * 3  # the token layer is context-free
+    assert "[bank]" in out and "[play]" in out  # nearest contexts were listed

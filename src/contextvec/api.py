@@ -13,6 +13,8 @@ from contextvec.encoders.base import Encoder
 from contextvec.encoders.bert.loader import load_bert_encoder, weights_file
 from contextvec.encoders.bilm import MODEL_TYPE as BILM_TYPE
 from contextvec.encoders.bilm import BiLMConfig, ElmoBiLM, ElmoEncoder
+from contextvec.encoders.cove import MODEL_TYPES as COVE_TYPES
+from contextvec.encoders.cove import CoveEncoder, load_cove_encoder, save_cove_encoder
 from contextvec.io.bilm_tf import load_bilm_tf
 from contextvec.io.native import NativeFormatError, is_native_dir, load_native, save_native
 
@@ -46,6 +48,13 @@ def _is_hf_bert_dir(path: Path) -> bool:
     )
 
 
+def _native_model_type(path: Path) -> str | None:
+    try:
+        return json.loads((path / "config.json").read_text(encoding="utf-8")).get("model_type")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+        return None  # load_native reports what is wrong with the file
+
+
 class ModelNotFoundError(FileNotFoundError):
     """No model at the path given, or no bundled default model."""
 
@@ -63,7 +72,8 @@ def load(
     bundled model, or a directory holding bilm-tf files (``options.json`` + ``weights.hdf5``), a
     contextvec model (``config.json`` + ``model.safetensors``) or a Hugging Face BERT model
     (``config.json`` of model_type "bert" + ``model.safetensors`` or ``pytorch_model.bin``, with
-    ``tokenizer.json`` or ``vocab.txt``).
+    ``tokenizer.json`` or ``vocab.txt``), or a CoVe model (contextvec directory of model_type
+    "cove" or "cove-seq2seq", with its word vectors).
     Alternatively give bilm-tf's ``options_file`` and ``weight_file`` directly.
     """
     if options_file is not None or weight_file is not None:
@@ -90,6 +100,8 @@ def load(
                     device=device)
     if _is_hf_bert_dir(path):
         return load_bert_encoder(path).to(device).eval()
+    if is_native_dir(path) and _native_model_type(path) in COVE_TYPES:
+        return load_cove_encoder(path, device=device)
     if is_native_dir(path):
         model_type, config, state_dict = load_native(path)
         if model_type != BILM_TYPE:
@@ -108,6 +120,8 @@ def load(
 
 def save(encoder: Encoder, directory: str | os.PathLike) -> Path:
     """Save an encoder in contextvec's native format (``config.json`` + ``model.safetensors``)."""
+    if isinstance(encoder, CoveEncoder):
+        return save_cove_encoder(encoder, directory)
     if not isinstance(encoder, ElmoEncoder):
         raise TypeError(f"cannot save {type(encoder).__name__} yet")
     return save_native(directory, BILM_TYPE, encoder.config.to_dict(), encoder.bilm.state_dict())

@@ -59,7 +59,8 @@ def run(args: argparse.Namespace) -> None:
     info = Path(str(resources.files("contextvec") / "models" / DEFAULT_MODEL / "training.json"))
     if args.model is None and info.is_file():
         meta = json.loads(info.read_text(encoding="utf-8"))
-        print(f"       trained on {meta['corpus']}: {meta['tokens_seen']:,} tokens")
+        print(f"       biLM trained {meta['steps']:,} steps on {meta['tokens_seen']:,} tokens of "
+              f"English books and Wikipedia ({meta['train_seconds'] / 3600:.1f} h on CPU)")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(args.workdir or tmp)
         work.mkdir(parents=True, exist_ok=True)

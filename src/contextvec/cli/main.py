@@ -6,7 +6,21 @@ import argparse
 import sys
 
 from contextvec import __version__
-from contextvec.cli import convert, demo, embed, perplexity, train_bilm
+from contextvec.cli import (
+    convert,
+    demo,
+    embed,
+    eval_bert,
+    perplexity,
+    probe,
+    train_bert,
+    train_bilm,
+    train_mt,
+    train_task,
+    train_word_vectors,
+    train_wordpiece,
+    translate,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -15,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"contextvec {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (demo, embed, convert, train_bilm, perplexity):
+    for module in (demo, embed, convert, train_bilm, perplexity, probe, train_word_vectors, train_mt,
+                   translate, train_task, train_wordpiece, train_bert, eval_bert):
         module.add_parser(subparsers)
     return parser
 
@@ -28,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\ncontextvec: interrupted; finished work is kept, rerun with --resume",
               file=sys.stderr)
         return 130
-    except (ValueError, FileNotFoundError, RuntimeError) as e:
+    except (ValueError, FileNotFoundError, FileExistsError, RuntimeError) as e:
         print(f"contextvec: error: {e}", file=sys.stderr)
         return 2
     return 0

@@ -16,7 +16,8 @@ HELP = "forward, backward and average perplexity of a trained model on held-out 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("perplexity", help=HELP, description=HELP)
     p.add_argument("files", nargs="+", help="text files or globs (plain or .gz)")
-    p.add_argument("--model", required=True, help="a model directory written by train-bilm")
+    p.add_argument("--model", required=True,
+                   help="a model directory written by train-bilm, or elmo-en-small (bundled)")
     p.add_argument("--rows", type=int, default=32, help="parallel streams (32)")
     p.add_argument("--unroll", type=int, default=20, help="tokens per stream per step (20)")
     p.add_argument("--tokenizer", choices=Tokenizer.NAMES, default="whitespace",

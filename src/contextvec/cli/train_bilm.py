@@ -27,7 +27,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--output-dir", required=True, help="checkpoints, vocab.txt and model/")
     p.add_argument("--preset", choices=sorted(PRESETS), default="tiny")
     p.add_argument("--config", help="JSON training config (overrides --preset)")
-    p.add_argument("--init", help="a trained model directory to continue from (fine-tuning)")
+    p.add_argument("--init", help="a trained model directory (or elmo-en-small, the bundled "
+                   "model) to continue from: fine-tuning")
     p.add_argument("--resume", action="store_true", help="continue from the output's checkpoint")
     p.add_argument("--threads", type=int, help="torch CPU threads")
     p.add_argument("--quiet", action="store_true")

@@ -64,8 +64,12 @@ def save_model(model: LanguageModel, vocab: Vocabulary, directory: str | os.Path
 
 
 def load_model(directory: str | os.PathLike) -> tuple[LanguageModel, Vocabulary]:
-    """A trained model directory -> (language model with softmax, vocabulary)."""
+    """A trained model directory (or a bundled model's name) -> (LM with softmax, vocabulary)."""
+    from contextvec.api import bundled_models  # api imports the encoders, not the trainer
+
     directory = Path(directory)
+    if not directory.exists() and str(directory) in bundled_models():
+        directory = bundled_models()[str(directory)]
     if not (directory / VOCAB_FILE).is_file():
         raise FileNotFoundError(f"{directory}: no {VOCAB_FILE}; only trained contextvec models "
                                 "keep the softmax and vocabulary needed here")
@@ -358,7 +362,7 @@ class Trainer:
                 rate = tokens / (time.perf_counter() - start)
                 bar.set_postfix(loss=f"{loss_sum / n_steps:.3f}",
                                 ppl=f"{math.exp(min(loss_sum / n_steps, 50)):.1f}",
-                                tok_s=f"{rate:.0f}", step=self.step)
+                                tok_s=f"{rate:.0f}", step=self.step, refresh=False)
             if c.checkpoint_every and self.step % c.checkpoint_every == 0:
                 self.save_checkpoint(batcher)
             if c.max_steps is not None and self.step >= c.max_steps:

@@ -1,0 +1,174 @@
+"""CoVe model directories (native format) and the released Salesforce MT-LSTM weights.
+
+A directory of model_type ``"cove"`` holds the MT-LSTM alone: ``config.json`` (an
+:class:`~contextvec.encoders.cove.mt_lstm.MTLSTMConfig`), ``model.safetensors`` (the
+MT-LSTM's state dict: ``word_vectors``, ``unk``, ``layers.k.*``) and ``words.json`` (the word
+list, row i of ``word_vectors`` = word i). A trained translation model (model_type
+``"cove-seq2seq"``, written by ``contextvec train-mt``) loads as a CoVe encoder too: its
+``encoder.*`` tensors are the MT-LSTM.
+
+A directory may hold no word vectors (a converted Salesforce model: the release has the LSTM
+only, GloVe is separate); :func:`load_cove_encoder` then needs ``word_vectors``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import torch
+
+from contextvec.encoders.cove.encoder import CoveEncoder
+from contextvec.encoders.cove.mt_lstm import MTLSTM, MTLSTMConfig
+from contextvec.encoders.cove.seq2seq import MODEL_TYPE as SEQ2SEQ_TYPE
+from contextvec.encoders.cove.seq2seq import Seq2SeqConfig
+from contextvec.io.atomic import atomic_path
+from contextvec.io.native import NativeFormatError, load_native, save_native
+from contextvec.io.word_vectors import WordVectors, load_word_vectors
+
+MODEL_TYPE = "cove"
+MODEL_TYPES = (MODEL_TYPE, SEQ2SEQ_TYPE)
+"""The native model types :func:`load_cove_encoder` reads."""
+WORDS_FILE = "words.json"
+
+WordVectorSource = str | os.PathLike | WordVectors
+
+
+def save_words(words: list[str], directory: str | os.PathLike) -> None:
+    """``words.json``: a JSON list (any character in a word survives, unlike a line file)."""
+    with atomic_path(Path(directory) / WORDS_FILE) as tmp:
+        tmp.write_text(json.dumps(words, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def load_words(directory: str | os.PathLike) -> list[str]:
+    path = Path(directory) / WORDS_FILE
+    if not path.is_file():
+        raise NativeFormatError(f"{directory}: no {WORDS_FILE} (the word list of the vectors)")
+    words = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+        raise NativeFormatError(f"{path}: not a JSON list of words")
+    return words
+
+
+def save_cove_encoder(encoder: CoveEncoder | MTLSTM, directory: str | os.PathLike) -> Path:
+    """Write the MT-LSTM (with its word vectors and word list) as a ``"cove"`` directory."""
+    mt_lstm = encoder.mt_lstm if isinstance(encoder, CoveEncoder) else encoder
+    directory = save_native(directory, MODEL_TYPE, mt_lstm.config.to_dict(), mt_lstm.state_dict())
+    save_words(mt_lstm.words, directory)
+    return directory
+
+
+def _vectors(source: WordVectorSource) -> WordVectors:
+    return source if isinstance(source, WordVectors) else load_word_vectors(source)
+
+
+def load_mt_lstm(path: str | os.PathLike, word_vectors: WordVectorSource | None = None) -> MTLSTM:
+    """The MT-LSTM of a ``"cove"`` or ``"cove-seq2seq"`` directory.
+
+    ``word_vectors`` (a file or loaded vectors) replaces the directory's vectors and word list;
+    it is required when the directory has none.
+    """
+    path = Path(path)
+    model_type, config, state = load_native(path)
+    if model_type == SEQ2SEQ_TYPE:
+        mt_config = Seq2SeqConfig.from_dict(config).encoder
+        state = {k.removeprefix("encoder."): v for k, v in state.items() if k.startswith("encoder.")}
+    elif model_type == MODEL_TYPE:
+        mt_config = MTLSTMConfig.from_dict(config)
+    else:
+        raise NativeFormatError(f"{path}: model_type {model_type!r} is not a CoVe model {MODEL_TYPES}")
+    if word_vectors is not None:
+        loaded = _vectors(word_vectors)
+        if loaded.dim != mt_config.input_dim:
+            raise ValueError(f"word vectors of {loaded.dim} dims for an MT-LSTM that reads "
+                             f"{mt_config.input_dim}")
+        words, vectors = loaded.words, torch.from_numpy(loaded.vectors)
+    else:
+        words = load_words(path)
+        if not words:
+            raise ValueError(f"{path} holds no word vectors (a converted Salesforce MT-LSTM?): "
+                             "pass word_vectors (the GloVe file it was trained with)")
+        vectors = state["word_vectors"]
+    mt_lstm = MTLSTM(mt_config, words, vectors)
+    state = {k: v for k, v in state.items() if k != "word_vectors"}
+    missing, unexpected = mt_lstm.load_state_dict(state, strict=False)
+    missing = [k for k in missing if k != "word_vectors"]
+    if missing or unexpected:
+        raise NativeFormatError(f"{path}: missing tensors {missing}, unexpected {unexpected}")
+    return mt_lstm
+
+
+def load_cove_encoder(
+    path: str | os.PathLike,
+    word_vectors: WordVectorSource | None = None,
+    device: str | torch.device = "cpu",
+) -> CoveEncoder:
+    """A :class:`CoveEncoder` (eval mode) from a ``"cove"`` or ``"cove-seq2seq"`` directory;
+    see :func:`load_mt_lstm` for ``word_vectors``."""
+    return CoveEncoder(load_mt_lstm(path, word_vectors)).to(device).eval()
+
+
+_SALESFORCE_KEY = re.compile(r"^(weight_ih|weight_hh|bias_ih|bias_hh)_l(\d+)(_reverse)?$")
+
+
+def salesforce_state_dict(state: dict[str, torch.Tensor]) -> tuple[MTLSTMConfig, dict[str, torch.Tensor]]:
+    """A 2-layer bidirectional ``nn.LSTM`` state dict (Salesforce's MT-LSTM: ``weight_ih_l0``,
+    ``weight_hh_l1_reverse``, ...; an ``rnn.`` or ``module.`` prefix is allowed) -> the config
+    and the :class:`MTLSTM` names (``layers.k.weight_ih_l0``, ...)."""
+    renamed: dict[str, torch.Tensor] = {}
+    for key, tensor in state.items():
+        name = key.removeprefix("module.").removeprefix("rnn.")
+        match = _SALESFORCE_KEY.match(name)
+        if match is None:
+            raise ValueError(f"unexpected tensor {key!r} in an nn.LSTM state dict")
+        kind, layer, reverse = match.groups()
+        renamed[f"layers.{layer}.{kind}_l0{reverse or ''}"] = tensor.detach().float().contiguous()
+    if "layers.0.weight_ih_l0" not in renamed:
+        raise ValueError("no weight_ih_l0: not an nn.LSTM state dict")
+    num_layers = 1 + max(int(k.split(".")[1]) for k in renamed)
+    hidden4, input_dim = renamed["layers.0.weight_ih_l0"].shape
+    config = MTLSTMConfig(input_dim=input_dim, hidden_size=hidden4 // 4, num_layers=num_layers)
+    expected = MTLSTM(config, []).state_dict()
+    expected = {k: v for k, v in expected.items() if k.startswith("layers.")}
+    missing = sorted(set(expected) - set(renamed))
+    if missing:
+        raise ValueError(f"the state dict lacks {missing} (needs a bidirectional nn.LSTM with biases)")
+    for key, tensor in renamed.items():
+        if tensor.shape != expected[key].shape:
+            raise ValueError(f"{key}: shape {tuple(tensor.shape)}, expected {tuple(expected[key].shape)}")
+    return config, renamed
+
+
+def convert_salesforce_mt_lstm(
+    pt_file: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    word_vectors: WordVectorSource | None = None,
+    lowercase: bool = False,
+) -> Path:
+    """Convert Salesforce's released MT-LSTM (``wmtlstm-*.pth``, a pickled state dict, read
+    with ``weights_only=True`` so that no code runs) into a ``"cove"`` directory.
+
+    The release has no word vectors: give ``word_vectors`` (GloVe 840B, cased, as CoVe was
+    trained with: ``lowercase=False``) to make a complete model, or pass them to
+    :func:`load_cove_encoder` later.
+    """
+    state = torch.load(pt_file, map_location="cpu", weights_only=True)
+    if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
+        state = state["state_dict"]
+    if not isinstance(state, dict):
+        raise ValueError(f"{pt_file}: not a state dict ({type(state).__name__})")
+    config, tensors = salesforce_state_dict(state)
+    if lowercase:
+        config = MTLSTMConfig(**{**config.to_dict(), "lowercase": True})
+    words: list[str] = []
+    vectors = None
+    if word_vectors is not None:
+        loaded = _vectors(word_vectors)
+        if loaded.dim != config.input_dim:
+            raise ValueError(f"word vectors of {loaded.dim} dims for an LSTM that reads {config.input_dim}")
+        words, vectors = loaded.words, torch.from_numpy(loaded.vectors)
+    mt_lstm = MTLSTM(config, words, vectors)
+    mt_lstm.load_state_dict(tensors, strict=False)
+    return save_cove_encoder(mt_lstm, out_dir)

@@ -1,0 +1,1 @@
+"""Downstream tasks on frozen encoders: task data readers, a feature cache, linear probes."""
