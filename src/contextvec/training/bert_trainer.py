@@ -50,6 +50,7 @@ from contextvec.training.bert_data import (
     train_wordpiece,
 )
 from contextvec.training.corpus import expand_paths
+from contextvec.training.distributed import join_process_group
 from contextvec.training.trainer import TRAINING_RECORD, _StopRequest
 
 CHECKPOINT = "checkpoint.pt"
@@ -267,19 +268,12 @@ class BertTrainer:
         self.output = Path(output_dir)
         self.train_paths = expand_paths(train_files)
         self.valid_paths = expand_paths(valid_files) if valid_files else None
-        self.distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
-        if self.distributed and not dist.is_initialized():
-            dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-        self.rank = dist.get_rank() if self.distributed else 0
-        self.world = dist.get_world_size() if self.distributed else 1
+        place = join_process_group()
+        self.distributed, self.rank, self.world = place.distributed, place.rank, place.world
+        self.device = place.device
         if config.batch_size % self.world:
             raise ValueError(f"batch_size ({config.batch_size}) must be divisible by the "
                              f"{self.world} workers")
-        self.device = torch.device(
-            f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if torch.cuda.is_available() else "cpu"
-        )
-        if self.device.type == "cuda":
-            torch.cuda.set_device(self.device)  # nccl's object collectives use the current device
         self.log = log if self.rank == 0 else (lambda message: None)
         self.progress = progress and self.rank == 0
 

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
@@ -33,6 +32,7 @@ from contextvec.io.native import load_native, save_native
 from contextvec.training.batcher import StreamBatcher
 from contextvec.training.config import TrainConfig
 from contextvec.training.corpus import Vocabulary, expand_paths, read_sentences
+from contextvec.training.distributed import join_process_group
 from contextvec.training.lm import LanguageModel, LSTMState
 
 CHECKPOINT = "checkpoint.pt"
@@ -171,17 +171,11 @@ class Trainer:
         self.output = Path(output_dir)
         self.train_paths = expand_paths(train_files)
         self.valid_paths = expand_paths(valid_files) if valid_files else None
-        self.distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
-        if self.distributed and not dist.is_initialized():
-            backend = "nccl" if torch.cuda.is_available() else "gloo"
-            dist.init_process_group(backend)
-        self.rank = dist.get_rank() if self.distributed else 0
-        self.world = dist.get_world_size() if self.distributed else 1
+        place = join_process_group()
+        self.distributed, self.rank, self.world = place.distributed, place.rank, place.world
+        self.device = place.device
         if config.rows % self.world:
             raise ValueError(f"rows ({config.rows}) must be divisible by the {self.world} workers")
-        self.device = torch.device(
-            f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if torch.cuda.is_available() else "cpu"
-        )
         self.log = log if self.rank == 0 else (lambda message: None)
         self.progress = progress and self.rank == 0
 
