@@ -20,8 +20,9 @@ import h5py
 import numpy as np
 
 import contextvec
-from contextvec.api import DEFAULT_MODEL
+from contextvec.api import DEFAULT_MODEL, bundled_models
 from contextvec.bulk import embed_file
+from contextvec.training.trainer import TRAINING_RECORD
 
 HELP = "show contextual vectors at work on the bundled model (or --model)"
 LAYER_NAMES = ("0 char-CNN", "1 biLSTM-1", "2 biLSTM-2")
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> None:
     encoder = contextvec.load(args.model)
     name = args.model or f"{DEFAULT_MODEL} (bundled)"
     print(f"model: {name}; {encoder.num_layers} layers of {encoder.output_dim} dims")
-    info = Path(str(resources.files("contextvec") / "models" / DEFAULT_MODEL / "training.json"))
+    info = bundled_models().get(DEFAULT_MODEL, Path()) / TRAINING_RECORD
     if args.model is None and info.is_file():
         meta = json.loads(info.read_text(encoding="utf-8"))
         print(f"       biLM trained {meta['steps']:,} steps on {meta['tokens_seen']:,} tokens of "

@@ -68,8 +68,8 @@ def load_model(directory: str | os.PathLike) -> tuple[LanguageModel, Vocabulary]
     from contextvec.api import bundled_models  # api imports the encoders, not the trainer
 
     directory = Path(directory)
-    if not directory.exists() and str(directory) in bundled_models():
-        directory = bundled_models()[str(directory)]
+    if not directory.exists():
+        directory = bundled_models().get(str(directory), directory)
     if not (directory / VOCAB_FILE).is_file():
         raise FileNotFoundError(f"{directory}: no {VOCAB_FILE}; only trained contextvec models "
                                 "keep the softmax and vocabulary needed here")
