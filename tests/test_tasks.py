@@ -18,8 +18,8 @@ from contextvec.io.word_vectors import WordVectors, save_word_vectors
 from contextvec.tasks.crf import CRF, allowed_transitions
 from contextvec.tasks.models import (
     UNK,
+    FixedLayers,
     ModelSettings,
-    TopLayer,
     build_vocabularies,
     contextual_embedder,
     wanted_words,
@@ -214,8 +214,8 @@ def test_precomputed_layers_equal_running_the_encoder():
 
 def test_last_layer_only_is_a_fixed_mix():
     encoder = _tiny_encoder()
-    embedder = contextual_embedder(encoder, ModelSettings(placement="input", last_layer_only=True)).eval()
-    assert isinstance(embedder.encoder, TopLayer) and embedder.encoder.num_layers == 1
+    embedder = contextual_embedder(encoder, ModelSettings(placement="input", layers="last")).eval()
+    assert isinstance(embedder.encoder, FixedLayers) and embedder.encoder.num_layers == 1
     assert not any(p.requires_grad for p in embedder.mixes.parameters())
     out = embedder([["a", "b"]]).mixes[0]
     torch.testing.assert_close(out[0], encoder([["a", "b"]]).layers[-1, 0])

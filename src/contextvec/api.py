@@ -31,7 +31,7 @@ def bundled_models() -> dict[str, Path]:
     return {p.name: p for p in sorted(root.iterdir()) if is_native_dir(p)}
 
 
-def _is_hf_bert_dir(path: Path) -> bool:
+def is_hf_bert_dir(path: Path) -> bool:
     """An HF BERT directory: ``config.json`` of model_type "bert" (or a Bert architecture), not a
     contextvec config, and ``model.safetensors`` or ``pytorch_model.bin``."""
     if not (path.is_dir() and (path / "config.json").is_file() and weights_file(path) is not None):
@@ -98,7 +98,7 @@ def load(
     if path.is_dir() and all((path / name).is_file() for name in BILM_TF_FILES):
         return load(options_file=path / BILM_TF_FILES[0], weight_file=path / BILM_TF_FILES[1],
                     device=device)
-    if _is_hf_bert_dir(path):
+    if is_hf_bert_dir(path):
         return load_bert_encoder(path).to(device).eval()
     if is_native_dir(path) and _native_model_type(path) in COVE_TYPES:
         return load_cove_encoder(path, device=device)

@@ -13,8 +13,10 @@ Both models read tokens through the same input layer and the same biLSTM encoder
   :class:`~contextvec.embedder.ContextualEmbedder` over the frozen encoder gives one learned
   scalar mix per place: ``input`` concatenates ``ELMo_task`` to ``x`` at the biLSTM input
   (``[x; ELMo_task]``); ``input+output`` also concatenates a second mix ``ELMo_task'`` to the
-  biLSTM output (``[h; ELMo_task']``). With ``last_layer_only`` the embedder sees only the top
-  layer (:class:`TopLayer`) and its mixes are frozen at weight 1, gamma 1: a fixed mix.
+  biLSTM output (``[h; ELMo_task']``). With a fixed ``layers`` combination instead of ``mix``
+  (``last``, ``sum_last_4``, ``concat_last_4``: the BERT paper's feature-based NER study, Table 7,
+  via :func:`~contextvec.encoders.bert.combine_layers`) the embedder sees one combined layer
+  (:class:`FixedLayers`) and its mixes are frozen at weight 1, gamma 1 (no mix penalty).
   For speed the encoder's layers can be computed once per dataset and passed in with each
   batch (``Batch.layers``, the same mixes and dropout are then applied to them); without them
   the embedder runs the encoder itself, so a trained model also tags new text.
@@ -41,11 +43,14 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence, pad_se
 
 from contextvec.embedder.module import ContextualEmbedder
 from contextvec.encoders.base import Encoder, EncoderOutput
+from contextvec.encoders.bert.combine import LAYER_COMBINATIONS, combine_layers
 from contextvec.io.word_vectors import WordVectors
 from contextvec.tasks.crf import CRF, allowed_transitions
 
 PAD, UNK = 0, 1
 PLACEMENTS = ("none", "input", "input+output")
+LAYERS = ("mix", *LAYER_COMBINATIONS)
+"""How the encoder's layers enter: learned scalar mixes, or a fixed combination."""
 MAX_CHARS = 30
 """Characters per token seen by the char CNN (longer tokens are cut; CoNLL's longest is 61)."""
 
@@ -67,13 +72,15 @@ class ModelSettings:
     placement: str = "none"
     layer_norm: bool = False
     mix_dropout: float = 0.5
-    last_layer_only: bool = False
+    layers: str = "mix"
     tag_scheme: str = "bio"
     constrained: bool = True
 
     def __post_init__(self) -> None:
         if self.placement not in PLACEMENTS:
             raise ValueError(f"placement must be one of {PLACEMENTS}, not {self.placement!r}")
+        if self.layers not in LAYERS:
+            raise ValueError(f"layers must be one of {LAYERS}, not {self.layers!r}")
         if self.lstm_layers < 1 or self.hidden < 1 or self.word_dim < 1:
             raise ValueError(f"lstm_layers, hidden and word_dim must be >= 1: {self}")
         if not 0 <= self.dropout < 1 or not 0 <= self.mix_dropout < 1 or not 0 <= self.word_unk_rate <= 1:
@@ -164,25 +171,36 @@ def _random_embeddings(rows: int, dim: int, generator: torch.Generator | None = 
     return (torch.rand(rows, dim, generator=generator) * 2 * bound - bound).numpy()
 
 
-class TopLayer(Encoder):
-    """Only the top layer of another encoder (``num_layers`` = 1): for ``last_layer_only``."""
+def check_layers(layers: str, num_layers: int) -> None:
+    """Raise if an encoder of ``num_layers`` layers cannot give the ``layers`` combination."""
+    if layers in ("sum_last_4", "concat_last_4") and num_layers < 4:
+        raise ValueError(f"layers {layers} needs an encoder of at least 4 layers, this one has {num_layers}")
 
-    def __init__(self, encoder: Encoder) -> None:
+
+class FixedLayers(Encoder):
+    """One fixed combination of another encoder's layers (``num_layers`` = 1): ``last``,
+    ``sum_last_4`` or ``concat_last_4`` (:func:`~contextvec.encoders.bert.combine_layers`)."""
+
+    def __init__(self, encoder: Encoder, how: str) -> None:
         super().__init__()
+        if how not in LAYER_COMBINATIONS:
+            raise ValueError(f"how must be one of {LAYER_COMBINATIONS}, not {how!r}")
+        check_layers(how, encoder.num_layers)
         self.inner = encoder
+        self.how = how
         self.num_layers = 1
-        self.output_dim = encoder.output_dim
+        self.output_dim = encoder.output_dim * (4 if how == "concat_last_4" else 1)
 
     def forward(self, sentences: Sequence[Sequence[str]]) -> EncoderOutput:
         layers, mask = self.inner(sentences)
-        return EncoderOutput(layers[-1:], mask)
+        return EncoderOutput(combine_layers(layers, self.how)[None], mask)
 
 
 def contextual_embedder(encoder: Encoder, settings: ModelSettings) -> ContextualEmbedder:
     """The embedder a task model with ``settings`` uses (see the module docstring)."""
-    if settings.last_layer_only:
-        embedder = ContextualEmbedder(TopLayer(encoder), settings.num_mixes, settings.layer_norm,
-                                      settings.mix_dropout)
+    if settings.layers != "mix":
+        embedder = ContextualEmbedder(FixedLayers(encoder, settings.layers), settings.num_mixes,
+                                      settings.layer_norm, settings.mix_dropout)
         for mix in embedder.mixes:
             mix.requires_grad_(False)  # one layer, weight 1 and gamma 1: a fixed mix
         return embedder
@@ -382,7 +400,7 @@ class _BiLSTMModel(nn.Module):
     def mix_penalty(self, coefficient: float) -> torch.Tensor:
         """ELMo's ``lambda * ||w||^2`` on the trainable mixes (zero for a fixed or no mix)."""
         device = self.tokens.words.weight.device
-        if self.contextual is None or self.settings.last_layer_only or coefficient == 0:
+        if self.contextual is None or self.settings.layers != "mix" or coefficient == 0:
             return torch.zeros((), device=device)
         return self.contextual.l2_penalty(coefficient).to(device)
 

@@ -6,7 +6,8 @@ after the features are attached, so every fraction and seed shares one feature-c
 
 **Contextual features.** :func:`attach_features` computes the frozen encoder's layers once per
 split through the disk cache of :mod:`contextvec.tasks.features` and keeps them in memory in the
-cache's dtype (only the top layer with ``last_layer_only``), so an epoch runs only the task model.
+cache's dtype (only the fixed combination when ``layers`` is not ``mix``), so an epoch runs only the
+task model.
 
 **Training** (:func:`train_task`): seeds (``random``, numpy, torch), Adam, batches of sentences of
 similar length (sorted by length with 10% multiplicative noise, then shuffled as batches),
@@ -40,6 +41,7 @@ from torch import nn
 from tqdm import tqdm
 
 from contextvec.encoders.base import Encoder
+from contextvec.encoders.bert.combine import combine_layers
 from contextvec.io.word_vectors import WordVectors
 from contextvec.tasks.features import FeatureFile, cached_features, model_identity
 from contextvec.tasks.models import (
@@ -50,6 +52,7 @@ from contextvec.tasks.models import (
     SentenceClassifier,
     TokenEmbedder,
     build_vocabularies,
+    check_layers,
     contextual_embedder,
 )
 from contextvec.tasks.readers import iob1_to_iob2, iob2_to_iob1, read_conll2003, read_sst, read_trec
@@ -134,13 +137,18 @@ def subsample(split: Split, fraction: float, seed: int) -> Split:
 def attach_features(
     encoder: Encoder,
     splits: Sequence[Split],
-    top_only: bool = False,
+    layers: str = "mix",
     cache_dir: str | os.PathLike | None = None,
     dtype: str = "float32",
     batch_size: int = 64,
     progress: bool = True,
 ) -> float:
-    """Fill each split's ``features`` from the feature cache; returns the seconds it took."""
+    """Fill each split's ``features`` from the feature cache; returns the seconds it took.
+
+    ``layers``: ``mix`` keeps all layers; a fixed combination (``last``, ``sum_last_4``,
+    ``concat_last_4``) keeps only that, as one layer (the cache itself always holds all layers).
+    """
+    check_layers(layers, encoder.num_layers)
     started = time.perf_counter()
     model_id = model_identity(encoder)
     for split in splits:
@@ -149,9 +157,15 @@ def attach_features(
                                model_id=model_id)
         with FeatureFile.open(path) as features:
             dataset = features.file["layers"]  # kept in the stored dtype: float16 halves the memory
-            layers = dataset[features.num_layers - 1:] if top_only else dataset[()]
+            if layers == "mix":
+                kept = dataset[()]
+            elif layers == "last":
+                kept = dataset[features.num_layers - 1:]
+            else:  # summed in float32, stored back in the cache's dtype
+                last4 = dataset[features.num_layers - 4:].astype(np.float32)
+                kept = combine_layers(last4, layers)[None].astype(dataset.dtype)
             offsets = features.offsets
-        split.features = [layers[:, offsets[i]:offsets[i + 1]] for i in range(len(split))]
+        split.features = [kept[:, offsets[i]:offsets[i + 1]] for i in range(len(split))]
     return time.perf_counter() - started
 
 
@@ -178,7 +192,7 @@ class TaskReport:
         return asdict(self)
 
 
-def _training_batches(lengths: Sequence[int], batch_size: int, rng: random.Random) -> list[list[int]]:
+def training_batches(lengths: Sequence[int], batch_size: int, rng: random.Random) -> list[list[int]]:
     """Batches of similar length: sort by length x (1 +- 10% noise), cut, shuffle the batches."""
     keys = [n * (1 + rng.uniform(-0.1, 0.1)) for n in lengths]
     order = sorted(range(len(lengths)), key=keys.__getitem__)
@@ -242,10 +256,18 @@ def accuracy(gold: Sequence[str], predicted: Sequence[str]) -> dict:
     return {"accuracy": correct / len(gold), "correct": correct, "sentences": len(gold)}
 
 
-def _to_scheme(tags: Sequence[str], scheme: str) -> list[str]:
+def to_scheme(tags: Sequence[str], scheme: str) -> list[str]:
     """Tags of either IOB flavour -> the model's training scheme."""
     bio = iob1_to_iob2(tags)  # IOB2 input passes through unchanged
     return bio if scheme == "bio" else iob2_to_iob1(bio)
+
+
+def task_labels(task: str, labels: Sequence, scheme: str = "bio") -> list[str]:
+    """The label set of a training split: tags in ``scheme`` (``O`` first, then by type) or classes."""
+    if task in TAGGING:
+        tags = {t for sentence in labels for t in to_scheme(sentence, scheme)}
+        return sorted(tags, key=lambda t: (t != "O", t[2:], t))
+    return sorted(set(labels))
 
 
 def _trainable_state(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -264,11 +286,7 @@ def build_model(
     words, chars, pretrained = build_vocabularies(
         train.sentences, [s for split in others for s in split.sentences], vectors
     )
-    if task in TAGGING:
-        labels = sorted({t for tags in train.labels for t in _to_scheme(tags, settings.tag_scheme)},
-                        key=lambda t: (t != "O", t[2:], t))
-    else:
-        labels = sorted(set(train.labels))
+    labels = task_labels(task, train.labels, settings.tag_scheme)
     indexer = Indexer(words, chars, labels)
     tokens = TokenEmbedder(words, chars, settings, pretrained)
     contextual = None
@@ -308,7 +326,7 @@ def train_task(
     device = settings.device
     model.to(device)
     scheme = model_settings.tag_scheme
-    train_labels = [_to_scheme(t, scheme) for t in train.labels] if tagging else train.labels
+    train_labels = [to_scheme(t, scheme) for t in train.labels] if tagging else train.labels
     prepared_train = _Prepared(train, indexer, train_labels)
     prepared_dev = _Prepared(dev, indexer, None)
     metric = "f1" if tagging else "accuracy"
@@ -330,7 +348,7 @@ def train_task(
         started = time.perf_counter()
         model.train()
         total_loss, n_batches = 0.0, 0
-        batches = _training_batches(lengths, settings.batch_size, rng)
+        batches = training_batches(lengths, settings.batch_size, rng)
         bar = tqdm(batches, desc=f"epoch {epoch}", unit="batch", disable=not settings.progress, leave=False)
         for ids in bar:
             batch = prepared_train.batch(ids, device, True)
@@ -375,7 +393,8 @@ def train_task(
                     "char_vocabulary": len(indexer.chars)},
         model_settings=asdict(model_settings), train_settings=asdict(settings),
         runtime_s={"train": round(train_seconds, 3), "final_eval": round(eval_seconds, 3),
-                   "train_tokens_per_s": round(sum(lengths) * len(curve) / max(train_seconds, 1e-9), 1)},
+                   "train_tokens_per_s": round(sum(lengths) * len(curve) / max(train_seconds, 1e-9), 1),
+                   "train_sentences_per_s": round(len(train) * len(curve) / max(train_seconds, 1e-9), 1)},
         extra={"train_sentences_before_fraction": full_train_size},
     )
     return report, model
