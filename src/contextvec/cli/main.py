@@ -11,6 +11,7 @@ from contextvec.cli import (
     demo,
     embed,
     eval_bert,
+    experiment,
     perplexity,
     probe,
     train_bert,
@@ -30,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"contextvec {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (demo, embed, convert, train_bilm, perplexity, probe, train_word_vectors, train_mt,
-                   translate, train_task, train_wordpiece, train_bert, eval_bert):
+                   translate, train_task, experiment, train_wordpiece, train_bert, eval_bert):
         module.add_parser(subparsers)
     return parser
 
