@@ -11,7 +11,7 @@ import torch
 
 from contextvec.api import DEFAULT_MODEL
 from contextvec.cli.common import add_model_arguments, load_model
-from contextvec.cli.train_task import TASK_DEFAULTS, _read_splits
+from contextvec.cli.train_task import TASK_DEFAULTS, read_splits
 from contextvec.tasks.experiments import (
     DEFAULT_FRACTIONS,
     RunSpec,
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     plan = _plan(args)  # settings errors before any reading or loading
-    train, dev, test = _read_splits(args)
+    train, dev, test = read_splits(args)
     encoder = load_model(args)
     header = {"model": args.model or args.options_file or f"bundled {DEFAULT_MODEL}",
               "files": {"train": args.train, "dev": args.dev, "test": args.test},

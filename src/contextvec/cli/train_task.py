@@ -155,7 +155,7 @@ def _model_name(args: argparse.Namespace) -> str | None:
     return args.model or args.options_file or f"bundled {DEFAULT_MODEL}"
 
 
-def _read_splits(args: argparse.Namespace) -> tuple[Split, Split, Split | None]:
+def read_splits(args: argparse.Namespace) -> tuple[Split, Split, Split | None]:
     if not args.dev and args.task != "trec":
         raise ValueError(f"{args.task} needs --dev (only trec carves a dev set out of train)")
     train = load_split(args.task, args.train, args.max_sentences)
@@ -201,7 +201,7 @@ def _run_task_model(args: argparse.Namespace) -> TaskReport:
         batch_size=args.batch_size, clip=_given(args.clip, d.clip), l2=args.l2, seed=args.seed,
         train_fraction=args.train_fraction, device=args.device, progress=not args.quiet,
     )
-    train, dev, test = _read_splits(args)
+    train, dev, test = read_splits(args)
     splits = [s for s in (train, dev, test) if s is not None]
     vectors = None
     if args.word_vectors:
@@ -253,7 +253,7 @@ def _run_fine_tune(args: argparse.Namespace) -> TaskReport:
         warmup=args.warmup, weight_decay=args.weight_decay, clip=_given(args.clip, d.clip), seed=args.seed,
         train_fraction=args.train_fraction, device=args.device, progress=not args.quiet,
     )
-    train, dev, test = _read_splits(args)
+    train, dev, test = read_splits(args)
     report, model = fine_tune(args.task, train, dev, test, args.model, settings)
     saved = str(model.save_pretrained(args.save_model, tokenizer_dir=args.model)) if args.save_model else None
     report.extra.update({"model": args.model, "contextual": True, "fine_tune": True, "saved_model": saved})
