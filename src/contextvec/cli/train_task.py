@@ -156,6 +156,8 @@ def _model_name(args: argparse.Namespace) -> str | None:
 
 
 def read_splits(args: argparse.Namespace) -> tuple[Split, Split, Split | None]:
+    """Train, dev and test (or None) from ``--train/--dev/--test``; trec without ``--dev`` carves
+    a seeded 10% of train as dev."""
     if not args.dev and args.task != "trec":
         raise ValueError(f"{args.task} needs --dev (only trec carves a dev set out of train)")
     train = load_split(args.task, args.train, args.max_sentences)
