@@ -30,9 +30,10 @@ from contextvec.encoders.bert.finetune import (
     word_rows,
 )
 from contextvec.encoders.bert.tokenizer import WordPieceTokenizer
-from contextvec.tasks.finetune import parameter_groups, warmup_linear_decay
+from contextvec.tasks.finetune import warmup_linear_decay
 from contextvec.tasks.models import FixedLayers, ModelSettings
 from contextvec.tasks.train import Split, attach_features, build_model, load_split
+from contextvec.training.optim import bert_parameter_groups
 
 TASKS = SHARED / "tasks"
 CONLL_TRAIN = TASKS / "conll2003" / "eng.train.gz"
@@ -285,7 +286,7 @@ def test_qa_loss_and_multiple_choice(bert_dir):
 
 def test_optimizer_groups_and_schedule(bert_dir):
     model = BertForSequenceClassification.from_pretrained(bert_dir, num_labels=2)
-    decay, no_decay = parameter_groups(model, 0.01)
+    decay, no_decay = bert_parameter_groups(model, 0.01)
     names = {id(p): n for n, p in model.named_parameters()}
     assert {names[id(p)] for p in no_decay["params"]} == {
         n for n in names.values() if n.endswith(".bias") or "LayerNorm" in n

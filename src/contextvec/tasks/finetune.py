@@ -60,6 +60,7 @@ from contextvec.tasks.train import (
     training_batches,
 )
 from contextvec.text.batching import length_batches
+from contextvec.training.optim import bert_parameter_groups
 
 FineTuned = BertForSequenceClassification | BertForTokenClassification
 
@@ -87,17 +88,6 @@ class FineTuneSettings:
             raise ValueError(f"train_fraction must be in (0, 1], not {self.train_fraction}")
         if self.lr <= 0 or self.clip <= 0 or self.weight_decay < 0 or not 0 <= self.warmup < 1:
             raise ValueError(f"lr and clip must be > 0, weight_decay >= 0, warmup in [0, 1): {self}")
-
-
-def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """AdamW groups: ``weight_decay`` on weight matrices and embeddings, none on biases and
-    LayerNorm weights (BERT's recipe)."""
-    decay, no_decay = [], []
-    for name, parameter in model.named_parameters():
-        if parameter.requires_grad:
-            plain = name.endswith(".bias") or ".LayerNorm." in name
-            (no_decay if plain else decay).append(parameter)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
 def warmup_linear_decay(warmup_steps: int, total_steps: int) -> Callable[[int], float]:
@@ -212,7 +202,7 @@ def fine_tune(
     eval_batch = max(settings.batch_size, 64)
     device = settings.device
 
-    optimizer = torch.optim.AdamW(parameter_groups(model, settings.weight_decay), lr=settings.lr)
+    optimizer = torch.optim.AdamW(bert_parameter_groups(model, settings.weight_decay), lr=settings.lr)
     batches_per_epoch = math.ceil(len(train) / settings.batch_size)
     total_steps = settings.epochs * batches_per_epoch
     scheduler = torch.optim.lr_scheduler.LambdaLR(

@@ -51,6 +51,7 @@ from contextvec.training.bert_data import (
 )
 from contextvec.training.corpus import expand_paths
 from contextvec.training.distributed import join_process_group
+from contextvec.training.optim import bert_parameter_groups
 from contextvec.training.trainer import TRAINING_RECORD, _StopRequest
 
 CHECKPOINT = "checkpoint.pt"
@@ -236,15 +237,9 @@ def _pad_id(tokenizer: WordPieceTokenizer) -> int:
 
 
 def _optimizer(model: BertForPreTraining, config: BertTrainConfig) -> torch.optim.AdamW:
-    """AdamW with BERT's groups: no weight decay on biases and LayerNorm weights."""
-    decay, no_decay = [], []
-    for name, parameter in model.named_parameters():  # the tied decoder weight appears once
-        (no_decay if name.endswith("bias") or "LayerNorm" in name else decay).append(parameter)
-    return torch.optim.AdamW(
-        [{"params": decay, "weight_decay": config.weight_decay},
-         {"params": no_decay, "weight_decay": 0.0}],
-        lr=config.lr, betas=(0.9, 0.999), eps=1e-6,
-    )
+    """AdamW with BERT's groups (no weight decay on biases and LayerNorm weights) and eps 1e-6."""
+    return torch.optim.AdamW(bert_parameter_groups(model, config.weight_decay), lr=config.lr,
+                             betas=(0.9, 0.999), eps=1e-6)
 
 
 class BertTrainer:

@@ -104,9 +104,19 @@ class _BertWithHead(nn.Module):
         self.head.bias.zero_()
 
     @classmethod
-    def _from_directory(
-        cls, directory: str | os.PathLike, labels: Sequence[str] | None, num_labels: int | None, seed: int
+    def from_pretrained(
+        cls,
+        directory: str | os.PathLike,
+        labels: Sequence[str] | None = None,
+        num_labels: int | None = None,
+        seed: int = 0,
     ) -> Self:
+        """The model of an HF BERT directory (see the module docstring), eval mode. ``labels``
+        name the classes (or ``num_labels`` count them) when the checkpoint has no head of this
+        kind; heads with fixed outputs (QA, multiple choice) take neither. A new head is
+        initialised from ``seed``."""
+        if cls.fixed_outputs is not None and (labels is not None or num_labels is not None):
+            raise ValueError(f"{cls.__name__} has {cls.fixed_outputs} fixed output(s): no labels")
         directory = Path(directory)
         config_path = directory / CONFIG_NAME
         config = BertConfig.from_json_file(config_path)
@@ -216,17 +226,6 @@ class BertForSequenceClassification(_BertWithHead):
         super().__init__(bert, labels)
         self.dropout = nn.Dropout(bert.config.hidden_dropout_prob)
 
-    @classmethod
-    def from_pretrained(
-        cls,
-        directory: str | os.PathLike,
-        labels: Sequence[str] | None = None,
-        num_labels: int | None = None,
-        seed: int = 0,
-    ) -> BertForSequenceClassification:
-        """The model of an HF BERT directory (see the module docstring); ``labels`` name the
-        classes (or ``num_labels`` count them) when the checkpoint has no classifier."""
-        return cls._from_directory(directory, labels, num_labels, seed)
 
     def forward(
         self,
@@ -326,18 +325,6 @@ class BertForTokenClassification(_BertWithHead):
         super().__init__(bert, labels)
         self.dropout = nn.Dropout(bert.config.hidden_dropout_prob)
 
-    @classmethod
-    def from_pretrained(
-        cls,
-        directory: str | os.PathLike,
-        labels: Sequence[str] | None = None,
-        num_labels: int | None = None,
-        seed: int = 0,
-    ) -> BertForTokenClassification:
-        """The model of an HF BERT directory (see the module docstring; a pooler in the checkpoint
-        is not used); ``labels`` name the tags (or ``num_labels`` count them) when the checkpoint
-        has no classifier."""
-        return cls._from_directory(directory, labels, num_labels, seed)
 
     def forward(
         self,
@@ -377,10 +364,6 @@ class BertForQuestionAnswering(_BertWithHead):
     with_pooler = False
     fixed_outputs = 2
 
-    @classmethod
-    def from_pretrained(cls, directory: str | os.PathLike, seed: int = 0) -> BertForQuestionAnswering:
-        """The model of an HF BERT directory (see the module docstring)."""
-        return cls._from_directory(directory, None, None, seed)
 
     def forward(
         self,
@@ -446,10 +429,6 @@ class BertForMultipleChoice(_BertWithHead):
         super().__init__(bert)
         self.dropout = nn.Dropout(bert.config.hidden_dropout_prob)
 
-    @classmethod
-    def from_pretrained(cls, directory: str | os.PathLike, seed: int = 0) -> BertForMultipleChoice:
-        """The model of an HF BERT directory (see the module docstring)."""
-        return cls._from_directory(directory, None, None, seed)
 
     def forward(
         self,
