@@ -1,8 +1,9 @@
 """PNG figures of ``contextvec experiment`` (matplotlib's Agg canvas: no display needed).
 
 - :func:`plot_scores`: dev (and test) score per configuration as bars (``layers``,
-  ``placement``), or against the training fraction on a log axis (``sample-efficiency``, ELMo
-  Figure 1); error bars are the sample std over seeds.
+  ``placement``; the y axis is zoomed onto the scores, so bars do not start at 0), or against
+  the training fraction on a log axis (``sample-efficiency``, ELMo Figure 1); error bars are
+  the sample std over seeds.
 - :func:`plot_layer_weights`: the learned softmax-normalised layer weights, one group of bars
   per configuration and mix (ELMo Figure 2), averaged over seeds.
 """
@@ -53,6 +54,11 @@ def plot_scores(experiment: str, summary: Sequence[ConfigSummary], metric: str, 
                           label=split)
             ax.bar_label(bars, fmt="%.3f", fontsize=8)
         ax.set_xticks(range(len(summary)), [s.config.replace(", ", "\n") for s in summary])
+        # Scores of compared settings differ by a point or two: zoom the axis onto them.
+        lows = [getattr(s, split)[0] - getattr(s, split)[1] for s in summary for split in splits]
+        highs = [getattr(s, split)[0] + getattr(s, split)[1] for s in summary for split in splits]
+        margin = max(0.2 * (max(highs) - min(lows)), 0.01)
+        ax.set_ylim(max(0.0, min(lows) - 2 * margin), max(highs) + margin)
     ax.set_ylabel(metric)
     seeds = max(len(s.seeds) for s in summary)
     ax.set_title(f"{experiment}" + (f" (mean ± std over {seeds} seeds)" if seeds > 1 else ""))
