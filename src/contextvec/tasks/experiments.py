@@ -411,13 +411,16 @@ def results_markdown(experiment: str, runs: Sequence[FinishedRun], summary: Sequ
              *([_score(run.score("test"))] if has_test else []), str(run.report["best_epoch"]),
              _format_weights(run.mix_weights()), f"{run.record['runtime_s']:.1f}"] for run in runs]
 
-    def pm(value: tuple[float, float] | None) -> str:
-        return "" if value is None else f"{value[0]:.4f} ± {value[1]:.4f}"
+    def pm(value: tuple[float, float] | None, seeds: int) -> str:
+        if value is None:
+            return ""
+        return f"{value[0]:.4f} ± {value[1]:.4f}" if seeds > 1 else f"{value[0]:.4f}"  # no std of one
 
     summary_header = ["configuration", "train", "seeds", f"dev {metric}",
                       *([f"test {metric}"] if has_test else []), "mean mix weights"]
-    summary_rows = [[s.config, percent(s.fraction), str(len(s.seeds)), pm(s.dev),
-                     *([pm(s.test)] if has_test else []), _format_weights(s.weights)] for s in summary]
+    summary_rows = [[s.config, percent(s.fraction), str(len(s.seeds)), pm(s.dev, len(s.seeds)),
+                     *([pm(s.test, len(s.seeds))] if has_test else []), _format_weights(s.weights)]
+                    for s in summary]
     task = runs[0].report["task"]
     lines = [f"# {experiment}: {task}", "", "## Runs", "", *_table(header, rows), "",
              "## Mean ± sample std over seeds", "", *_table(summary_header, summary_rows), ""]
