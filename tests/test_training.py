@@ -264,3 +264,10 @@ def test_sigint_saves_a_resumable_checkpoint_and_model(corpus, tmp_path):
     for (name, a), (_, b) in zip(straight.model.state_dict().items(),
                                  resumed.model.state_dict().items(), strict=True):
         assert torch.equal(a, b), name
+
+
+def test_new_highway_gates_start_mostly_closed():
+    # bilm-tf initialises b_carry to -2 for training: sigmoid(-2) = 0.12 of the transform at first.
+    model = LanguageModel(PRESETS["tiny"].model, vocab_size=10)
+    for gate in model.bilm.token_encoder.highway.gate:
+        assert torch.equal(gate.bias, torch.full_like(gate.bias, -2.0))

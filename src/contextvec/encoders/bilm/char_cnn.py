@@ -19,6 +19,10 @@ class Highway(nn.Module):
         super().__init__()
         self.transform = nn.ModuleList(nn.Linear(dim, dim) for _ in range(n_layers))
         self.gate = nn.ModuleList(nn.Linear(dim, dim) for _ in range(n_layers))
+        for gate in self.gate:
+            # bilm-tf's training init (b_carry = -2): the gate starts mostly closed, so a new
+            # layer first passes its input through. Loaded weights replace it.
+            nn.init.constant_(gate.bias, -2.0)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for transform, gate in zip(self.transform, self.gate, strict=True):
