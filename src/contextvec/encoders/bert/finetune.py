@@ -226,7 +226,6 @@ class BertForSequenceClassification(_BertWithHead):
         super().__init__(bert, labels)
         self.dropout = nn.Dropout(bert.config.hidden_dropout_prob)
 
-
     def forward(
         self,
         input_ids: torch.Tensor,
@@ -325,7 +324,6 @@ class BertForTokenClassification(_BertWithHead):
         super().__init__(bert, labels)
         self.dropout = nn.Dropout(bert.config.hidden_dropout_prob)
 
-
     def forward(
         self,
         input_ids: torch.Tensor,
@@ -363,7 +361,6 @@ class BertForQuestionAnswering(_BertWithHead):
     head_name = "qa_outputs"
     with_pooler = False
     fixed_outputs = 2
-
 
     def forward(
         self,
@@ -428,7 +425,6 @@ class BertForMultipleChoice(_BertWithHead):
     def __init__(self, bert: BertModel) -> None:
         super().__init__(bert)
         self.dropout = nn.Dropout(bert.config.hidden_dropout_prob)
-
 
     def forward(
         self,
