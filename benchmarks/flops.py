@@ -22,15 +22,20 @@ def matmul_peak(size: int = 2048, repeats: int = 10) -> float:
     return best
 
 
-def cnn_flops(c: BiLMConfig) -> float:
-    """FLOPs (2 x multiply-adds) of one token through the char-CNN, highway and projection."""
-    convolutions = sum(
-        n * w * c.char_embed_dim * (c.max_characters_per_token - w + 1) for w, n in c.filters
-    )
+def cnn_flops(c: BiLMConfig, positions: int | None = None) -> float:
+    """FLOPs (2 x multiply-adds) of one token through the char-CNN, highway and projection.
+
+    ``positions``: character columns convolved; the model's definition is all 50, but the
+    CharCNN skips trailing all-padding columns (same output), so it usually convolves fewer.
+    """
+    positions = positions or c.max_characters_per_token
+    convolutions = sum(n * w * c.char_embed_dim * max(positions - w + 1, 0) for w, n in c.filters)
     return 2.0 * (convolutions + c.n_highway * 2 * c.n_filters**2 + c.n_filters * c.projection_dim)
 
 
 def lstm_flops(c: BiLMConfig) -> float:
-    """FLOPs of one token through every LSTM layer of every direction."""
+    """FLOPs of one token through every LSTM layer of every direction: the four gates' input and
+    state matmuls, plus the output projection when the LSTM has one."""
     directions = 2 if c.bidirectional else 1
-    return 2.0 * directions * c.n_layers * 9 * c.lstm_dim * c.projection_dim
+    per_layer = (9 if c.lstm_projection else 8) * c.lstm_dim * c.projection_dim
+    return 2.0 * directions * c.n_layers * per_layer

@@ -5,7 +5,9 @@
 
 Data: PTB train from ../shared/data; each row is the median step time over ``--steps`` steps
 after 3 warm-up steps. FLOPs per token = 3 x the forward pass (forward + backward): char-CNN,
-LSTMs, and the softmax over the full vocabulary or the sampled negatives. Run on an idle machine.
+LSTMs, and the softmax over the full vocabulary or the sampled negatives. The char-CNN is counted
+as it runs: once per distinct token of a step, over the character columns it keeps. Run on an
+idle machine.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import torch
 from flops import cnn_flops, lstm_flops, matmul_peak
 
 from contextvec.encoders.bilm.config import BiLMConfig
-from contextvec.training.batcher import StreamBatcher
+from contextvec.training.batcher import StreamBatcher, Window
 from contextvec.training.config import PRESETS, TrainConfig
 from contextvec.training.corpus import read_sentences
 from contextvec.training.trainer import Trainer
@@ -31,9 +33,30 @@ from contextvec.training.trainer import Trainer
 PTB = Path(__file__).resolve().parents[2] / "shared" / "data" / "corpora" / "ptb"
 
 
-def forward_flops_per_token(c: BiLMConfig, softmax_width: int) -> float:
+def forward_flops(c: BiLMConfig, softmax_width: int, window: Window) -> float:
+    """FLOPs of the forward pass over one training window."""
     directions = 2 if c.bidirectional else 1
-    return cnn_flops(c) + lstm_flops(c) + 2.0 * directions * c.projection_dim * softmax_width
+    positions = int(window.mask[0].sum())
+    distinct = {t for d in window.tokens for row in d for t in row if t is not None}
+    # BOW + bytes + EOW, then one all-padding window per filter width (CharCNN._trim).
+    columns = min(c.max_characters_per_token,
+                  max(len(t.encode()) + 2 for t in distinct) + max(w for w, _ in c.filters))
+    per_position = lstm_flops(c) + 2.0 * directions * c.projection_dim * softmax_width
+    return len(distinct) * cnn_flops(c, columns) + positions * per_position
+
+
+class _Recording:
+    """A batcher that remembers the last window it gave."""
+
+    def __init__(self, batcher: StreamBatcher) -> None:
+        self.batcher, self.last = batcher, None
+
+    def __iter__(self) -> _Recording:
+        return self
+
+    def __next__(self) -> Window:
+        self.last = next(self.batcher)
+        return self.last
 
 
 def main() -> None:
@@ -63,22 +86,23 @@ def main() -> None:
         finally:
             shutil.rmtree(out)
         width = config.negatives + 1 if config.negatives else len(trainer.vocab)
-        per_token = 3 * forward_flops_per_token(config.model, width)
         for precision in args.precisions.split(","):
-            batcher = StreamBatcher(lambda: read_sentences(paths), trainer.vocab, config.rows,
-                                    config.unroll, config.model.bidirectional)
+            batcher = _Recording(StreamBatcher(lambda: read_sentences(paths), trainer.vocab,
+                                               config.rows, config.unroll,
+                                               config.model.bidirectional))
             autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16"
                         else contextlib.nullcontext())
-            times, tokens = [], 0
+            times, tokens, flops = [], 0, 0.0
             with autocast:
                 for step in range(3 + args.steps):
                     start = time.perf_counter()
                     _, n = trainer._train_step(batcher)
                     if step >= 3:
                         times.append(time.perf_counter() - start)
-                        tokens = n
-            rate = tokens / statistics.median(times)
-            gflops = rate * per_token / 1e9
+                        tokens += n
+                        flops += 3 * forward_flops(config.model, width, batcher.last)
+            rate = tokens / len(times) / statistics.median(times)
+            gflops = flops / len(times) / statistics.median(times) / 1e9
             print(f"{name:<12} {precision:<9} {config.rows:>6} x {config.unroll:<4} "
                   f"{len(trainer.vocab):>6} {rate:>9.0f} {gflops:>8.1f} {gflops / peak:>7.1%}",
                   flush=True)

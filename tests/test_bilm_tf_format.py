@@ -18,6 +18,7 @@ from helpers_io import (
 
 import contextvec
 from contextvec.encoders.bilm import BiLMConfig, ConfigError, ElmoBiLM
+from contextvec.encoders.bilm.encoder import ElmoEncoder
 from contextvec.io.bilm_tf import (
     WeightFileError,
     expected_datasets,
@@ -427,3 +428,17 @@ def test_load_from_string_path_and_os_fspath():
 def test_save_refuses_foreign_encoder(tmp_path):
     with pytest.raises(TypeError, match="cannot save"):
         contextvec.save(torch.nn.Linear(2, 2), tmp_path)  # type: ignore[arg-type]
+
+
+def test_plain_lstm_exports_with_identity_projection(tmp_path):
+    config = BiLMConfig(char_embed_dim=4, filters=((1, 4), (2, 8)), projection_dim=6, lstm_dim=6,
+                        cell_clip=None, proj_clip=None, lstm_projection=False)
+    torch.manual_seed(0)
+    model = ElmoBiLM(config).eval()
+    save_bilm_tf(model, tmp_path / "options.json", tmp_path / "weights.hdf5")
+    exported = load_bilm_tf(tmp_path / "options.json", tmp_path / "weights.hdf5")
+    assert exported.config.lstm_projection  # bilm-tf's layout always has W_P
+    a = _embed_some(ElmoEncoder(model), "elmo-tiny")
+    b = _embed_some(ElmoEncoder(exported), "elmo-tiny")
+    for x, y in zip(a, b, strict=True):
+        np.testing.assert_allclose(x, y, atol=1e-6)

@@ -271,3 +271,64 @@ def test_new_highway_gates_start_mostly_closed():
     model = LanguageModel(PRESETS["tiny"].model, vocab_size=10)
     for gate in model.bilm.token_encoder.highway.gate:
         assert torch.equal(gate.bias, torch.full_like(gate.bias, -2.0))
+
+
+def test_contiguous_streams_read_consecutive_parts_and_resume_exactly():
+    sentences = [[f"w{i}"] for i in range(12)]
+    vocab = Vocabulary.build(sentences)
+    windows = list(StreamBatcher(lambda: iter(sentences), vocab, rows=3, unroll=2,
+                                 bidirectional=False, contiguous=True))
+    rows = [[t for w in windows for t in w.tokens[0][r] if t] for r in range(3)]
+    # Row r holds sentences 4r .. 4r+3 in corpus order, each after its real predecessor.
+    for r, row in enumerate(rows):
+        words = [t for t in row if t.startswith("w")]
+        assert words == [f"w{i}" for i in range(4 * r, 4 * r + 4)]
+    assert sum(int(w.mask[0].sum()) for w in windows) == 12 * 2
+    first = StreamBatcher(lambda: iter(sentences), vocab, 3, 2, False, contiguous=True)
+    head = [next(first) for _ in range(3)]
+    rest = list(StreamBatcher(lambda: iter(sentences), vocab, 3, 2, False, first.state(),
+                              contiguous=True))
+    for a, b in zip(head + rest, windows, strict=True):
+        assert a.tokens == b.tokens and torch.equal(a.targets, b.targets)
+
+
+@pytest.mark.parametrize("directions", [1, 2])
+def test_plain_lstm_fused_kernel_equals_the_step_loop(directions):
+    from contextvec.encoders.bilm.lstm import ProjectedLSTMLayer
+
+    torch.manual_seed(0)
+    layer = ProjectedLSTMLayer(7, 5, 5, n_directions=directions, projection=False)
+    assert layer.projection is None
+    x = torch.randn(directions, 3, 4, 7)
+    state = (torch.randn(directions, 3, 5), torch.randn(directions, 3, 5))
+    full = torch.full((3,), 4)
+    fused_out, fused_state = layer(x, full, state)
+    grads = torch.autograd.grad(fused_out.sum() + fused_state[1].sum(), list(layer.parameters()))
+    layer._fused = []  # the step loop
+    loop_out, loop_state = layer(x, full, state)
+    loop_grads = torch.autograd.grad(loop_out.sum() + loop_state[1].sum(),
+                                     list(layer.parameters()))
+    torch.testing.assert_close(fused_out, loop_out)
+    torch.testing.assert_close(fused_state, loop_state)
+    for a, b in zip(grads, loop_grads, strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def test_char_cnn_trims_padding_without_changing_outputs():
+    from contextvec.encoders.bilm.char_cnn import CharCNN
+    from contextvec.encoders.bilm.config import PRESETS as MODEL_PRESETS
+    from contextvec.text.chars import token_to_char_ids
+
+    torch.manual_seed(0)
+    cnn = CharCNN(MODEL_PRESETS["tiny"])
+    for p in cnn.parameters():
+        torch.nn.init.normal_(p)
+    tokens = ["a", "hello", "über", "x" * 60, ""]
+    ids = torch.from_numpy(np.stack([token_to_char_ids(t) for t in tokens] + [np.zeros(50, int)]))
+    for batch in (ids, ids[:2], ids[:1], ids[-1:]):
+        trimmed = cnn(batch)
+        cnn._trim = lambda x: x  # all 50 columns
+        untrimmed = cnn(batch)
+        del cnn._trim
+        torch.testing.assert_close(trimmed, untrimmed)
+    assert cnn._trim(ids[:2]).shape[1] == len("hello") + 2 + 3  # BOW, EOW, widest filter

@@ -20,6 +20,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="a model directory written by train-bilm, or elmo-en-small (bundled)")
     p.add_argument("--rows", type=int, default=32, help="parallel streams (32)")
     p.add_argument("--unroll", type=int, default=20, help="tokens per stream per step (20)")
+    p.add_argument("--contiguous", action="store_true",
+                   help="read the file as --rows contiguous streams, so each sentence is scored "
+                        "after its real predecessors (the PTB convention; costs one extra pass)")
     p.add_argument("--tokenizer", choices=Tokenizer.NAMES, default="whitespace",
                    help="how lines become tokens (as in train-bilm; default whitespace)")
     p.add_argument("--threads", type=int)
@@ -33,7 +36,7 @@ def run(args: argparse.Namespace) -> None:
     model, vocab = load_model(args.model)
     paths = expand_paths(args.files)
     ppl = evaluate(model, lambda: read_sentences(paths, args.tokenizer), vocab, args.rows, args.unroll,
-                   progress=not args.quiet)
+                   progress=not args.quiet, contiguous=args.contiguous)
     print(f"tokens {ppl.tokens:,}")
     print(f"forward perplexity {ppl.forward:.2f}")
     if ppl.backward is not None:

@@ -16,7 +16,7 @@ from contextvec.training.trainer import Trainer, evaluate, load_model
 HELP = "train a biLM (ELMo) or a forward char-CNN LM (Kim et al.) on a corpus"
 OVERRIDES = ("rows", "unroll", "optimizer", "lr", "dropout", "clip", "negatives", "epochs",
              "max_steps", "min_count", "max_vocab", "checkpoint_every", "seed", "tokenizer",
-             "token_dropout")
+             "token_dropout", "contiguous", "lr_halving")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -51,6 +51,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                        "moses-sentences (paragraph-per-line text split into sentences)")
     group.add_argument("--token-dropout", action=argparse.BooleanOptionalAction, default=None,
                        help="dropout on the first LSTM's input too (Kim et al.: no)")
+    group.add_argument("--contiguous", action=argparse.BooleanOptionalAction, default=None,
+                       help="one contiguous part of the corpus per stream (PTB convention)")
+    group.add_argument("--lr-halving", action=argparse.BooleanOptionalAction, default=None,
+                       help="halve the lr after an epoch that improves valid perplexity by < 1")
     p.set_defaults(run=run)
 
 
@@ -65,7 +69,7 @@ def run(args: argparse.Namespace) -> None:
         model, vocab = load_model(args.init)
         valid = expand_paths(args.valid)
         before = evaluate(model, lambda: read_sentences(valid, config.tokenizer), vocab,
-                          config.rows, config.unroll)
+                          config.rows, config.unroll, contiguous=config.contiguous)
         print(f"perplexity before fine-tuning: {before.average:.2f}")
     start = time.perf_counter()
     trainer = Trainer(config, args.train, args.output_dir, args.valid, init=args.init,

@@ -177,7 +177,9 @@ def from_state_dict(sd: dict[str, torch.Tensor], config: BiLMConfig) -> dict[str
             w_h = sd[f"layers.{layer}.state_weight"][d].T
             out[f"{prefix}/W_0"] = a(torch.cat([w_x, w_h]))
             out[f"{prefix}/B"] = a(sd[f"layers.{layer}.bias"][d])
-            out[f"{prefix}/W_P_0"] = a(sd[f"layers.{layer}.projection"][d].T)
+            # A plain LSTM (no projection) is bilm-tf's projected one with W_P = identity.
+            w_p = sd.get(f"layers.{layer}.projection")
+            out[f"{prefix}/W_P_0"] = a(torch.eye(config.lstm_dim) if w_p is None else w_p[d].T)
     return out
 
 

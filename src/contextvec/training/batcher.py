@@ -7,6 +7,11 @@ advance in lockstep. Targets that only mark the start of the next sentence (``<S
 ``</S>`` backward) are not scored: each sentence of n words gives n + 1 predictions per
 direction, the usual perplexity count.
 
+With ``contiguous=True`` (the PTB convention of Zaremba et al. and Kim et al.) the corpus is
+instead cut into ``rows`` contiguous parts, one per stream, so each sentence follows the one
+before it in the corpus and the carried state holds real preceding context. That needs the
+sentence count, one extra streamed pass over the corpus.
+
 The whole global batch is built identically in every process; data-parallel workers take their
 slice of rows. The batcher's position (sentences consumed + the rows' pending tokens) goes into
 checkpoints, so a resumed run reads exactly what an uninterrupted one would have.
@@ -54,31 +59,43 @@ class StreamBatcher:
         unroll: int,
         bidirectional: bool = True,
         state: dict[str, Any] | None = None,
+        contiguous: bool = False,
     ) -> None:
         self.vocab = vocab
         self.rows = rows
         self.unroll = unroll
         self.directions = 2 if bidirectional else 1
-        state = state or {"consumed": 0, "forward": [[] for _ in range(rows)],
+        state = state or {"consumed": 0, "row_consumed": [0] * rows,
+                          "forward": [[] for _ in range(rows)],
                           "backward": [[] for _ in range(rows)]}
         self.consumed = state["consumed"]
+        self.row_consumed = list(state.get("row_consumed") or [0] * rows)
         self.forward = [list(r) for r in state["forward"]]
         self.backward = [list(r) for r in state["backward"]]
-        self._source = islice(sentences(), self.consumed, None)
-        self._exhausted = False
+        self._sources: list[Iterator[list[str]]]
+        if contiguous:
+            total = sum(1 for _ in sentences())
+            bounds = [total * r // rows for r in range(rows + 1)]
+            self._sources = [islice(sentences(), bounds[r] + self.row_consumed[r], bounds[r + 1])
+                             for r in range(rows)]
+        else:
+            self._sources = [islice(sentences(), self.consumed, None)] * rows
+        self._exhausted = [False] * rows
 
     def state(self) -> dict[str, Any]:
         """Position in the corpus, to resume exactly (stored in checkpoints)."""
-        return {"consumed": self.consumed, "forward": [list(r) for r in self.forward],
+        return {"consumed": self.consumed, "row_consumed": list(self.row_consumed),
+                "forward": [list(r) for r in self.forward],
                 "backward": [list(r) for r in self.backward]}
 
     def _fill(self, row: int) -> None:
-        while len(self.forward[row]) < self.unroll + 1 and not self._exhausted:
-            sentence = next(self._source, None)
+        while len(self.forward[row]) < self.unroll + 1 and not self._exhausted[row]:
+            sentence = next(self._sources[row], None)
             if sentence is None:
-                self._exhausted = True
+                self._exhausted[row] = True
                 return
             self.consumed += 1
+            self.row_consumed[row] += 1
             self.forward[row] += [BOS_TOKEN, *sentence, EOS_TOKEN]
             self.backward[row] += [EOS_TOKEN, *reversed(sentence), BOS_TOKEN]
 

@@ -96,12 +96,17 @@ def evaluate(
     rows: int = 32,
     unroll: int = 20,
     progress: bool = False,
+    contiguous: bool = False,
 ) -> Perplexity:
-    """Exact full-softmax perplexity, ``exp(mean NLL)`` with gold history, per direction."""
+    """Exact full-softmax perplexity, ``exp(mean NLL)`` with gold history, per direction.
+
+    ``contiguous`` reads the file as ``rows`` contiguous streams (the PTB convention), so every
+    sentence is scored after its real predecessors; otherwise sentences are dealt to the rows.
+    """
     was_training = model.training
     model.eval()
     bidirectional = model.config.bidirectional
-    batcher = StreamBatcher(sentences, vocab, rows, unroll, bidirectional)
+    batcher = StreamBatcher(sentences, vocab, rows, unroll, bidirectional, contiguous=contiguous)
     nll = torch.zeros(2 if bidirectional else 1, dtype=torch.float64)
     count = torch.zeros_like(nll)
     state = None
@@ -278,7 +283,7 @@ class Trainer:
             return None
         c = self.config
         return evaluate(self.model, lambda: read_sentences(self.valid_paths, c.tokenizer),
-                        self.vocab, rows=c.rows, unroll=c.unroll)
+                        self.vocab, rows=c.rows, unroll=c.unroll, contiguous=c.contiguous)
 
     def _train_step(self, batcher: StreamBatcher) -> tuple[float, int] | None:
         window = next(batcher, None)
@@ -326,7 +331,8 @@ class Trainer:
         """One pass over the corpus (or its rest, when resumed); True when max_steps is reached."""
         c = self.config
         batcher = StreamBatcher(lambda: read_sentences(self.train_paths, c.tokenizer), self.vocab,
-                                c.rows, c.unroll, c.model.bidirectional, self.data_state)
+                                c.rows, c.unroll, c.model.bidirectional, self.data_state,
+                                contiguous=c.contiguous)
         self.data_state = None
         # In a log file (not a terminal) a progress line a minute is enough.
         bar = tqdm(desc=f"epoch {self.epoch + 1}/{c.epochs}", unit="tok",

@@ -18,8 +18,10 @@ class BiLMConfig:
 
     ``filters`` lists ``(width, n_maps)`` pairs. ``n_characters`` is the embedding table size at
     inference (262: 261 training characters plus the padding row 0). Clip values of 0 or
-    ``None`` switch clipping off. ``bidirectional=False`` gives a forward-only LM (language
-    model training and perplexity only; encoders need both directions).
+    ``None`` switch clipping off. ``lstm_projection=False`` drops the LSTMs' output projection
+    (Kim et al.'s plain LSTM; needs ``lstm_dim == projection_dim``). ``bidirectional=False``
+    gives a forward-only LM (language model training and perplexity only; encoders need both
+    directions).
     """
 
     char_embed_dim: int = 16
@@ -37,6 +39,7 @@ class BiLMConfig:
     proj_clip: float | None = 3.0
     use_skip_connections: bool = True
     bidirectional: bool = True
+    lstm_projection: bool = True
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -52,6 +55,8 @@ class BiLMConfig:
             raise ConfigError(f"n_characters must be 261 or 262, not {self.n_characters}")
         if self.n_layers < 1 or not self.filters:
             raise ConfigError("a biLM needs at least one LSTM layer and one CNN filter")
+        if not self.lstm_projection and self.lstm_dim != self.projection_dim:
+            raise ConfigError("an LSTM without projection needs lstm_dim == projection_dim")
         if max(w for w, _ in self.filters) > MAX_CHARS_PER_TOKEN:
             raise ConfigError("a CNN filter is wider than a token's 50 characters")
 

@@ -38,6 +38,7 @@ class ElmoBiLM(nn.Module):
             ProjectedLSTMLayer(
                 p, config.lstm_dim, p, config.cell_clip, config.proj_clip,
                 n_directions=2 if config.bidirectional else 1,
+                projection=config.lstm_projection,
             )
             for _ in range(config.n_layers)
         )
