@@ -332,3 +332,22 @@ def test_char_cnn_trims_padding_without_changing_outputs():
         del cnn._trim
         torch.testing.assert_close(trimmed, untrimmed)
     assert cnn._trim(ids[:2]).shape[1] == len("hello") + 2 + 3  # BOW, EOW, widest filter
+
+
+def test_halving_schedule_can_be_set_when_resuming(corpus, tmp_path):
+    lines = (corpus / "valid.txt").read_text(encoding="utf-8").splitlines()[:40]
+    small = tmp_path / "small.txt"
+    small.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    def run(epochs, resume=False, **changes):
+        config = _config(epochs=epochs, lr=0.01, **changes)
+        trainer = Trainer(config, [str(small)], tmp_path / "run", [str(small)], progress=False,
+                          log=lambda m: None)
+        trainer.train(resume=resume)
+        return trainer
+
+    assert run(1).lr == 0.01
+    # Halving after epoch 2 and 3 may be added to a run in progress (not other changes).
+    assert run(3, resume=True, halve_from_epoch=2).lr == 0.01 / 4
+    with pytest.raises(ValueError, match="another training config"):
+        run(4, resume=True, halve_from_epoch=2, dropout=0.3)

@@ -16,7 +16,7 @@ from contextvec.training.trainer import Trainer, evaluate, load_model
 HELP = "train a biLM (ELMo) or a forward char-CNN LM (Kim et al.) on a corpus"
 OVERRIDES = ("rows", "unroll", "optimizer", "lr", "dropout", "clip", "negatives", "epochs",
              "max_steps", "min_count", "max_vocab", "checkpoint_every", "seed", "tokenizer",
-             "token_dropout", "contiguous", "lr_halving")
+             "token_dropout", "contiguous", "lr_halving", "halve_from_epoch")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -55,6 +55,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                        help="one contiguous part of the corpus per stream (PTB convention)")
     group.add_argument("--lr-halving", action=argparse.BooleanOptionalAction, default=None,
                        help="halve the lr after an epoch that improves valid perplexity by < 1")
+    group.add_argument("--halve-from-epoch", type=int, metavar="N",
+                       help="also halve the lr after epoch N and every later one (a fixed-budget "
+                            "anneal; may be given when resuming)")
     p.set_defaults(run=run)
 
 

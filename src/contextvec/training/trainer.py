@@ -251,7 +251,7 @@ class Trainer:
             return False
         ckpt = torch.load(path, map_location=self.device, weights_only=True)
         # The run may be extended (epochs, max_steps) but not otherwise changed.
-        free = ("epochs", "max_steps", "checkpoint_every")
+        free = ("epochs", "max_steps", "checkpoint_every", "halve_from_epoch")
         # from_dict fills fields added to TrainConfig since the checkpoint was written.
         saved = TrainConfig.from_dict(ckpt["config"]).to_dict()
         if {k: v for k, v in saved.items() if k not in free} != {
@@ -376,15 +376,18 @@ class Trainer:
         valid = self.last_valid = self.valid_perplexity()
         message = (f"epoch {self.epoch}: train loss {loss_sum / max(n_steps, 1):.3f}, "
                    f"{tokens / max(elapsed, 1e-9):.0f} tokens/s, {elapsed:.0f} s")
+        stalled = (valid is not None and c.lr_halving
+                   and valid.average > self.best_valid - 1.0)
+        if stalled or (c.halve_from_epoch is not None and self.epoch >= c.halve_from_epoch):
+            self._set_lr(self.lr / 2)
         if valid is not None:
             message += f", valid perplexity {valid.average:.2f}"
-            if c.lr_halving and valid.average > self.best_valid - 1.0:
-                self._set_lr(self.lr / 2)
-                message += f" (lr -> {self.lr:g})"
             if valid.average < self.best_valid:
                 self.best_valid = valid.average
                 self._save_model()  # model/ keeps the epoch that is best on valid
                 message += " (best so far: saved)"
+        if self.lr != c.lr:
+            message += f" (lr now {self.lr:g})"
         self.log(message)
         self.save_checkpoint(None)
         return False
