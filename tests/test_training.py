@@ -284,6 +284,13 @@ def test_contiguous_streams_read_consecutive_parts_and_resume_exactly():
         words = [t for t in row if t.startswith("w")]
         assert words == [f"w{i}" for i in range(4 * r, 4 * r + 4)]
     assert sum(int(w.mask[0].sum()) for w in windows) == 12 * 2
+    # Parts are cut by tokens, not sentences, so every row runs out at about the same step.
+    uneven = [["x"] * 30] + [["y"]] * 30
+    balanced = list(StreamBatcher(lambda: iter(uneven), Vocabulary.build(uneven), rows=2,
+                                  unroll=4, bidirectional=False, contiguous=True))
+    per_row = [sum(int(w.mask[0, r].sum()) for w in balanced) for r in range(2)]
+    assert per_row == [51, 40]  # sentence 0 (31 targets) + 10 short ones | 20 short ones
+    assert all(bool(w.mask[0, r].any()) for w in balanced[:-1] for r in range(2))
     first = StreamBatcher(lambda: iter(sentences), vocab, 3, 2, False, contiguous=True)
     head = [next(first) for _ in range(3)]
     rest = list(StreamBatcher(lambda: iter(sentences), vocab, 3, 2, False, first.state(),
@@ -351,3 +358,24 @@ def test_halving_schedule_can_be_set_when_resuming(corpus, tmp_path):
     assert run(3, resume=True, halve_from_epoch=2).lr == 0.01 / 4
     with pytest.raises(ValueError, match="another training config"):
         run(4, resume=True, halve_from_epoch=2, dropout=0.3)
+
+
+def test_a_stopped_run_keeps_the_best_validated_model(corpus, tmp_path):
+    import signal
+
+    valid = [str(corpus / "valid.txt")]
+    config = _config(epochs=3, checkpoint_every=0)
+    trainer = Trainer(config, valid, tmp_path, valid, progress=False, log=lambda m: None)
+    original = trainer._train_step
+
+    def step_then_interrupt(batcher):
+        result = original(batcher)
+        if trainer.epoch == 1 and trainer.step % 5 == 0:  # inside the second epoch
+            signal.raise_signal(signal.SIGINT)
+        return result
+
+    trainer._train_step = step_then_interrupt
+    with pytest.raises(KeyboardInterrupt):
+        trainer.train()
+    record = json.loads((tmp_path / "model" / "training.json").read_text())
+    assert record["epochs_completed"] == 1 and record["steps"] < trainer.step

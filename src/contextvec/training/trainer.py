@@ -344,9 +344,10 @@ class Trainer:
                 # SIGINT/SIGTERM arrive between two steps: save exactly where we are and stop.
                 bar.close()
                 self.save_checkpoint(batcher)
-                self._save_model()
-                self.log(f"stopped at step {self.step}: checkpoint and model saved in "
-                         f"{self.output}; continue with --resume")
+                if not math.isfinite(self.best_valid):  # else model/ keeps the best epoch
+                    self._save_model()
+                self.log(f"stopped at step {self.step}: checkpoint saved in {self.output}; "
+                         "continue with --resume")
                 raise KeyboardInterrupt
             step_start = time.perf_counter()
             result = self._train_step(batcher)
