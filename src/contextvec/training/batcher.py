@@ -22,10 +22,10 @@ checkpoints, so a resumed run reads exactly what an uninterrupted one would have
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from array import array
 from bisect import bisect_left
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from itertools import accumulate, islice
 from typing import Any
 
