@@ -77,11 +77,12 @@ class StreamBatcher:
         self.rows = rows
         self.unroll = unroll
         self.directions = 2 if bidirectional else 1
-        state = state or {"consumed": 0, "row_consumed": [0] * rows,
-                          "forward": [[] for _ in range(rows)],
+        state = state or {"row_consumed": [0] * rows, "forward": [[] for _ in range(rows)],
                           "backward": [[] for _ in range(rows)]}
-        self.consumed = state["consumed"]
-        self.row_consumed = list(state.get("row_consumed") or [0] * rows)
+        # Sentences each row has read; checkpoints older than contiguous streams hold only the
+        # total ("consumed"), which is all that dealt rows need.
+        self.row_consumed = list(state.get("row_consumed")
+                                 or [state["consumed"]] + [0] * (rows - 1))
         self.forward = [list(r) for r in state["forward"]]
         self.backward = [list(r) for r in state["backward"]]
         self._sources: list[Iterator[list[str]]]
@@ -92,6 +93,11 @@ class StreamBatcher:
         else:
             self._sources = [islice(sentences(), self.consumed, None)] * rows
         self._exhausted = [False] * rows
+
+    @property
+    def consumed(self) -> int:
+        """Sentences read so far, over all rows."""
+        return sum(self.row_consumed)
 
     def state(self) -> dict[str, Any]:
         """Position in the corpus, to resume exactly (stored in checkpoints)."""
@@ -105,7 +111,6 @@ class StreamBatcher:
             if sentence is None:
                 self._exhausted[row] = True
                 return
-            self.consumed += 1
             self.row_consumed[row] += 1
             self.forward[row] += [BOS_TOKEN, *sentence, EOS_TOKEN]
             self.backward[row] += [EOS_TOKEN, *reversed(sentence), BOS_TOKEN]

@@ -23,9 +23,9 @@ class TrainConfig:
     full softmax. With ``lr_halving`` the learning rate halves after an epoch whose validation
     perplexity did not improve by at least 1 (Kim et al.'s schedule); ``halve_from_epoch`` N
     also halves it after epoch N and every later epoch, to anneal within a fixed budget (it may
-    be set when resuming a run). ``tokenizer`` names how
-    corpus lines become tokens (:class:`~contextvec.text.tokenize.Tokenizer`). ``dropout`` applies to the
-    input of every LSTM layer and to the softmax input; ``token_dropout=False`` spares the first
+    be set when resuming a run). ``tokenizer`` names how corpus lines become tokens
+    (:class:`~contextvec.text.tokenize.Tokenizer`). ``dropout`` applies to the input of every
+    LSTM layer and to the softmax input; ``token_dropout=False`` spares the first
     LSTM's input, the token layer (Kim et al.). ``contiguous`` gives each of the ``rows``
     streams a contiguous part of the corpus (the PTB convention; see
     :class:`~contextvec.training.batcher.StreamBatcher`), for training and validation.
@@ -104,7 +104,7 @@ _BILM_TF = dict(rows=128, unroll=20, optimizer="adagrad", lr=0.2, dropout=0.1, c
 # token layer), SGD at lr 1 with the gradient of the loss *summed* over the 35 steps clipped to
 # norm 5, halving the lr when an epoch improves validation perplexity by less than 1. On
 # contextvec's per-token mean loss that is lr 35 with clip 5/35. Measured on PTB (train
-# perplexity of steps 300-400, one thread): SGD so 532, Adam 2e-3 534, and SGD pulls ahead after.
+# perplexity of steps 300-400, one thread): SGD 532, Adam 2e-3 534.
 _KIM = dict(rows=20, unroll=35, optimizer="sgd", lr=35.0, dropout=0.5, clip=5.0 / 35, negatives=0,
             epochs=25, lr_halving=True, contiguous=True, token_dropout=False)
 

@@ -322,7 +322,7 @@ class Trainer:
         with _StopRequest() as stop:
             while self.epoch < c.epochs and not done:
                 done = self._train_epoch(stop)
-        if done or not math.isfinite(self.best_valid):  # else model/ has the best epoch
+        if done or not self._keeps_best_epoch:
             self._save_model()
         self.log(f"model in {self.output / 'model'}")
         return self.last_valid or self.valid_perplexity()
@@ -344,7 +344,7 @@ class Trainer:
                 # SIGINT/SIGTERM arrive between two steps: save exactly where we are and stop.
                 bar.close()
                 self.save_checkpoint(batcher)
-                if not math.isfinite(self.best_valid):  # else model/ keeps the best epoch
+                if not self._keeps_best_epoch:
                     self._save_model()
                 self.log(f"stopped at step {self.step}: checkpoint saved in {self.output}; "
                          "continue with --resume")
@@ -392,6 +392,11 @@ class Trainer:
         self.log(message)
         self.save_checkpoint(None)
         return False
+
+    @property
+    def _keeps_best_epoch(self) -> bool:
+        """Whether model/ holds the epoch best on validation (then only that epoch is saved)."""
+        return math.isfinite(self.best_valid)
 
     def _save_model(self) -> None:
         if self.rank != 0:

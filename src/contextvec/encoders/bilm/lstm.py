@@ -72,17 +72,18 @@ class ProjectedLSTMLayer(nn.Module):
     def _run_fused(
         self, inputs: torch.Tensor, bias: torch.Tensor, h: torch.Tensor, c: torch.Tensor
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-        # PyTorch orders the gates (i, f, g, o); bilm-tf (i, j, f, o) with j == g.
-        order = [GATE_I, GATE_F, GATE_J, GATE_O]
-        lstm = self._fused[0]
+        def torch_order(w: torch.Tensor) -> torch.Tensor:
+            # bilm-tf packs the gates (i, j, f, o); PyTorch (i, f, g, o), with g == j.
+            blocks = w.unflatten(1, (4, self.cell_dim))
+            return blocks[:, [GATE_I, GATE_F, GATE_J, GATE_O]].flatten(1, 2)
+
+        w_in, w_state, b = torch_order(self.input_weight), torch_order(self.state_weight), torch_order(bias)
         outputs, finals_h, finals_c = [], [], []
         for d in range(inputs.shape[0]):
-            def gates(w: torch.Tensor, d: int = d) -> torch.Tensor:
-                return torch.cat([w[d].chunk(4)[g] for g in order])
-            weights = {"weight_ih_l0": gates(self.input_weight), "weight_hh_l0": gates(self.state_weight),
-                       "bias_ih_l0": gates(bias), "bias_hh_l0": bias.new_zeros(bias.shape[1])}
+            weights = {"weight_ih_l0": w_in[d], "weight_hh_l0": w_state[d], "bias_ih_l0": b[d],
+                       "bias_hh_l0": b.new_zeros(b.shape[1])}
             out, (h_d, c_d) = functional_call(
-                lstm, weights, (inputs[d].transpose(0, 1), (h[d : d + 1], c[d : d + 1]))
+                self._fused[0], weights, (inputs[d].transpose(0, 1), (h[d : d + 1], c[d : d + 1]))
             )
             outputs.append(out.transpose(0, 1))
             finals_h.append(h_d[0])
