@@ -28,7 +28,7 @@ from functools import partial
 from pathlib import Path
 
 import torch
-from flops import cnn_flops, lstm_flops, matmul_peak
+from flops import CnnWork, lstm_flops, matmul_peak
 
 import contextvec
 from contextvec.encoders.bilm import PRESETS, ElmoBiLM, ElmoEncoder
@@ -49,20 +49,6 @@ def embed_cnn_all(encoder: ElmoEncoder, sentences: list[list[str]], batch_size: 
             tokens = torch.zeros(*mask.shape, encoder.config.projection_dim)
             tokens[mask] = bilm.token_encoder(ids[mask])
             bilm.contextualize(tokens, mask)
-
-
-class CnnWork:
-    """Records the char-CNN's FLOPs as it runs: tokens x the columns it keeps (``_trim``)."""
-
-    def __init__(self, encoder: ElmoEncoder) -> None:
-        self.flops = 0.0
-        cnn, config = encoder.bilm.token_encoder, encoder.config
-
-        def record(module: torch.nn.Module, inputs: tuple[torch.Tensor]) -> None:
-            char_ids = inputs[0]
-            self.flops += char_ids.shape[0] * cnn_flops(config, cnn._trim(char_ids).shape[1])
-
-        cnn.register_forward_pre_hook(record)
 
 
 def load(name: str) -> ElmoEncoder:
@@ -94,7 +80,7 @@ def main() -> None:
     for name in args.configs.split(","):
         encoder = load(name)
         lstm_per_token = lstm_flops(encoder.config)
-        cnn_work = CnnWork(encoder)
+        cnn_work = CnnWork(encoder.bilm.token_encoder, encoder.config)
         for batch_size in (int(b) for b in args.batch_sizes.split(",")):
             subset = sentences if batch_size > 1 else sentences[: args.batch1_sentences]
             n_tokens = sum(map(len, subset))

@@ -6,6 +6,7 @@ import time
 
 import torch
 
+from contextvec.encoders.bilm.char_cnn import CharCNN
 from contextvec.encoders.bilm.config import BiLMConfig
 
 
@@ -39,3 +40,16 @@ def lstm_flops(c: BiLMConfig) -> float:
     directions = 2 if c.bidirectional else 1
     per_layer = (9 if c.lstm_projection else 8) * c.lstm_dim * c.projection_dim
     return 2.0 * directions * c.n_layers * per_layer
+
+
+class CnnWork:
+    """Records a char-CNN's FLOPs as it runs: tokens x the character columns it keeps (``_trim``)."""
+
+    def __init__(self, cnn: CharCNN, config: BiLMConfig) -> None:
+        self.flops = 0.0
+
+        def record(module: torch.nn.Module, inputs: tuple[torch.Tensor]) -> None:
+            char_ids = inputs[0]
+            self.flops += char_ids.shape[0] * cnn_flops(config, cnn._trim(char_ids).shape[1])
+
+        cnn.register_forward_pre_hook(record)

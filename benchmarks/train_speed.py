@@ -22,10 +22,10 @@ import time
 from pathlib import Path
 
 import torch
-from flops import cnn_flops, lstm_flops, matmul_peak
+from flops import CnnWork, lstm_flops, matmul_peak
 
 from contextvec.encoders.bilm.config import BiLMConfig
-from contextvec.training.batcher import StreamBatcher, Window
+from contextvec.training.batcher import StreamBatcher
 from contextvec.training.config import PRESETS, TrainConfig
 from contextvec.training.corpus import read_sentences
 from contextvec.training.trainer import Trainer
@@ -33,30 +33,10 @@ from contextvec.training.trainer import Trainer
 PTB = Path(__file__).resolve().parents[2] / "shared" / "data" / "corpora" / "ptb"
 
 
-def forward_flops(c: BiLMConfig, softmax_width: int, window: Window) -> float:
-    """FLOPs of the forward pass over one training window."""
+def position_flops(c: BiLMConfig, softmax_width: int) -> float:
+    """Forward FLOPs per position after the char-CNN: the LSTMs and the softmax."""
     directions = 2 if c.bidirectional else 1
-    positions = int(window.mask[0].sum())
-    distinct = {t for d in window.tokens for row in d for t in row if t is not None}
-    # BOW + bytes + EOW, then one all-padding window per filter width (CharCNN._trim).
-    columns = min(c.max_characters_per_token,
-                  max(len(t.encode()) + 2 for t in distinct) + max(w for w, _ in c.filters))
-    per_position = lstm_flops(c) + 2.0 * directions * c.projection_dim * softmax_width
-    return len(distinct) * cnn_flops(c, columns) + positions * per_position
-
-
-class _Recording:
-    """A batcher that remembers the last window it gave."""
-
-    def __init__(self, batcher: StreamBatcher) -> None:
-        self.batcher, self.last = batcher, None
-
-    def __iter__(self) -> _Recording:
-        return self
-
-    def __next__(self) -> Window:
-        self.last = next(self.batcher)
-        return self.last
+    return lstm_flops(c) + 2.0 * directions * c.projection_dim * softmax_width
 
 
 def main() -> None:
@@ -86,21 +66,23 @@ def main() -> None:
         finally:
             shutil.rmtree(out)
         width = config.negatives + 1 if config.negatives else len(trainer.vocab)
+        per_position = position_flops(config.model, width)
+        cnn_work = CnnWork(trainer.model.bilm.token_encoder, config.model)
         for precision in args.precisions.split(","):
-            batcher = _Recording(StreamBatcher(lambda: read_sentences(paths), trainer.vocab,
-                                               config.rows, config.unroll,
-                                               config.model.bidirectional))
+            batcher = StreamBatcher(lambda: read_sentences(paths), trainer.vocab, config.rows,
+                                    config.unroll, config.model.bidirectional)
             autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16"
                         else contextlib.nullcontext())
             times, tokens, flops = [], 0, 0.0
             with autocast:
                 for step in range(3 + args.steps):
+                    cnn_work.flops = 0.0
                     start = time.perf_counter()
                     _, n = trainer._train_step(batcher)
                     if step >= 3:
                         times.append(time.perf_counter() - start)
                         tokens += n
-                        flops += 3 * forward_flops(config.model, width, batcher.last)
+                        flops += 3 * (cnn_work.flops + n * per_position)
             rate = tokens / len(times) / statistics.median(times)
             gflops = flops / len(times) / statistics.median(times) / 1e9
             print(f"{name:<12} {precision:<9} {config.rows:>6} x {config.unroll:<4} "
