@@ -379,3 +379,22 @@ def test_a_stopped_run_keeps_the_best_validated_model(corpus, tmp_path):
         trainer.train()
     record = json.loads((tmp_path / "model" / "training.json").read_text())
     assert record["epochs_completed"] == 1 and record["steps"] < trainer.step
+
+
+def test_kim_lm_feeds_the_highway_output_straight_to_the_lstm(corpus, tmp_path):
+    from contextvec.encoders.bilm.config import BiLMConfig, ConfigError
+
+    kim = PRESETS["kim-small"].model
+    assert not kim.token_projection and kim.token_dim == kim.n_filters == 525
+    small = dataclasses.replace(kim, filters=((1, 5), (2, 6)), projection_dim=8, lstm_dim=8)
+    model = LanguageModel(small, vocab_size=20)
+    assert isinstance(model.bilm.token_encoder.projection, torch.nn.Identity)
+    assert model.bilm.layers[0].input_weight.shape[-1] == 11
+    assert model.bilm.layers[1].input_weight.shape[-1] == 8
+    with pytest.raises(ConfigError, match="forward-only"):
+        BiLMConfig(token_projection=False)
+    config = _config(model=small, epochs=1, max_steps=3, checkpoint_every=0)
+    train = [str(corpus / "valid.txt")]
+    Trainer(config, train, tmp_path, progress=False, log=lambda m: None).train()
+    loaded, _ = load_model(tmp_path / "model")
+    assert loaded.config == small and loaded.bilm.layers[0].input_weight.shape[-1] == 11

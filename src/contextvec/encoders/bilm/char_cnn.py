@@ -38,7 +38,7 @@ class CharCNN(nn.Module):
     """Token vectors from character ids: embed, convolve, max-pool, activate, highway, project.
 
     Input ``(n_tokens, 50)`` character ids (0 = padding row, all-zero rows are padded tokens);
-    output ``(n_tokens, projection_dim)``. Each filter width has its own convolution; the
+    output ``(n_tokens, config.token_dim)``. Each filter width has its own convolution; the
     activation follows the max over positions, as in bilm-tf.
     """
 
@@ -54,7 +54,7 @@ class CharCNN(nn.Module):
         # bilm-tf omits the projection when the filters already have the projection's width.
         self.projection: nn.Module = (
             nn.Linear(config.n_filters, config.projection_dim)
-            if config.n_filters != config.projection_dim
+            if config.token_dim != config.n_filters
             else nn.Identity()
         )
 

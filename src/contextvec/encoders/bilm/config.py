@@ -21,7 +21,9 @@ class BiLMConfig:
     ``None`` switch clipping off. ``lstm_projection=False`` drops the LSTMs' output projection
     (Kim et al.'s plain LSTM; needs ``lstm_dim == projection_dim``). ``bidirectional=False``
     gives a forward-only LM (language model training and perplexity only; encoders need both
-    directions).
+    directions). ``token_projection=False`` feeds the highway output (``n_filters`` wide) to the
+    first LSTM without the linear map to ``projection_dim``, as Kim et al. do; only a forward-only
+    LM may drop it, since ELMo's layer 0 must be as wide as the LSTM outputs.
     """
 
     char_embed_dim: int = 16
@@ -40,6 +42,7 @@ class BiLMConfig:
     use_skip_connections: bool = True
     bidirectional: bool = True
     lstm_projection: bool = True
+    token_projection: bool = True
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -57,6 +60,8 @@ class BiLMConfig:
             raise ConfigError("a biLM needs at least one LSTM layer and one CNN filter")
         if not self.lstm_projection and self.lstm_dim != self.projection_dim:
             raise ConfigError("an LSTM without projection needs lstm_dim == projection_dim")
+        if not self.token_projection and self.bidirectional:
+            raise ConfigError("only a forward-only LM (bidirectional false) may drop the token projection")
         if max(w for w, _ in self.filters) > MAX_CHARS_PER_TOKEN:
             raise ConfigError("a CNN filter is wider than a token's 50 characters")
 
@@ -64,6 +69,11 @@ class BiLMConfig:
     def n_filters(self) -> int:
         """Width of the concatenated max-pooled convolution outputs."""
         return sum(n for _, n in self.filters)
+
+    @property
+    def token_dim(self) -> int:
+        """Width of the token vectors the char-CNN gives the first LSTM."""
+        return self.projection_dim if self.token_projection else self.n_filters
 
     @property
     def output_dim(self) -> int:

@@ -36,11 +36,12 @@ class ElmoBiLM(nn.Module):
         p = config.projection_dim
         self.layers = nn.ModuleList(
             ProjectedLSTMLayer(
-                p, config.lstm_dim, p, config.cell_clip, config.proj_clip,
+                config.token_dim if index == 0 else p, config.lstm_dim, p,
+                config.cell_clip, config.proj_clip,
                 n_directions=2 if config.bidirectional else 1,
                 projection=config.lstm_projection,
             )
-            for _ in range(config.n_layers)
+            for index in range(config.n_layers)
         )
         self.register_buffer(
             "boundary_char_ids", torch.from_numpy(BOS_IDS[None].repeat(2, 0)), persistent=False
@@ -48,7 +49,7 @@ class ElmoBiLM(nn.Module):
         self.boundary_char_ids[1] = torch.from_numpy(EOS_IDS)
 
     def encode_tokens(self, char_ids: torch.Tensor) -> torch.Tensor:
-        """Token vectors ``(n, projection_dim)`` for character ids ``(n, 50)``.
+        """Token vectors ``(n, token_dim)`` for character ids ``(n, 50)``.
 
         Identical rows (repeated words) go through the CNN once.
         """
@@ -56,7 +57,7 @@ class ElmoBiLM(nn.Module):
         return self.token_encoder(unique)[inverse]
 
     def boundary_vectors(self) -> torch.Tensor:
-        """Token vectors of ``<S>`` and ``</S>``, shape (2, projection_dim)."""
+        """Token vectors of ``<S>`` and ``</S>``, shape (2, token_dim)."""
         return self.token_encoder(self.boundary_char_ids)
 
     def forward(self, char_ids: torch.Tensor) -> BiLMOutput:
@@ -64,7 +65,7 @@ class ElmoBiLM(nn.Module):
         mask = (char_ids > 0).any(dim=-1)
         dtype = self.token_encoder.char_embedding.weight.dtype
         tokens = torch.zeros(
-            *mask.shape, self.config.projection_dim, dtype=dtype, device=char_ids.device
+            *mask.shape, self.config.token_dim, dtype=dtype, device=char_ids.device
         )
         if mask.any():
             tokens[mask] = self.encode_tokens(char_ids[mask])
