@@ -398,3 +398,37 @@ def test_kim_lm_feeds_the_highway_output_straight_to_the_lstm(corpus, tmp_path):
     Trainer(config, train, tmp_path, progress=False, log=lambda m: None).train()
     loaded, _ = load_model(tmp_path / "model")
     assert loaded.config == small and loaded.bilm.layers[0].input_weight.shape[-1] == 11
+
+
+def test_weight_averaging_saves_the_mean_of_the_steps_and_resumes_exactly(corpus, tmp_path):
+    train = [str(corpus / "valid.txt")]
+    config = _config(epochs=2, average_from_epoch=1, checkpoint_every=0)
+
+    trainer = Trainer(config, train, tmp_path / "a", progress=False, log=lambda m: None)
+    original, iterates = trainer._train_step, []
+
+    def step(batcher):
+        result = original(batcher)
+        if result is not None and trainer.epoch >= 1:
+            iterates.append([p.detach().clone() for p in trainer.model.parameters()])
+        return result
+
+    trainer._train_step = step
+    trainer.train()
+    assert len(iterates) > 3 and int(trainer.averaged.n_averaged) == len(iterates)
+    saved, _ = load_model(tmp_path / "a" / "model")
+    for p, *steps in zip(saved.parameters(), *iterates, strict=True):
+        torch.testing.assert_close(p, torch.stack(steps).mean(0))
+    assert not torch.equal(next(saved.parameters()), next(trainer.model.parameters()))
+    record = json.loads((tmp_path / "a" / "model" / "training.json").read_text())
+    assert record["averaged_steps"] == len(iterates)
+
+    # Interrupted inside the averaged epoch and resumed: the same average as straight through.
+    stop_at = trainer.step - 2
+    first = Trainer(dataclasses.replace(config, max_steps=stop_at), train, tmp_path / "b",
+                    progress=False, log=lambda m: None)
+    first.train()
+    resumed = Trainer(config, train, tmp_path / "b", progress=False, log=lambda m: None)
+    resumed.train(resume=True)
+    for a, b in zip(trainer.averaged.parameters(), resumed.averaged.parameters(), strict=True):
+        assert torch.equal(a, b)

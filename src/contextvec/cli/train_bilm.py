@@ -16,7 +16,8 @@ from contextvec.training.trainer import Trainer, evaluate, load_model
 HELP = "train a biLM (ELMo) or a forward char-CNN LM (Kim et al.) on a corpus"
 OVERRIDES = ("rows", "unroll", "optimizer", "lr", "dropout", "clip", "negatives", "epochs",
              "max_steps", "min_count", "max_vocab", "checkpoint_every", "seed", "tokenizer",
-             "token_dropout", "contiguous", "lr_halving", "halve_from_epoch")
+             "token_dropout", "contiguous", "lr_halving", "halve_from_epoch",
+             "average_from_epoch")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -58,6 +59,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     group.add_argument("--halve-from-epoch", type=int, metavar="N",
                        help="also halve the lr after epoch N and every later one (a fixed-budget "
                             "anneal; may be given when resuming)")
+    group.add_argument("--average-from-epoch", type=int, metavar="N",
+                       help="average the weights of every step after epoch N (Polyak/ASGD); "
+                            "the average is validated and saved (may be given when resuming)")
     p.set_defaults(run=run)
 
 

@@ -23,7 +23,9 @@ class TrainConfig:
     full softmax. With ``lr_halving`` the learning rate halves after an epoch whose validation
     perplexity did not improve by at least 1 (Kim et al.'s schedule); ``halve_from_epoch`` N
     also halves it after epoch N and every later epoch, to anneal within a fixed budget (it may
-    be set when resuming a run). ``tokenizer`` names how corpus lines become tokens
+    be set when resuming a run). ``average_from_epoch`` N averages the weights of every step
+    after epoch N (Polyak averaging, as in ASGD); from then on the average is what is
+    validated and saved (it too may be set when resuming). ``tokenizer`` names how corpus lines become tokens
     (:class:`~contextvec.text.tokenize.Tokenizer`). ``dropout`` applies to the input of every
     LSTM layer and to the softmax input; ``token_dropout=False`` spares the first
     LSTM's input, the token layer (Kim et al.). ``contiguous`` gives each of the ``rows``
@@ -46,6 +48,7 @@ class TrainConfig:
     max_vocab: int | None = None
     lr_halving: bool = False
     halve_from_epoch: int | None = None
+    average_from_epoch: int | None = None
     contiguous: bool = False
     tokenizer: str = "whitespace"
     checkpoint_every: int = 1000

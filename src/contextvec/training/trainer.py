@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
+from torch.optim.swa_utils import AveragedModel
 from tqdm import tqdm
 
 from contextvec.encoders.bilm import MODEL_TYPE
@@ -219,6 +220,7 @@ class Trainer:
         self.best_valid = math.inf
         self.last_valid: Perplexity | None = None
         self.lr = config.lr
+        self.averaged: AveragedModel | None = None  # the running mean of the weights, once on
         torch.manual_seed(config.seed + self.rank)
 
     # ------------------------------------------------------------------ checkpoints
@@ -235,6 +237,7 @@ class Trainer:
             "lstm_state": [list(s) for s in self.lstm_state] if self.lstm_state else None,
             "best_valid": self.best_valid,
             "lr": self.lr,
+            "averaged": self.averaged.state_dict() if self.averaged is not None else None,
             "config": self.config.to_dict(),
         }
 
@@ -251,7 +254,7 @@ class Trainer:
             return False
         ckpt = torch.load(path, map_location=self.device, weights_only=True)
         # The run may be extended (epochs, max_steps) but not otherwise changed.
-        free = ("epochs", "max_steps", "checkpoint_every", "halve_from_epoch")
+        free = ("epochs", "max_steps", "checkpoint_every", "halve_from_epoch", "average_from_epoch")
         # from_dict fills fields added to TrainConfig since the checkpoint was written.
         saved = TrainConfig.from_dict(ckpt["config"]).to_dict()
         if {k: v for k, v in saved.items() if k not in free} != {
@@ -269,6 +272,9 @@ class Trainer:
         self.lstm_state = [tuple(s) for s in ckpt["lstm_state"]] if ckpt["lstm_state"] else None
         self.best_valid, self.lr = ckpt["best_valid"], ckpt["lr"]
         self._set_lr(self.lr)
+        if ckpt.get("averaged") is not None:
+            self.averaged = AveragedModel(self.model)
+            self.averaged.load_state_dict(ckpt["averaged"])
         self.log(f"resumed from {path} at step {self.step} (epoch {self.epoch + 1})")
         return True
 
@@ -278,11 +284,16 @@ class Trainer:
             group["lr"] = lr
 
     # ------------------------------------------------------------------ training
+    @property
+    def result_model(self) -> LanguageModel:
+        """The weights that are validated and saved: the running average once it is on."""
+        return self.averaged.module if self.averaged is not None else self.model
+
     def valid_perplexity(self) -> Perplexity | None:
         if self.valid_paths is None:
             return None
         c = self.config
-        return evaluate(self.model, lambda: read_sentences(self.valid_paths, c.tokenizer),
+        return evaluate(self.result_model, lambda: read_sentences(self.valid_paths, c.tokenizer),
                         self.vocab, rows=c.rows, unroll=c.unroll, contiguous=c.contiguous)
 
     def _train_step(self, batcher: StreamBatcher) -> tuple[float, int] | None:
@@ -305,6 +316,10 @@ class Trainer:
         if c.clip:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.clip)
         self.optimizer.step()
+        if c.average_from_epoch is not None and self.epoch >= c.average_from_epoch:
+            if self.averaged is None:
+                self.averaged = AveragedModel(self.model)
+            self.averaged.update_parameters(self.model)
         self.lstm_state = _detach(state)
         self.step += 1
         n_tokens = int(window.mask[0].sum())
@@ -401,13 +416,14 @@ class Trainer:
     def _save_model(self) -> None:
         if self.rank != 0:
             return
-        directory = save_model(self.model, self.vocab, self.output / "model")
+        directory = save_model(self.result_model, self.vocab, self.output / "model")
         record = {
             "steps": self.step, "epochs_completed": self.epoch, "tokens_seen": self.tokens_seen,
             "train_seconds": round(self.train_seconds, 1), "processes": self.world,
             "threads": torch.get_num_threads(),
             "train_files": [str(p) for p in self.train_paths],
             "valid_perplexity": None if self.last_valid is None else self.last_valid.average,
+            "averaged_steps": 0 if self.averaged is None else int(self.averaged.n_averaged),
             "config": self.config.to_dict(),
         }
         with atomic_path(directory / TRAINING_RECORD) as tmp:
