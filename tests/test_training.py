@@ -432,3 +432,25 @@ def test_weight_averaging_saves_the_mean_of_the_steps_and_resumes_exactly(corpus
     resumed.train(resume=True)
     for a, b in zip(trainer.averaged.parameters(), resumed.averaged.parameters(), strict=True):
         assert torch.equal(a, b)
+
+
+def test_weight_averaging_restarts_when_the_lr_changes(corpus, tmp_path):
+    # Averaging from epoch 1, the lr halved after epoch 2: the saved mean is epoch 3's alone.
+    config = _config(epochs=3, average_from_epoch=1, halve_from_epoch=2, checkpoint_every=0)
+    trainer = Trainer(config, [str(corpus / "valid.txt")], tmp_path, progress=False,
+                      log=lambda m: None)
+    original, iterates = trainer._train_step, []
+
+    def step(batcher):
+        result = original(batcher)
+        if result is not None and trainer.epoch == 2:
+            iterates.append([p.detach().clone() for p in trainer.model.parameters()])
+        return result
+
+    trainer._train_step = step
+    trainer.train()
+    assert trainer.average_lr == config.lr / 2
+    assert len(iterates) > 3 and int(trainer.averaged.n_averaged) == len(iterates)
+    saved, _ = load_model(tmp_path / "model")
+    for p, *steps in zip(saved.parameters(), *iterates, strict=True):
+        torch.testing.assert_close(p, torch.stack(steps).mean(0))

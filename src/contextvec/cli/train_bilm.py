@@ -61,7 +61,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                             "anneal; may be given when resuming)")
     group.add_argument("--average-from-epoch", type=int, metavar="N",
                        help="average the weights of every step after epoch N (Polyak/ASGD); "
-                            "the average is validated and saved (may be given when resuming)")
+                            "the average is validated and saved, and restarts when the lr "
+                            "changes (may be given when resuming)")
     p.set_defaults(run=run)
 
 

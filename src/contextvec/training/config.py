@@ -25,7 +25,8 @@ class TrainConfig:
     also halves it after epoch N and every later epoch, to anneal within a fixed budget (it may
     be set when resuming a run). ``average_from_epoch`` N averages the weights of every step
     after epoch N (Polyak averaging, as in ASGD); from then on the average is what is
-    validated and saved (it too may be set when resuming). ``tokenizer`` names how corpus lines become tokens
+    validated and saved (it too may be set when resuming), and a change of the learning rate
+    starts a new average. ``tokenizer`` names how corpus lines become tokens
     (:class:`~contextvec.text.tokenize.Tokenizer`). ``dropout`` applies to the input of every
     LSTM layer and to the softmax input; ``token_dropout=False`` spares the first
     LSTM's input, the token layer (Kim et al.). ``contiguous`` gives each of the ``rows``
