@@ -400,20 +400,27 @@ def test_kim_lm_feeds_the_highway_output_straight_to_the_lstm(corpus, tmp_path):
     assert loaded.config == small and loaded.bilm.layers[0].input_weight.shape[-1] == 11
 
 
+def _record_iterates(trainer, epoch_ok):
+    """Wrap ``trainer``'s step to keep a copy of the weights after each step of an epoch where
+    ``epoch_ok(epoch index)`` holds; returns the (growing) list."""
+    original, iterates = trainer._train_step, []
+
+    def step(batcher):
+        result = original(batcher)
+        if result is not None and epoch_ok(trainer.epoch):
+            iterates.append([p.detach().clone() for p in trainer.model.parameters()])
+        return result
+
+    trainer._train_step = step
+    return iterates
+
+
 def test_weight_averaging_saves_the_mean_of_the_steps_and_resumes_exactly(corpus, tmp_path):
     train = [str(corpus / "valid.txt")]
     config = _config(epochs=2, average_from_epoch=1, checkpoint_every=0)
 
     trainer = Trainer(config, train, tmp_path / "a", progress=False, log=lambda m: None)
-    original, iterates = trainer._train_step, []
-
-    def step(batcher):
-        result = original(batcher)
-        if result is not None and trainer.epoch >= 1:
-            iterates.append([p.detach().clone() for p in trainer.model.parameters()])
-        return result
-
-    trainer._train_step = step
+    iterates = _record_iterates(trainer, lambda epoch: epoch >= 1)
     trainer.train()
     assert len(iterates) > 3 and int(trainer.averaged.n_averaged) == len(iterates)
     saved, _ = load_model(tmp_path / "a" / "model")
@@ -439,15 +446,7 @@ def test_weight_averaging_restarts_when_the_lr_changes(corpus, tmp_path):
     config = _config(epochs=3, average_from_epoch=1, halve_from_epoch=2, checkpoint_every=0)
     trainer = Trainer(config, [str(corpus / "valid.txt")], tmp_path, progress=False,
                       log=lambda m: None)
-    original, iterates = trainer._train_step, []
-
-    def step(batcher):
-        result = original(batcher)
-        if result is not None and trainer.epoch == 2:
-            iterates.append([p.detach().clone() for p in trainer.model.parameters()])
-        return result
-
-    trainer._train_step = step
+    iterates = _record_iterates(trainer, lambda epoch: epoch == 2)
     trainer.train()
     assert trainer.average_lr == config.lr / 2
     assert len(iterates) > 3 and int(trainer.averaged.n_averaged) == len(iterates)
