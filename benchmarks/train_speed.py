@@ -2,12 +2,13 @@
 
     python benchmarks/train_speed.py --presets kim-small,elmo-small --steps 10
     python benchmarks/train_speed.py --presets my_config.json      # a TrainConfig JSON file
+    python benchmarks/train_speed.py --presets elmo-en-small --init elmo-en-small --negatives 0
 
-Data: PTB train from ../shared/data; each row is the median step time over ``--steps`` steps
-after 3 warm-up steps. FLOPs per token = 3 x the forward pass (forward + backward): char-CNN,
-LSTMs, and the softmax over the full vocabulary or the sampled negatives. The char-CNN is counted
-as it runs: once per distinct token of a step, over the character columns it keeps. Run on an
-idle machine.
+Data: PTB train from ../shared/data unless ``--train`` names files; each row is the median step
+time over ``--steps`` steps after 3 warm-up steps. FLOPs per token = 3 x the forward pass
+(forward + backward): char-CNN, LSTMs, and the softmax over the full vocabulary or the sampled
+negatives. The char-CNN is counted as it runs: once per distinct token of a step, over the
+character columns it keeps. Run on an idle machine.
 """
 
 from __future__ import annotations
@@ -45,6 +46,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rows", type=int, help="override the presets' rows")
+    parser.add_argument("--negatives", type=int,
+                        help="override the presets' sampled-softmax negatives (0: full softmax)")
+    parser.add_argument("--train", nargs="+", type=Path, default=[PTB / "ptb.train.txt.gz"],
+                        help="corpus files (the vocabulary is built from them; default PTB)")
+    parser.add_argument("--init", help="start from this model and its vocabulary, e.g. "
+                        "elmo-en-small (the bundled run's 50,000 words)")
     parser.add_argument("--precisions", default="fp32,bf16",
                         help="bf16 = torch.autocast on CPU (slow without native bf16 support)")
     args = parser.parse_args()
@@ -53,16 +60,18 @@ def main() -> None:
     print(f"fp32 matmul peak (2048^3, {args.threads} threads): {peak:.1f} GFLOP/s")
     print(f"{'preset':<12} {'precision':<9} {'rows x unroll':>13} {'vocab':>6} {'tokens/s':>9} "
           f"{'GFLOP/s':>8} {'of peak':>7}")
-    paths = [PTB / "ptb.train.txt.gz"]
+    paths = args.train
     for name in args.presets.split(","):
         base = TrainConfig.from_file(name) if name.endswith(".json") else PRESETS[name]
         config = dataclasses.replace(base, checkpoint_every=0, dropout=0.1)
         if args.rows:
             config = dataclasses.replace(config, rows=args.rows)
+        if args.negatives is not None:
+            config = dataclasses.replace(config, negatives=args.negatives)
         out = Path(tempfile.mkdtemp())
         try:
-            trainer = Trainer(config, [str(p) for p in paths], out, progress=False,
-                              log=lambda m: None)
+            trainer = Trainer(config, [str(p) for p in paths], out, init=args.init,
+                              progress=False, log=lambda m: None)
         finally:
             shutil.rmtree(out)
         width = config.negatives + 1 if config.negatives else len(trainer.vocab)

@@ -22,7 +22,12 @@ from contextvec.text.chars import BOS_TOKEN, EOS_TOKEN
 from contextvec.training import PRESETS, Trainer, Vocabulary, evaluate, load_model
 from contextvec.training.batcher import StreamBatcher
 from contextvec.training.corpus import expand_paths, read_sentences
-from contextvec.training.lm import LanguageModel, log_uniform_log_prob, sample_log_uniform
+from contextvec.training.lm import (
+    LanguageModel,
+    _ChunkedSoftmaxNLL,
+    log_uniform_log_prob,
+    sample_log_uniform,
+)
 from contextvec.training.trainer import _init_weights
 
 PTB = SHARED / "corpora" / "ptb"
@@ -108,6 +113,26 @@ def test_log_uniform_sampler():
     np.testing.assert_allclose(observed.numpy(), probs[:5].numpy(), rtol=0.05)
 
 
+@pytest.mark.parametrize("block", [1, 7, 64])
+def test_blocked_softmax_nll_matches_autograd_cross_entropy(block):
+    # Blocks of 1 and 7 rows split 23 rows unevenly (a ragged last block); 64 is one block.
+    g = torch.Generator().manual_seed(0)
+    hidden = torch.randn(23, 5, generator=g, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(11, 5, generator=g, dtype=torch.float64, requires_grad=True)
+    bias = torch.randn(11, generator=g, dtype=torch.float64, requires_grad=True)
+    targets = torch.randint(0, 11, (23,), generator=g)
+    upstream = torch.rand(23, generator=g, dtype=torch.float64)
+    ours = _ChunkedSoftmaxNLL.apply(hidden, weight, bias, targets, block)
+    grads = torch.autograd.grad((ours * upstream).sum(), (hidden, weight, bias))
+    reference = torch.nn.functional.cross_entropy(
+        hidden @ weight.T + bias, targets, reduction="none"
+    )
+    expected = torch.autograd.grad((reference * upstream).sum(), (hidden, weight, bias))
+    torch.testing.assert_close(ours, reference)
+    for got, want in zip(grads, expected, strict=True):
+        torch.testing.assert_close(got, want)
+
+
 def test_sampled_softmax_trains_and_full_softmax_scores(corpus):
     sentences = list(read_sentences(expand_paths([str(corpus / "train.txt.gz")])))[:50]
     vocab = Vocabulary.build(sentences)
@@ -151,6 +176,10 @@ def test_training_lowers_perplexity_and_cli_reports_it(corpus, tmp_path, capsys)
     before = float(printed.split("perplexity before fine-tuning: ")[1].split()[0])
     after = float(printed.split("average ")[1].split()[0])
     assert after < before
+    # The tuned model's record keeps where it started: the base model and its own record.
+    record = json.loads((tmp_path / "tuned" / "model" / "training.json").read_text())
+    base = json.loads((out / "model" / "training.json").read_text())
+    assert record["init"] == {"model": str(out / "model"), **base}
 
     # Export to bilm-tf: n_characters 262, same embeddings as the native model.
     assert main(["convert", str(tmp_path / "tf"), "--to", "bilm-tf", "--model",

@@ -64,13 +64,16 @@ def save_model(model: LanguageModel, vocab: Vocabulary, directory: str | os.Path
     return directory
 
 
-def load_model(directory: str | os.PathLike) -> tuple[LanguageModel, Vocabulary]:
-    """A trained model directory (or a bundled model's name) -> (LM with softmax, vocabulary)."""
+def _model_directory(directory: str | os.PathLike) -> Path:
     from contextvec.api import bundled_models  # api imports the encoders, not the trainer
 
     directory = Path(directory)
-    if not directory.exists():
-        directory = bundled_models().get(str(directory), directory)
+    return directory if directory.exists() else bundled_models().get(str(directory), directory)
+
+
+def load_model(directory: str | os.PathLike) -> tuple[LanguageModel, Vocabulary]:
+    """A trained model directory (or a bundled model's name) -> (LM with softmax, vocabulary)."""
+    directory = _model_directory(directory)
     if not (directory / VOCAB_FILE).is_file():
         raise FileNotFoundError(f"{directory}: no {VOCAB_FILE}; only trained contextvec models "
                                 "keep the softmax and vocabulary needed here")
@@ -185,8 +188,13 @@ class Trainer:
         self.log = log if self.rank == 0 else (lambda message: None)
         self.progress = progress and self.rank == 0
 
+        # What a fine-tuned model started from: its name and its own training record.
+        self.init_record: dict[str, Any] | None = None
         if init is not None:
             self.model, self.vocab = load_model(init)
+            previous = _model_directory(init) / TRAINING_RECORD
+            self.init_record = {"model": str(init), **(
+                json.loads(previous.read_text(encoding="utf-8")) if previous.is_file() else {})}
             self.model.dropout.p = config.dropout
             self.model.token_dropout = config.token_dropout
         else:
@@ -240,6 +248,7 @@ class Trainer:
             "lr": self.lr,
             "averaged": self.averaged.state_dict() if self.averaged is not None else None,
             "average_lr": self.average_lr,
+            "init_record": self.init_record,
             "config": self.config.to_dict(),
         }
 
@@ -278,6 +287,7 @@ class Trainer:
             self.averaged = AveragedModel(self.model)
             self.averaged.load_state_dict(ckpt["averaged"])
             self.average_lr = ckpt.get("average_lr")
+        self.init_record = ckpt.get("init_record", self.init_record)
         self.log(f"resumed from {path} at step {self.step} (epoch {self.epoch + 1})")
         return True
 
@@ -433,6 +443,8 @@ class Trainer:
             "averaged_steps": 0 if self.averaged is None else int(self.averaged.n_averaged),
             "config": self.config.to_dict(),
         }
+        if self.init_record is not None:
+            record["init"] = self.init_record  # steps, tokens, time before this run
         with atomic_path(directory / TRAINING_RECORD) as tmp:
             Path(tmp).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
 
