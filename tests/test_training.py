@@ -73,6 +73,19 @@ def test_corpus_reading(corpus, tmp_path):
         expand_paths([str(tmp_path / "*.txt")])
 
 
+def test_interleaved_reading_takes_one_line_of_each_file_in_turn(tmp_path):
+    books = tmp_path / "books.txt.gz"
+    with gzip.open(books, "wt", encoding="utf-8") as f:
+        f.write("b1 . Second sentence .\nb2\n\nb3\n")
+    wiki = tmp_path / "wiki.txt"
+    wiki.write_text("w1\nw2\n", encoding="utf-8")
+    order = [" ".join(s) for s in read_sentences([books, wiki], "moses-sentences", interleave=True)]
+    # A line's sentences stay together; the blank line counts as a line; wiki runs out first.
+    assert order == ["b1 .", "Second sentence .", "w1", "b2", "w2", "b3"]
+    in_order = [" ".join(s) for s in read_sentences([books, wiki], "moses-sentences")]
+    assert sorted(in_order) == sorted(order) and in_order != order
+
+
 def test_windows_cover_every_prediction_once():
     sentences = [["a", "b", "c"], ["d"], ["e", "f"], ["g", "h", "i", "j", "k"]]
     vocab = Vocabulary.build(sentences)

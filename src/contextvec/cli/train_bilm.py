@@ -16,7 +16,7 @@ from contextvec.training.trainer import Trainer, evaluate, load_model
 HELP = "train a biLM (ELMo) or a forward char-CNN LM (Kim et al.) on a corpus"
 OVERRIDES = ("rows", "unroll", "optimizer", "lr", "dropout", "clip", "negatives", "epochs",
              "max_steps", "min_count", "max_vocab", "checkpoint_every", "seed", "tokenizer",
-             "token_dropout", "contiguous", "lr_halving", "halve_from_epoch",
+             "token_dropout", "contiguous", "interleave", "lr_halving", "halve_from_epoch",
              "average_from_epoch")
 
 
@@ -54,6 +54,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                        help="dropout on the first LSTM's input too (Kim et al.: no)")
     group.add_argument("--contiguous", action=argparse.BooleanOptionalAction, default=None,
                        help="one contiguous part of the corpus per stream (PTB convention)")
+    group.add_argument("--interleave", action=argparse.BooleanOptionalAction, default=None,
+                       help="read the training files line by line in turn, not one after the "
+                       "other (shards of different sources; on in the elmo-* presets)")
     group.add_argument("--lr-halving", action=argparse.BooleanOptionalAction, default=None,
                        help="halve the lr after an epoch that improves valid perplexity by < 1")
     group.add_argument("--halve-from-epoch", type=int, metavar="N",

@@ -32,6 +32,8 @@ class TrainConfig:
     LSTM's input, the token layer (Kim et al.). ``contiguous`` gives each of the ``rows``
     streams a contiguous part of the corpus (the PTB convention; see
     :class:`~contextvec.training.batcher.StreamBatcher`), for training and validation.
+    ``interleave`` reads the training files line by line in turn instead of one after the
+    other (a corpus in shards of different sources; the ELMo presets).
     """
 
     model: BiLMConfig = field(default_factory=BiLMConfig)
@@ -51,6 +53,7 @@ class TrainConfig:
     halve_from_epoch: int | None = None
     average_from_epoch: int | None = None
     contiguous: bool = False
+    interleave: bool = False
     tokenizer: str = "whitespace"
     checkpoint_every: int = 1000
     seed: int = 0
@@ -106,7 +109,7 @@ def _kim(filters: list[tuple[int, int]], n_highway: int, dim: int) -> BiLMConfig
 
 
 _BILM_TF = dict(rows=128, unroll=20, optimizer="adagrad", lr=0.2, dropout=0.1, clip=10.0,
-                negatives=8192, epochs=10)
+                negatives=8192, epochs=10, interleave=True)
 # Kim et al.'s recipe: batches of 20 x 35 read from contiguous streams, dropout 0.5 (not on the
 # token layer), SGD at lr 1 with the gradient of the loss *summed* over the 35 steps clipped to
 # norm 5, halving the lr when an epoch improves validation perplexity by less than 1. On
@@ -127,7 +130,7 @@ PRESETS: dict[str, TrainConfig] = {
     "elmo-en-small": TrainConfig(
         model=MODEL_PRESETS["elmo-en-small"], rows=64, unroll=20, optimizer="adam", lr=1e-3,
         dropout=0.1, clip=10.0, negatives=4096, epochs=1, max_vocab=50_000,
-        tokenizer="moses-sentences", checkpoint_every=200,
+        tokenizer="moses-sentences", checkpoint_every=200, interleave=True,
     ),
     "kim-small": TrainConfig(model=_kim([(w, 25 * w) for w in range(1, 7)], 1, 300), **_KIM),
     "kim-large": TrainConfig(

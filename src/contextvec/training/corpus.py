@@ -30,22 +30,43 @@ def expand_paths(patterns: Iterable[str | os.PathLike]) -> list[Path]:
     return paths
 
 
-def read_sentences(paths: Iterable[Path], tokenizer: str = "whitespace") -> Iterator[list[str]]:
+def _lines(path: Path) -> Iterator[str]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8", errors="replace", newline="\n") as f:
+        yield from f
+
+
+def _round_robin(paths: list[Path]) -> Iterator[str]:
+    """One line of each file in turn; files that run out drop out of the rotation."""
+    readers = [_lines(p) for p in paths]
+    while readers:
+        for reader in list(readers):
+            line = next(reader, None)
+            if line is None:
+                readers.remove(reader)
+            else:
+                yield line
+
+
+def read_sentences(
+    paths: Iterable[Path], tokenizer: str = "whitespace", interleave: bool = False
+) -> Iterator[list[str]]:
     """Tokenized lines of every file in order (``.gz`` read transparently).
 
     ``tokenizer`` names a :class:`~contextvec.text.tokenize.Tokenizer`; ``moses-sentences``
     yields each sentence of a paragraph-per-line corpus separately. Blank lines (document
     separators in the shared corpora) are skipped; invalid UTF-8 is decoded with U+FFFD.
-    Memory does not grow with the corpus.
+    ``interleave`` reads the files line by line in turn instead of one after the other, so a
+    run over shards of different sources (bilm-tf shuffles its shards) sees all of them from the
+    first step. Memory does not grow with the corpus (one open file per path when interleaving).
     """
     tokenize = Tokenizer(tokenizer)
-    for path in paths:
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt", encoding="utf-8", errors="replace", newline="\n") as f:
-            for line in f:
-                for tokens in tokenize(line):
-                    if tokens:
-                        yield tokens
+    paths = list(paths)
+    lines = _round_robin(paths) if interleave else (line for p in paths for line in _lines(p))
+    for line in lines:
+        for tokens in tokenize(line):
+            if tokens:
+                yield tokens
 
 
 class Vocabulary:

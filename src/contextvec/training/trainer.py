@@ -203,7 +203,8 @@ class Trainer:
                 self.vocab = Vocabulary.load(vocab_path)
             else:
                 self.vocab = Vocabulary.build(
-                    read_sentences(self.train_paths, config.tokenizer), config.min_count,
+                    read_sentences(self.train_paths, config.tokenizer, config.interleave),
+                    config.min_count,
                     config.max_vocab,
                 )
                 if self.rank == 0:
@@ -362,7 +363,8 @@ class Trainer:
     def _train_epoch(self, stop: _StopRequest) -> bool:
         """One pass over the corpus (or its rest, when resumed); True when max_steps is reached."""
         c = self.config
-        batcher = StreamBatcher(lambda: read_sentences(self.train_paths, c.tokenizer), self.vocab,
+        batcher = StreamBatcher(lambda: read_sentences(self.train_paths, c.tokenizer, c.interleave),
+                                self.vocab,
                                 c.rows, c.unroll, c.model.bidirectional, self.data_state,
                                 contiguous=c.contiguous)
         self.data_state = None
