@@ -28,7 +28,7 @@ from contextvec.training.lm import (
     log_uniform_log_prob,
     sample_log_uniform,
 )
-from contextvec.training.trainer import _init_weights
+from contextvec.training.trainer import Perplexity, _init_weights
 
 PTB = SHARED / "corpora" / "ptb"
 
@@ -495,3 +495,24 @@ def test_weight_averaging_restarts_when_the_lr_changes(corpus, tmp_path):
     saved, _ = load_model(tmp_path / "model")
     for p, *steps in zip(saved.parameters(), *iterates, strict=True):
         torch.testing.assert_close(p, torch.stack(steps).mean(0))
+
+
+@pytest.mark.parametrize(("iterate_ppl", "mean_ppl", "halvings"),
+                         [([50, 40, 30], [45, 44.5, 44.2], 0), ([50, 49.8, 49.7], [45, 40, 35], 2)])
+def test_lr_halving_reads_the_iterate_not_the_mean(corpus, tmp_path, iterate_ppl, mean_ppl,
+                                                   halvings):
+    # Averaging from the start: the halving rule follows the iterate's perplexity (stalls by < 1
+    # in the second case), model selection the mean's. Scripted perplexities stand in for both.
+    config = _config(epochs=3, average_from_epoch=0, lr_halving=True, checkpoint_every=0)
+    data = [str(corpus / "valid.txt")]
+    trainer = Trainer(config, data, tmp_path, data, progress=False, log=lambda m: None)
+    scripted = {"iterate": iter(iterate_ppl), "mean": iter(mean_ppl)}
+
+    def scored(model=None):
+        kind = "iterate" if model is trainer.model else "mean"
+        return Perplexity(float(next(scripted[kind])), None, 1)
+
+    trainer.valid_perplexity = scored
+    trainer.train()
+    assert trainer.lr == config.lr / 2**halvings
+    assert trainer.best_valid == min(mean_ppl)

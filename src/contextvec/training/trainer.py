@@ -227,6 +227,7 @@ class Trainer:
         self.data_state: dict[str, Any] | None = None
         self.lstm_state: LSTMState | None = None
         self.best_valid = math.inf
+        self.best_iterate_valid = math.inf  # what the lr-halving rule compares with
         self.last_valid: Perplexity | None = None
         self.lr = config.lr
         self.averaged: AveragedModel | None = None  # the running mean of the weights, once on
@@ -246,6 +247,7 @@ class Trainer:
             "data": batcher.state() if batcher is not None else None,
             "lstm_state": [list(s) for s in self.lstm_state] if self.lstm_state else None,
             "best_valid": self.best_valid,
+            "best_iterate_valid": self.best_iterate_valid,
             "lr": self.lr,
             "averaged": self.averaged.state_dict() if self.averaged is not None else None,
             "average_lr": self.average_lr,
@@ -283,6 +285,7 @@ class Trainer:
         self.data_state = ckpt["data"]
         self.lstm_state = [tuple(s) for s in ckpt["lstm_state"]] if ckpt["lstm_state"] else None
         self.best_valid, self.lr = ckpt["best_valid"], ckpt["lr"]
+        self.best_iterate_valid = ckpt.get("best_iterate_valid", self.best_valid)
         self._set_lr(self.lr)
         if ckpt.get("averaged") is not None:
             self.averaged = AveragedModel(self.model)
@@ -303,11 +306,12 @@ class Trainer:
         """The weights that are validated and saved: the running average once it is on."""
         return self.averaged.module if self.averaged is not None else self.model
 
-    def valid_perplexity(self) -> Perplexity | None:
+    def valid_perplexity(self, model: LanguageModel | None = None) -> Perplexity | None:
+        """Validation perplexity of ``model`` (default: :attr:`result_model`); None without data."""
         if self.valid_paths is None:
             return None
         c = self.config
-        return evaluate(self.result_model, lambda: read_sentences(self.valid_paths, c.tokenizer),
+        return evaluate(model or self.result_model, lambda: read_sentences(self.valid_paths, c.tokenizer),
                         self.vocab, rows=c.rows, unroll=c.unroll, contiguous=c.contiguous)
 
     def _train_step(self, batcher: StreamBatcher) -> tuple[float, int] | None:
@@ -411,8 +415,17 @@ class Trainer:
         valid = self.last_valid = self.valid_perplexity()
         message = (f"epoch {self.epoch}: train loss {loss_sum / max(n_steps, 1):.3f}, "
                    f"{tokens / max(elapsed, 1e-9):.0f} tokens/s, {elapsed:.0f} s")
-        stalled = (valid is not None and c.lr_halving
-                   and valid.average > self.best_valid - 1.0)
+        # The halving rule reads the iterate itself: a mean restarted at each lr improves
+        # little in its second epoch even while the iterate still does, and halving on it
+        # annealed kim-small's lr every epoch from epoch 16 on.
+        iterate = valid
+        if valid is not None and self.averaged is not None:
+            iterate = self.valid_perplexity(self.model)
+            message += f", the iterate's valid perplexity {iterate.average:.2f}"
+        stalled = (iterate is not None and c.lr_halving
+                   and iterate.average > self.best_iterate_valid - 1.0)
+        if iterate is not None:
+            self.best_iterate_valid = min(self.best_iterate_valid, iterate.average)
         if stalled or (c.halve_from_epoch is not None and self.epoch >= c.halve_from_epoch):
             self._set_lr(self.lr / 2)
         if valid is not None:
