@@ -265,3 +265,12 @@ def test_demo_runs_on_the_bundled_model(capsys):
     char_cnn = next(line for line in table if line.strip().startswith("0 char-CNN")).split()[2:]
     assert char_cnn == ["1.000"] * 3  # the token layer is context-free
     assert "[bank]" in out and "[play]" in out  # nearest contexts were listed
+
+
+def test_demo_counts_the_training_of_fine_tuning_bases():
+    from contextvec.cli.demo import _training_totals
+
+    record = {"steps": 5, "tokens_seen": 50, "train_seconds": 1.5,
+              "init": {"model": "base", "steps": 10, "tokens_seen": 100, "train_seconds": 2.0}}
+    assert _training_totals(record) == (15, 150, 3.5)
+    assert _training_totals({"steps": 3, "tokens_seen": 9, "train_seconds": 1.0}) == (3, 9, 1.0)

@@ -52,6 +52,17 @@ def _data(name: str) -> list[list[str]]:
     return [line.split() for line in text.splitlines() if line.strip()]
 
 
+def _training_totals(record: dict) -> tuple[int, int, float]:
+    """Steps, tokens and seconds of a model's training, its fine-tuning bases (``init``) included."""
+    steps, tokens, seconds = 0, 0, 0.0
+    while record:
+        steps += record.get("steps", 0)
+        tokens += record.get("tokens_seen", 0)
+        seconds += record.get("train_seconds", 0.0)
+        record = record.get("init") or {}
+    return steps, tokens, seconds
+
+
 def run(args: argparse.Namespace) -> None:
     start = time.perf_counter()
     encoder = contextvec.load(args.model)
@@ -59,9 +70,9 @@ def run(args: argparse.Namespace) -> None:
     print(f"model: {name}; {encoder.num_layers} layers of {encoder.output_dim} dims")
     info = bundled_models().get(DEFAULT_MODEL, Path()) / TRAINING_RECORD
     if args.model is None and info.is_file():
-        meta = json.loads(info.read_text(encoding="utf-8"))
-        print(f"       biLM trained {meta['steps']:,} steps on {meta['tokens_seen']:,} tokens of "
-              f"English books and Wikipedia ({meta['train_seconds'] / 3600:.1f} h on CPU)")
+        steps, tokens, seconds = _training_totals(json.loads(info.read_text(encoding="utf-8")))
+        print(f"       biLM trained {steps:,} steps on {tokens:,} tokens of "
+              f"English books and Wikipedia ({seconds / 3600:.1f} h on CPU)")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(args.workdir or tmp)
         work.mkdir(parents=True, exist_ok=True)
@@ -78,12 +89,16 @@ def run(args: argparse.Namespace) -> None:
     bank = [(i, s.index("bank")) for i, s in enumerate(sentences) if "bank" in s]
     print("\n2. cosine similarity of 'bank' in sentence 0 (money) with 'bank' in the others:")
     print("   layer        " + "  ".join(f"sent {i}" for i, _ in bank[1:]))
+    separated = []
     for layer, label in enumerate(LAYER_NAMES[: encoder.num_layers]):
         ref = _unit(vectors[0][layer, bank[0][1]])
         sims = [float(ref @ _unit(vectors[i][layer, j])) for i, j in bank[1:]]
         print(f"   {label:<12} " + "  ".join(f"{s:6.3f}" for s in sims))
-    print("   (the char-CNN layer sees only the word: 1.000 everywhere. In the biLSTM layers")
-    print("    the money bank of sentence 2 should come out closer than the river banks of 1, 3.)")
+        if layer > 0 and sims[1] > max(sims[0], sims[2]):
+            separated.append(label.split()[-1])
+    print("   (the char-CNN layer sees only the word: 1.000 everywhere. A biLSTM layer tells the")
+    print("    senses apart here if the money bank of sentence 2 is closer than the river banks")
+    print(f"    of 1 and 3: {', '.join(separated) if separated else 'none of them with this model'}.)")
 
     contexts = _data("demo_contexts.txt")
     ctx_vectors = encoder.embed(contexts)
