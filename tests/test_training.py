@@ -398,8 +398,19 @@ def test_halving_schedule_can_be_set_when_resuming(corpus, tmp_path):
     assert run(1).lr == 0.01
     # Halving after epoch 2 and 3 may be added to a run in progress (not other changes).
     assert run(3, resume=True, halve_from_epoch=2).lr == 0.01 / 4
+    # So may a switch to the sampled softmax: the run goes on from where it stood.
+    switched = run(4, resume=True, halve_from_epoch=2, negatives=5)
+    assert switched.config.negatives == 5 and switched.epoch == 4 and switched.lr == 0.01 / 8
+    # The run keeps from which step which setting changed (34 steps an epoch); model/ holds the
+    # best epoch on valid, so its record lists the changes made before that epoch.
+    assert switched.changes == [
+        {"step": 34, "changed": {"epochs": [1, 3], "halve_from_epoch": [None, 2]}},
+        {"step": 102, "changed": {"epochs": [3, 4], "negatives": [0, 5]}},
+    ]
+    record = json.loads((tmp_path / "run" / "model" / "training.json").read_text(encoding="utf-8"))
+    assert record["changes"] == switched.changes[:record["epochs_completed"] - 2]
     with pytest.raises(ValueError, match="another training config"):
-        run(4, resume=True, halve_from_epoch=2, dropout=0.3)
+        run(5, resume=True, halve_from_epoch=2, negatives=5, dropout=0.3)
 
 
 def test_a_stopped_run_keeps_the_best_validated_model(corpus, tmp_path):

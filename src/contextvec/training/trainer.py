@@ -190,6 +190,9 @@ class Trainer:
 
         # What a fine-tuned model started from: its name and its own training record.
         self.init_record: dict[str, Any] | None = None
+        # Settings changed when resuming (step, {name: [before, after]}), so the record of a model
+        # says which steps ran with, e.g., the full softmax and which with the sampled one.
+        self.changes: list[dict[str, Any]] = []
         if init is not None:
             self.model, self.vocab = load_model(init)
             previous = _model_directory(init) / TRAINING_RECORD
@@ -252,6 +255,7 @@ class Trainer:
             "averaged": self.averaged.state_dict() if self.averaged is not None else None,
             "average_lr": self.average_lr,
             "init_record": self.init_record,
+            "changes": self.changes,
             "config": self.config.to_dict(),
         }
 
@@ -267,15 +271,23 @@ class Trainer:
         if not path.is_file():
             return False
         ckpt = torch.load(path, map_location=self.device, weights_only=True)
-        # The run may be extended (epochs, max_steps) but not otherwise changed.
-        free = ("epochs", "max_steps", "checkpoint_every", "halve_from_epoch", "average_from_epoch")
+        # The run may be extended (epochs, max_steps, the lr schedule) and switch between full and
+        # sampled softmax (a training-time approximation: same parameters, same data stream), but
+        # not otherwise changed.
+        free = ("epochs", "max_steps", "checkpoint_every", "halve_from_epoch", "average_from_epoch",
+                "negatives")
         # from_dict fills fields added to TrainConfig since the checkpoint was written.
         saved = TrainConfig.from_dict(ckpt["config"]).to_dict()
+        now = self.config.to_dict()
         if {k: v for k, v in saved.items() if k not in free} != {
-            k: v for k, v in self.config.to_dict().items() if k not in free
+            k: v for k, v in now.items() if k not in free
         }:
             raise ValueError(f"{path} was written with another training config; "
                              "resume with the same settings or use another output directory")
+        self.changes = list(ckpt.get("changes", []))
+        changed = {k: [saved[k], now[k]] for k in free if saved[k] != now[k]}
+        if changed:
+            self.changes.append({"step": ckpt["step"], "changed": changed})
         self.model.load_state_dict(ckpt["model"])
         self.optimizer.load_state_dict(ckpt["optimizer"])
         torch.set_rng_state(ckpt["torch_rng"])
@@ -458,6 +470,8 @@ class Trainer:
             "averaged_steps": 0 if self.averaged is None else int(self.averaged.n_averaged),
             "config": self.config.to_dict(),
         }
+        if self.changes:
+            record["changes"] = self.changes  # settings changed on resuming, and from which step
         if self.init_record is not None:
             record["init"] = self.init_record  # steps, tokens, time before this run
         with atomic_path(directory / TRAINING_RECORD) as tmp:
