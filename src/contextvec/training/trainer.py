@@ -39,6 +39,10 @@ from contextvec.training.lm import LanguageModel, LSTMState
 CHECKPOINT = "checkpoint.pt"
 VOCAB_FILE = "vocab.txt"
 TRAINING_RECORD = "training.json"  # how a saved model was trained: steps, tokens, time, config
+# Settings a run may change when resumed: its length, the lr schedule, and full vs sampled softmax
+# (a training-time approximation: same parameters, same data stream).
+RESUMABLE_CHANGES = ("epochs", "max_steps", "checkpoint_every", "halve_from_epoch",
+                     "average_from_epoch", "negatives")
 
 
 @dataclass
@@ -271,21 +275,15 @@ class Trainer:
         if not path.is_file():
             return False
         ckpt = torch.load(path, map_location=self.device, weights_only=True)
-        # The run may be extended (epochs, max_steps, the lr schedule) and switch between full and
-        # sampled softmax (a training-time approximation: same parameters, same data stream), but
-        # not otherwise changed.
-        free = ("epochs", "max_steps", "checkpoint_every", "halve_from_epoch", "average_from_epoch",
-                "negatives")
         # from_dict fills fields added to TrainConfig since the checkpoint was written.
         saved = TrainConfig.from_dict(ckpt["config"]).to_dict()
         now = self.config.to_dict()
-        if {k: v for k, v in saved.items() if k not in free} != {
-            k: v for k, v in now.items() if k not in free
-        }:
+        differ = {k for k in saved if saved[k] != now[k]}
+        if differ - set(RESUMABLE_CHANGES):
             raise ValueError(f"{path} was written with another training config; "
                              "resume with the same settings or use another output directory")
         self.changes = list(ckpt.get("changes", []))
-        changed = {k: [saved[k], now[k]] for k in free if saved[k] != now[k]}
+        changed = {k: [saved[k], now[k]] for k in RESUMABLE_CHANGES if k in differ}
         if changed:
             self.changes.append({"step": ckpt["step"], "changed": changed})
         self.model.load_state_dict(ckpt["model"])
