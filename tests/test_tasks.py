@@ -34,7 +34,7 @@ from contextvec.tasks.readers import (
     read_sst,
     read_trec,
 )
-from contextvec.tasks.train import Split, TrainSettings, build_model, ner_scores, train_task
+from contextvec.tasks.train import Split, TrainSettings, build_model, entity_mentions, ner_scores, train_task
 
 TASKS = SHARED / "tasks"
 CONLL_TRAIN = TASKS / "conll2003" / "eng.train.gz"
@@ -240,6 +240,20 @@ def test_ner_scores_convert_iob1():
     assert ner_scores(gold, [["B-PER", "O", "O", "B-LOC", "I-LOC"]], "bio")["f1"] == 0.0
 
 
+def test_ner_scores_split_seen_and_unseen_mentions():
+    seen = entity_mentions([["John", "lives", "in", "New", "York"]], [["I-PER", "O", "O", "I-LOC", "I-LOC"]])
+    assert seen == {"John", "New York"}
+    words = [["Mary", "met", "John", "in", "New", "York", "and", "Oslo"]]
+    gold = [["I-PER", "O", "I-PER", "O", "I-LOC", "I-LOC", "O", "I-LOC"]]
+    pred = [["B-PER", "O", "B-ORG", "O", "B-LOC", "I-LOC", "O", "O"]]  # John mistyped, Oslo missed
+    groups = ner_scores(gold, pred, "bio", words, seen)["by_mention"]
+    assert groups["seen"] == {"gold": 2, "predicted": 2, "correct": 1, "precision": 0.5, "recall": 0.5,
+                              "f1": 0.5}
+    assert groups["unseen"] == {"gold": 2, "predicted": 1, "correct": 1, "precision": 1.0, "recall": 0.5,
+                                "f1": 2 / 3}
+    assert "by_mention" not in ner_scores(gold, pred, "bio")
+
+
 # ---------------------------------------------------------------- learnability
 
 # Stops 3 epochs after the best dev score: the tests below reach it within a few epochs.
@@ -336,6 +350,9 @@ def test_cli_ner_with_and_without_contextual_vectors(tmp_path, tiny_dir):
     assert [len(m["weights"]) for m in result["mixes"]] == [3, 3]
     assert result["extra"]["contextual"] is True and result["runtime_s"]["features"] > 0
     assert set(result["dev"]["per_type"]) == {"PER", "LOC", "ORG", "MISC"}
+    groups = result["dev"]["by_mention"]  # every gold entity is either seen in train or not
+    assert groups["seen"]["gold"] + groups["unseen"]["gold"] == sum(
+        t["support"] for t in result["dev"]["per_type"].values())
     glove = save_word_vectors(tmp_path / "v.txt", ["the", "German", "of"], np.eye(3, 5), "glove")
     base = _run(tmp_path, "ner", *data, "--no-contextual", "--train-fraction", "0.5", "--epochs", "1",
                 "--word-vectors", str(glove))

@@ -270,6 +270,11 @@ def _print_summary(report: TaskReport, args: argparse.Namespace) -> None:
     print(f"{args.task} with {what} ({how}); {sizes}")
     print(f"best epoch {report.best_epoch} of {len(report.curve)}: dev {metric} {report.dev[metric]:.4f}"
           + (f", test {metric} {report.test[metric]:.4f}" if report.test else ""))
+    for name, scores in (("dev", report.dev), ("test", report.test)):
+        if scores and "by_mention" in scores:
+            seen, unseen = scores["by_mention"]["seen"], scores["by_mention"]["unseen"]
+            print(f"{name} f1 by mention: seen in train {seen['f1']:.4f} ({seen['gold']} entities), "
+                  f"unseen {unseen['f1']:.4f} ({unseen['gold']})")
     for i, mix in enumerate(report.mixes):
         weights = " ".join(f"{w:.3f}" for w in mix["weights"])
         print(f"mix {i}: weights {weights}, gamma {mix['gamma']:.3f}")

@@ -53,6 +53,7 @@ from contextvec.tasks.train import (
     Split,
     TaskReport,
     accuracy,
+    entity_mentions,
     ner_scores,
     subsample,
     task_labels,
@@ -165,10 +166,11 @@ class _Encoded:
                 out[i] = [model.labels[t] for t in row[:n]] if self.tagging else model.labels[row]
         return out
 
-    def score(self, model: FineTuned, batch_size: int, device: str) -> dict:
+    def score(self, model: FineTuned, batch_size: int, device: str, seen: set[str] | None = None) -> dict:
+        """Dev/test scores; ``seen``: the training split's entity mentions (NER's ``by_mention``)."""
         predicted = self.predict(model, batch_size, device)
         if self.tagging:
-            return ner_scores(self.split.labels, predicted, "bio")
+            return ner_scores(self.split.labels, predicted, "bio", self.split.sentences, seen)
         return accuracy(self.split.labels, predicted)
 
 
@@ -199,6 +201,7 @@ def fine_tune(
     data_train = _Encoded(train, tokenizer, tagging, max_pieces, label_ids)
     data_dev = _Encoded(dev, tokenizer, tagging, max_pieces)
     metric = "f1" if tagging else "accuracy"
+    seen = entity_mentions(train.sentences, train.labels) if tagging else None
     eval_batch = max(settings.batch_size, 64)
     device = settings.device
 
@@ -236,7 +239,7 @@ def fine_tune(
             bar.set_postfix(loss=f"{total_loss / n_batches:.3f}")
         epoch_train = time.perf_counter() - started
         train_seconds += epoch_train
-        score = data_dev.score(model, eval_batch, device)[metric]
+        score = data_dev.score(model, eval_batch, device, seen)[metric]
         curve.append(
             {
                 "epoch": epoch,
@@ -254,12 +257,12 @@ def fine_tune(
     model.load_state_dict(best_state)
     model.eval()
     started = time.perf_counter()
-    dev_scores = data_dev.score(model, eval_batch, device)
+    dev_scores = data_dev.score(model, eval_batch, device, seen)
     encoded = {"train": data_train, "dev": data_dev}
     test_scores = None
     if test is not None:
         encoded["test"] = _Encoded(test, tokenizer, tagging, max_pieces)
-        test_scores = encoded["test"].score(model, eval_batch, device)
+        test_scores = encoded["test"].score(model, eval_batch, device, seen)
     eval_seconds = time.perf_counter() - started
     n_head = sum(p.numel() for p in model.head.parameters())
     epochs_run = len(curve)

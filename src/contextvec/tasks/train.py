@@ -20,7 +20,10 @@ given, is evaluated once, with the best weights; it never influences training.
 tags are converted from IOB1 (the CoNLL-2003 files) first. ``f1`` is seqeval's default mode,
 which scores chunks as the CoNLL ``conlleval`` script does (the standard for CoNLL-2003);
 ``f1_strict`` is its strict IOB2 mode. With the default constrained CRF every prediction is a
-well-formed sequence, so the two agree. Classification: accuracy.
+well-formed sequence, so the two agree. ``by_mention`` splits the entities into those whose words
+were annotated as an entity somewhere in the training split (``seen``) and the rest (``unseen``),
+with P/R/F1 for each: pretrained representations help most on unseen mentions, and held-out sets
+differ in how many they have (Augenstein et al. 2017). Classification: accuracy.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 from seqeval.metrics import classification_report, f1_score
+from seqeval.metrics.sequence_labeling import get_entities
 from seqeval.scheme import IOB2
 from torch import nn
 from tqdm import tqdm
@@ -230,8 +234,37 @@ def _predict(model: NerTagger | SentenceClassifier, data: _Prepared, batch_size:
     return out
 
 
-def ner_scores(gold_iob1: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]], scheme: str) -> dict:
-    """Entity P/R/F1 (seqeval on IOB2; see the module docstring) and per-type F1."""
+def entity_mentions(sentences: Sequence[Sequence[str]], tags_iob1: Sequence[Sequence[str]]) -> set[str]:
+    """The word strings of every entity annotated in a split (any type)."""
+    return {" ".join(words[start:end + 1]) for words, tags in zip(sentences, tags_iob1, strict=True)
+            for _, start, end in get_entities(iob1_to_iob2(tags))}
+
+
+def _seen_unseen(sentences: Sequence[Sequence[str]], gold: Sequence[Sequence[str]],
+                 pred: Sequence[Sequence[str]], seen: set[str]) -> dict:
+    counts = {group: {"gold": 0, "predicted": 0, "correct": 0} for group in ("seen", "unseen")}
+    for words, g, p in zip(sentences, gold, pred, strict=True):
+        gold_spans, pred_spans = set(get_entities(list(g))), set(get_entities(list(p)))
+        for spans, key in ((gold_spans, "gold"), (pred_spans, "predicted"),
+                           (gold_spans & pred_spans, "correct")):
+            for _, start, end in spans:
+                group = "seen" if " ".join(words[start:end + 1]) in seen else "unseen"
+                counts[group][key] += 1
+    for c in counts.values():
+        c["precision"] = c["correct"] / c["predicted"] if c["predicted"] else 0.0
+        c["recall"] = c["correct"] / c["gold"] if c["gold"] else 0.0
+        total = c["precision"] + c["recall"]
+        c["f1"] = 2 * c["precision"] * c["recall"] / total if total else 0.0
+    return counts
+
+
+def ner_scores(gold_iob1: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]], scheme: str,
+               sentences: Sequence[Sequence[str]] | None = None, seen: set[str] | None = None) -> dict:
+    """Entity P/R/F1 (seqeval on IOB2; see the module docstring) and per-type F1.
+
+    With the split's ``sentences`` and the ``seen`` mentions of the training split
+    (:func:`entity_mentions`), also ``by_mention``: the scores of seen and unseen mentions.
+    """
     gold = [iob1_to_iob2(t) for t in gold_iob1]
     pred = [list(t) if scheme == "bio" else iob1_to_iob2(t) for t in predicted]
     with warnings.catch_warnings():  # numpy's empty-mean warnings when no entity exists at all
@@ -247,6 +280,8 @@ def ner_scores(gold_iob1: Sequence[Sequence[str]], predicted: Sequence[Sequence[
         "per_type": {k: {"f1": float(v["f1-score"]), "support": int(v["support"])}
                      for k, v in report.items() if not k.endswith(" avg")},
         "sentences": len(gold),
+        **({"by_mention": _seen_unseen(sentences, gold, pred, seen)}
+           if sentences is not None and seen is not None else {}),
     }
 
 
@@ -330,11 +365,12 @@ def train_task(
     prepared_train = _Prepared(train, indexer, train_labels)
     prepared_dev = _Prepared(dev, indexer, None)
     metric = "f1" if tagging else "accuracy"
+    seen = entity_mentions(train.sentences, train.labels) if tagging else None
 
     def evaluate(data: _Prepared) -> dict:
         predicted = _predict(model, data, max(settings.batch_size, 64), device)
         if tagging:
-            return ner_scores(data.split.labels, predicted, scheme)
+            return ner_scores(data.split.labels, predicted, scheme, data.split.sentences, seen)
         return accuracy(data.split.labels, predicted)
 
     trainable = [p for p in model.parameters() if p.requires_grad]
