@@ -252,6 +252,9 @@ def test_ner_scores_split_seen_and_unseen_mentions():
     assert groups["unseen"] == {"gold": 2, "predicted": 1, "correct": 1, "precision": 1.0, "recall": 0.5,
                                 "f1": 2 / 3}
     assert "by_mention" not in ner_scores(gold, pred, "bio")
+    none = ner_scores([["O", "O"]], [["O", "O"]], "bio", [["a", "b"]], seen)["by_mention"]  # no entity at all
+    assert none["unseen"] == {"gold": 0, "predicted": 0, "correct": 0, "precision": 0.0, "recall": 0.0,
+                              "f1": 0.0}
 
 
 # ---------------------------------------------------------------- learnability
