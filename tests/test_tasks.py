@@ -25,8 +25,10 @@ from contextvec.tasks.models import (
     wanted_words,
 )
 from contextvec.tasks.readers import (
+    bioul_to_iob2,
     carve_dev,
     iob1_to_iob2,
+    iob2_to_bioul,
     iob2_to_iob1,
     parse_conll2003,
     parse_tree,
@@ -89,6 +91,11 @@ def test_iob_conversions():
     assert iob1_to_iob2(iob1) == iob2
     assert iob2_to_iob1(iob2) == iob1
     assert iob1_to_iob2(iob2) == iob2  # IOB2 input passes through
+    bioul = ["B-PER", "L-PER", "U-PER", "O", "U-LOC", "U-ORG", "B-ORG", "L-ORG"]
+    assert iob2_to_bioul(iob2) == bioul
+    assert bioul_to_iob2(bioul) == iob2
+    assert iob2_to_bioul(["B-X", "I-X", "I-X", "B-X"]) == ["B-X", "I-X", "L-X", "U-X"]
+    assert iob2_to_bioul([]) == [] and bioul_to_iob2([]) == []
 
 
 def test_sst_tree_leaves_and_labels(tmp_path):
@@ -149,12 +156,11 @@ def _brute_force(crf: CRF, emissions: torch.Tensor, length: int) -> tuple[torch.
     return torch.logsumexp(scores_t, 0), paths[best], float(scores_t[best])
 
 
-@pytest.mark.parametrize("constrained", [False, True])
-def test_crf_matches_brute_force_with_masks(constrained):
+@pytest.mark.parametrize("scheme", [None, "bio", "bioul"])
+def test_crf_matches_brute_force_with_masks(scheme):
     torch.manual_seed(1)
-    labels = ["O", "B-X", "I-X"]
-    allowed, start = allowed_transitions(labels, "bio") if constrained else (None, None)
-    crf = CRF(len(labels), allowed, start)
+    labels = ["O", "B-X", "I-X"] + (["L-X", "U-X"] if scheme == "bioul" else [])
+    crf = CRF(len(labels), *(allowed_transitions(labels, scheme) if scheme else ()))
     with torch.no_grad():
         crf.start.normal_()
         crf.end.normal_()
@@ -176,18 +182,32 @@ def test_crf_matches_brute_force_with_masks(constrained):
         tags[b, :n] = torch.tensor(want_path)
     torch.testing.assert_close(crf.path_score(emissions, tags, mask), best_scores)
     assert (crf.neg_log_likelihood(emissions, tags, mask) >= 0).all()
-    if constrained:  # no decoded path starts with, or jumps into, an I- tag illegally
+    if scheme:  # every decoded path is a well-formed sequence of the scheme
+        inside = {"bio": ("I-X",), "bioul": ("I-X", "L-X")}[scheme]
         for path in paths:
-            assert labels[path[0]] != "I-X"
-            assert all(labels[b] != "I-X" or labels[a] in ("B-X", "I-X") for a, b in itertools.pairwise(path))
+            tags = [labels[t] for t in path]
+            assert tags[0] not in inside
+            assert all(b not in inside or a in ("B-X", "I-X") for a, b in itertools.pairwise(tags))
+            if scheme == "bioul":
+                assert tags[-1] not in ("B-X", "I-X")
+                assert all(a not in ("B-X", "I-X") or b in inside for a, b in itertools.pairwise(tags))
 
 
 def test_allowed_transitions_iob1():
     labels = ["O", "I-X", "B-X", "I-Y"]
-    allowed, start = allowed_transitions(labels, "iob1")
+    allowed, start, end = allowed_transitions(labels, "iob1")
     assert start.tolist() == [True, True, False, True]
     assert allowed[:, 2].tolist() == [False, True, True, False]  # B-X only inside an X entity
-    assert allowed[:, 1].all() and allowed[:, 3].all()
+    assert allowed[:, 1].all() and allowed[:, 3].all() and end.all()
+
+
+def test_allowed_transitions_bioul():
+    labels = ["O", "B-X", "I-X", "L-X", "U-X", "U-Y"]
+    allowed, start, end = allowed_transitions(labels, "bioul")
+    assert start.tolist() == [True, True, False, False, True, True]
+    assert end.tolist() == [True, False, False, True, True, True]
+    assert allowed[1].tolist() == [False, False, True, True, False, False]  # B-X: only I-X or L-X
+    assert allowed[3].tolist() == allowed[0].tolist() == [True, True, False, False, True, True]
 
 
 # ---------------------------------------------------------------- models
@@ -238,6 +258,8 @@ def test_ner_scores_convert_iob1():
     assert ner_scores(gold, [["B-PER", "I-PER", "O", "B-LOC", "B-LOC"]], "bio")["f1"] == 1.0
     assert ner_scores(gold, gold, "iob1")["f1_strict"] == 1.0
     assert ner_scores(gold, [["B-PER", "O", "O", "B-LOC", "I-LOC"]], "bio")["f1"] == 0.0
+    assert ner_scores(gold, [["B-PER", "L-PER", "O", "U-LOC", "U-LOC"]], "bioul")["f1_strict"] == 1.0
+    assert ner_scores(gold, [["U-PER", "U-PER", "O", "B-LOC", "L-LOC"]], "bioul")["f1"] == 0.0
 
 
 def test_ner_scores_split_seen_and_unseen_mentions():
@@ -285,11 +307,13 @@ def _synthetic_ner(n: int, rng: random.Random) -> Split:
     return Split(sentences, tags, "synthetic")
 
 
-def test_ner_model_fits_learnable_data():
+@pytest.mark.parametrize("scheme", ["bio", "bioul"])
+def test_ner_model_fits_learnable_data(scheme):
     rng = random.Random(0)
     train, dev = _synthetic_ner(120, rng), _synthetic_ner(40, rng)
-    report, _ = train_task("ner", train, dev, None, ModelSettings(**SMALL), FAST)
+    report, model = train_task("ner", train, dev, None, ModelSettings(**SMALL, tag_scheme=scheme), FAST)
     assert report.dev["f1"] > 0.95
+    assert ("U-LOC" in model.labels) == (scheme == "bioul")
 
 
 def test_classifier_uses_the_contextual_mix():

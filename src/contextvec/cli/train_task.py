@@ -89,7 +89,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     m.add_argument("--lstm-layers", type=int, help="biLSTM layers (ner 2, others 1)")
     m.add_argument("--dropout", type=float, default=0.5, help="dropout in the task model (0.5)")
     m.add_argument("--tag-scheme", choices=SCHEMES, default="bio",
-                   help="NER tags the model predicts (bio = IOB2); scoring is on IOB2 always")
+                   help="NER tags the model predicts (bio = IOB2; bioul = BIOES, as allennlp's NER); "
+                   "scoring is on IOB2 always")
     m.add_argument("--no-constraints", action="store_true", help="NER: no transition constraints in the CRF")
     f = p.add_argument_group("fine-tuning BERT (instead of a frozen-feature task model)")
     ft = FineTuneSettings()

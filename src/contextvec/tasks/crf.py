@@ -12,9 +12,10 @@ Viterbi back-pointers are carried through unchanged.
 
 **Constraints.** :func:`allowed_transitions` lists the transitions a tagging scheme permits (BIO:
 ``I-X`` only after ``B-X``/``I-X`` and not first; IOB1: ``B-X`` only after ``I-X``/``B-X`` and not
-first). Forbidden start/transition scores get :data:`FORBIDDEN` added (a large finite negative, so
-that a forbidden gold path gives a huge loss instead of NaN), so decoding only yields valid
-sequences.
+first; BIOUL: after ``B-X``/``I-X`` only ``I-X``/``L-X``, ``I-X``/``L-X`` only there, and no
+sequence ends inside an entity). Forbidden start/transition/end scores get :data:`FORBIDDEN` added
+(a large finite negative, so that a forbidden gold path gives a huge loss instead of NaN), so
+decoding only yields valid sequences.
 """
 
 from __future__ import annotations
@@ -23,29 +24,41 @@ import torch
 from torch import nn
 
 FORBIDDEN = -10000.0
-SCHEMES = ("bio", "iob1")
+SCHEMES = ("bio", "iob1", "bioul")
 
 
-def allowed_transitions(labels: list[str], scheme: str) -> tuple[torch.Tensor, torch.Tensor]:
+def allowed_transitions(labels: list[str], scheme: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(``allowed`` (tags, tags) bool: ``allowed[i, j]`` = tag j may follow tag i,
-    ``start`` (tags,) bool: the tag may begin a sequence) for ``bio`` (IOB2) or ``iob1`` labels.
+    ``start`` (tags,) bool: the tag may begin a sequence, ``end`` (tags,) bool: it may end one)
+    for ``bio`` (IOB2), ``iob1`` or ``bioul`` (BIOES) labels.
 
-    Labels are ``O`` or ``B-X``/``I-X``; any other label is unconstrained.
+    Labels are ``O`` or ``B-X``/``I-X`` (and ``L-X``/``U-X`` for bioul); any other label is
+    unconstrained.
     """
     if scheme not in SCHEMES:
         raise ValueError(f"scheme must be one of {SCHEMES}, not {scheme!r}")
-    # The prefix that may not start an entity: BIO's I- must continue one, IOB1's B- must split two.
-    continuing = "I-" if scheme == "bio" else "B-"
     n = len(labels)
     allowed = torch.ones(n, n, dtype=torch.bool)
     start = torch.ones(n, dtype=torch.bool)
+    end = torch.ones(n, dtype=torch.bool)
+    if scheme == "bioul":
+        for i, frm in enumerate(labels):
+            open_entity = frm[:2] in ("B-", "I-")
+            end[i] = not open_entity
+            for j, to in enumerate(labels):
+                continues = to[:2] in ("I-", "L-")
+                allowed[i, j] = (continues and to[2:] == frm[2:]) if open_entity else not continues
+        start = torch.tensor([label[:2] not in ("I-", "L-") for label in labels], dtype=torch.bool)
+        return allowed, start, end
+    # The prefix that may not start an entity: BIO's I- must continue one, IOB1's B- must split two.
+    continuing = "I-" if scheme == "bio" else "B-"
     for j, to in enumerate(labels):
         if not to.startswith(continuing):
             continue
         start[j] = False
         for i, frm in enumerate(labels):
             allowed[i, j] = frm[:2] in ("B-", "I-") and frm[2:] == to[2:]
-    return allowed, start
+    return allowed, start, end
 
 
 class CRF(nn.Module):
@@ -56,6 +69,7 @@ class CRF(nn.Module):
         num_tags: int,
         allowed: torch.Tensor | None = None,
         allowed_start: torch.Tensor | None = None,
+        allowed_end: torch.Tensor | None = None,
     ) -> None:
         super().__init__()
         self.num_tags = num_tags
@@ -64,15 +78,18 @@ class CRF(nn.Module):
         self.transitions = nn.Parameter(torch.empty(num_tags, num_tags).uniform_(-0.1, 0.1))
         allowed = torch.ones(num_tags, num_tags, dtype=torch.bool) if allowed is None else allowed
         allowed_start = torch.ones(num_tags, dtype=torch.bool) if allowed_start is None else allowed_start
-        if allowed.shape != (num_tags, num_tags) or allowed_start.shape != (num_tags,):
+        allowed_end = torch.ones(num_tags, dtype=torch.bool) if allowed_end is None else allowed_end
+        if allowed.shape != (num_tags, num_tags) or {allowed_start.shape, allowed_end.shape} != {(num_tags,)}:
             raise ValueError("constraint shapes do not match num_tags")
         # Penalties, not parameters: added to the learned scores, never trained.
         self.register_buffer("transition_penalty", (~allowed).float() * FORBIDDEN)
         self.register_buffer("start_penalty", (~allowed_start).float() * FORBIDDEN)
+        self.register_buffer("end_penalty", (~allowed_end).float() * FORBIDDEN)
 
     def scores(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The effective (start, transitions, end) scores, penalties included."""
-        return self.start + self.start_penalty, self.transitions + self.transition_penalty, self.end
+        return (self.start + self.start_penalty, self.transitions + self.transition_penalty,
+                self.end + self.end_penalty)
 
     @staticmethod
     def _check(emissions: torch.Tensor, mask: torch.Tensor) -> None:

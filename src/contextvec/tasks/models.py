@@ -427,8 +427,7 @@ class NerTagger(_BiLSTMModel):
         self.labels = list(labels)
         self.project = nn.Linear(self.output_dim, len(labels))
         if settings.constrained:
-            allowed, start = allowed_transitions(self.labels, settings.tag_scheme)
-            self.crf = CRF(len(labels), allowed, start)
+            self.crf = CRF(len(labels), *allowed_transitions(self.labels, settings.tag_scheme))
         else:
             self.crf = CRF(len(labels))
 

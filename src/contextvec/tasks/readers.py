@@ -168,6 +168,27 @@ def iob2_to_iob1(tags: Sequence[str]) -> list[str]:
     return out
 
 
+def iob2_to_bioul(tags: Sequence[str]) -> list[str]:
+    """IOB2 (BIO) -> BIOUL (BIOES): a one-token entity is ``U-X``, the last token of a longer one
+    ``L-X``."""
+    out: list[str] = []
+    for i, tag in enumerate(tags):
+        following = tags[i + 1] if i + 1 < len(tags) else "O"
+        continued = following == "I-" + tag[2:]
+        if tag.startswith("B-") and not continued:
+            out.append("U-" + tag[2:])
+        elif tag.startswith("I-") and not continued:
+            out.append("L-" + tag[2:])
+        else:
+            out.append(tag)
+    return out
+
+
+def bioul_to_iob2(tags: Sequence[str]) -> list[str]:
+    """BIOUL (BIOES) -> IOB2 (BIO): ``U-X`` -> ``B-X``, ``L-X`` -> ``I-X``."""
+    return ["B-" + t[2:] if t.startswith("U-") else "I-" + t[2:] if t.startswith("L-") else t for t in tags]
+
+
 # ---------------------------------------------------------------- SST
 
 

@@ -59,7 +59,15 @@ from contextvec.tasks.models import (
     check_layers,
     contextual_embedder,
 )
-from contextvec.tasks.readers import iob1_to_iob2, iob2_to_iob1, read_conll2003, read_sst, read_trec
+from contextvec.tasks.readers import (
+    bioul_to_iob2,
+    iob1_to_iob2,
+    iob2_to_bioul,
+    iob2_to_iob1,
+    read_conll2003,
+    read_sst,
+    read_trec,
+)
 from contextvec.text.batching import length_batches
 
 TASKS = ("ner", "sst5", "sst2", "trec")
@@ -266,7 +274,7 @@ def ner_scores(gold_iob1: Sequence[Sequence[str]], predicted: Sequence[Sequence[
     (:func:`entity_mentions`), also ``by_mention``: the scores of seen and unseen mentions.
     """
     gold = [iob1_to_iob2(t) for t in gold_iob1]
-    pred = [list(t) if scheme == "bio" else iob1_to_iob2(t) for t in predicted]
+    pred = [list(t) if scheme == "bio" else to_scheme(t, "bio", scheme) for t in predicted]
     with warnings.catch_warnings():  # numpy's empty-mean warnings when no entity exists at all
         warnings.simplefilter("ignore", RuntimeWarning)
         report = classification_report(gold, pred, output_dict=True, zero_division=0)
@@ -291,9 +299,12 @@ def accuracy(gold: Sequence[str], predicted: Sequence[str]) -> dict:
     return {"accuracy": correct / len(gold), "correct": correct, "sentences": len(gold)}
 
 
-def to_scheme(tags: Sequence[str], scheme: str) -> list[str]:
-    """Tags of either IOB flavour -> the model's training scheme."""
-    bio = iob1_to_iob2(tags)  # IOB2 input passes through unchanged
+def to_scheme(tags: Sequence[str], scheme: str, source: str = "iob1") -> list[str]:
+    """Tags in ``source`` (``iob1``, whose reading also passes IOB2 through unchanged, or
+    ``bioul``) -> tags in ``scheme`` (``bio``, ``iob1`` or ``bioul``)."""
+    bio = bioul_to_iob2(tags) if source == "bioul" else iob1_to_iob2(tags)
+    if scheme == "bioul":
+        return iob2_to_bioul(bio)
     return bio if scheme == "bio" else iob2_to_iob1(bio)
 
 
