@@ -96,6 +96,7 @@ def test_iob_conversions():
     assert bioul_to_iob2(bioul) == iob2
     assert iob2_to_bioul(["B-X", "I-X", "I-X", "B-X"]) == ["B-X", "I-X", "L-X", "U-X"]
     assert iob2_to_bioul([]) == [] and bioul_to_iob2([]) == []
+    assert iob2_to_bioul(["B-X"]) == ["U-X"] and iob2_to_bioul(["I-X"]) == ["L-X"]
 
 
 def test_sst_tree_leaves_and_labels(tmp_path):
