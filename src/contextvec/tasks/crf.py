@@ -44,11 +44,11 @@ def allowed_transitions(labels: list[str], scheme: str) -> tuple[torch.Tensor, t
     if scheme == "bioul":
         for i, frm in enumerate(labels):
             open_entity = frm[:2] in ("B-", "I-")
+            start[i] = frm[:2] not in ("I-", "L-")
             end[i] = not open_entity
             for j, to in enumerate(labels):
                 continues = to[:2] in ("I-", "L-")
                 allowed[i, j] = (continues and to[2:] == frm[2:]) if open_entity else not continues
-        start = torch.tensor([label[:2] not in ("I-", "L-") for label in labels], dtype=torch.bool)
         return allowed, start, end
     # The prefix that may not start an entity: BIO's I- must continue one, IOB1's B- must split two.
     continuing = "I-" if scheme == "bio" else "B-"
