@@ -17,9 +17,10 @@ from safetensors.torch import load_file
 
 import contextvec
 from contextvec.cli.main import main
+from contextvec.encoders.bilm.config import ConfigError
 from contextvec.io.bilm_tf import load_bilm_tf, read_options
 from contextvec.text.chars import BOS_TOKEN, EOS_TOKEN
-from contextvec.training import PRESETS, Trainer, Vocabulary, evaluate, load_model
+from contextvec.training import PRESETS, TrainConfig, Trainer, Vocabulary, evaluate, load_model
 from contextvec.training.batcher import StreamBatcher
 from contextvec.training.corpus import expand_paths, read_sentences
 from contextvec.training.lm import (
@@ -84,6 +85,12 @@ def test_interleaved_reading_takes_one_line_of_each_file_in_turn(tmp_path):
     assert order == ["b1 .", "Second sentence .", "w1", "b2", "w2", "b3"]
     in_order = [" ".join(s) for s in read_sentences([books, wiki], "moses-sentences")]
     assert sorted(in_order) == sorted(order) and in_order != order
+    # skip_lines starts every file after its first N lines, in either reading order.
+    skipped = [" ".join(s) for s in read_sentences([books, wiki], interleave=True, skip_lines=1)]
+    assert skipped == ["b2", "w2", "b3"]
+    assert [" ".join(s) for s in read_sentences([books, wiki], skip_lines=3)] == ["b3"]
+    with pytest.raises(ConfigError, match="skip_lines"):
+        TrainConfig(skip_lines=-1)
 
 
 def test_windows_cover_every_prediction_once():

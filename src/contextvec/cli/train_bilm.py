@@ -17,7 +17,7 @@ HELP = "train a biLM (ELMo) or a forward char-CNN LM (Kim et al.) on a corpus"
 OVERRIDES = ("rows", "unroll", "optimizer", "lr", "dropout", "clip", "negatives", "epochs",
              "max_steps", "min_count", "max_vocab", "checkpoint_every", "seed", "tokenizer",
              "token_dropout", "contiguous", "interleave", "lr_halving", "halve_from_epoch",
-             "average_from_epoch")
+             "average_from_epoch", "skip_lines")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -57,6 +57,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     group.add_argument("--interleave", action=argparse.BooleanOptionalAction, default=None,
                        help="read the training files line by line in turn, not one after the "
                        "other (shards of different sources; on in the elmo-* presets)")
+    group.add_argument("--skip-lines", type=int, metavar="N",
+                       help="start every training file at line N + 1 (continue a model on the "
+                            "part of its corpus an earlier run did not read)")
     group.add_argument("--lr-halving", action=argparse.BooleanOptionalAction, default=None,
                        help="halve the lr after an epoch that improves valid perplexity by < 1")
     group.add_argument("--halve-from-epoch", type=int, metavar="N",

@@ -33,7 +33,9 @@ class TrainConfig:
     streams a contiguous part of the corpus (the PTB convention; see
     :class:`~contextvec.training.batcher.StreamBatcher`), for training and validation.
     ``interleave`` reads the training files line by line in turn instead of one after the
-    other (a corpus in shards of different sources; the ELMo presets).
+    other (a corpus in shards of different sources; the ELMo presets). ``skip_lines`` N starts
+    every training file at its line N + 1, e.g. to continue a model on the part of its corpus
+    that an earlier run did not read.
     """
 
     model: BiLMConfig = field(default_factory=BiLMConfig)
@@ -54,6 +56,7 @@ class TrainConfig:
     average_from_epoch: int | None = None
     contiguous: bool = False
     interleave: bool = False
+    skip_lines: int = 0
     tokenizer: str = "whitespace"
     checkpoint_every: int = 1000
     seed: int = 0
@@ -65,6 +68,8 @@ class TrainConfig:
             raise ConfigError(f"tokenizer must be one of {Tokenizer.NAMES}, not {self.tokenizer!r}")
         if self.rows < 1 or self.unroll < 1:
             raise ConfigError("rows and unroll must be >= 1")
+        if self.skip_lines < 0:
+            raise ConfigError("skip_lines must be >= 0")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import gzip
+import itertools
 import os
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -30,15 +31,15 @@ def expand_paths(patterns: Iterable[str | os.PathLike]) -> list[Path]:
     return paths
 
 
-def _lines(path: Path) -> Iterator[str]:
+def _lines(path: Path, skip: int = 0) -> Iterator[str]:
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8", errors="replace", newline="\n") as f:
-        yield from f
+        yield from itertools.islice(f, skip, None)
 
 
-def _round_robin(paths: list[Path]) -> Iterator[str]:
+def _round_robin(paths: list[Path], skip: int = 0) -> Iterator[str]:
     """One line of each file in turn; files that run out drop out of the rotation."""
-    readers = [_lines(p) for p in paths]
+    readers = [_lines(p, skip) for p in paths]
     while readers:
         for reader in list(readers):
             line = next(reader, None)
@@ -49,7 +50,8 @@ def _round_robin(paths: list[Path]) -> Iterator[str]:
 
 
 def read_sentences(
-    paths: Iterable[Path], tokenizer: str = "whitespace", interleave: bool = False
+    paths: Iterable[Path], tokenizer: str = "whitespace", interleave: bool = False,
+    skip_lines: int = 0,
 ) -> Iterator[list[str]]:
     """Tokenized lines of every file in order (``.gz`` read transparently).
 
@@ -58,11 +60,16 @@ def read_sentences(
     separators in the shared corpora) are skipped; invalid UTF-8 is decoded with U+FFFD.
     ``interleave`` reads the files line by line in turn instead of one after the other, so a
     run over shards of different sources (bilm-tf shuffles its shards) sees all of them from the
-    first step. Memory does not grow with the corpus (one open file per path when interleaving).
+    first step. ``skip_lines`` skips the first N lines of every file (the part an earlier run
+    already read). Memory does not grow with the corpus (one open file per path when
+    interleaving).
     """
     tokenize = Tokenizer(tokenizer)
     paths = list(paths)
-    lines = _round_robin(paths) if interleave else (line for p in paths for line in _lines(p))
+    if interleave:
+        lines = _round_robin(paths, skip_lines)
+    else:
+        lines = (line for p in paths for line in _lines(p, skip_lines))
     for line in lines:
         for tokens in tokenize(line):
             if tokens:

@@ -210,7 +210,8 @@ class Trainer:
                 self.vocab = Vocabulary.load(vocab_path)
             else:
                 self.vocab = Vocabulary.build(
-                    read_sentences(self.train_paths, config.tokenizer, config.interleave),
+                    read_sentences(self.train_paths, config.tokenizer, config.interleave,
+                                   config.skip_lines),
                     config.min_count,
                     config.max_vocab,
                 )
@@ -377,7 +378,8 @@ class Trainer:
     def _train_epoch(self, stop: _StopRequest) -> bool:
         """One pass over the corpus (or its rest, when resumed); True when max_steps is reached."""
         c = self.config
-        batcher = StreamBatcher(lambda: read_sentences(self.train_paths, c.tokenizer, c.interleave),
+        batcher = StreamBatcher(lambda: read_sentences(self.train_paths, c.tokenizer, c.interleave,
+                                                       c.skip_lines),
                                 self.vocab,
                                 c.rows, c.unroll, c.model.bidirectional, self.data_state,
                                 contiguous=c.contiguous)
