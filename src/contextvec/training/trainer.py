@@ -210,8 +210,7 @@ class Trainer:
                 self.vocab = Vocabulary.load(vocab_path)
             else:
                 self.vocab = Vocabulary.build(
-                    read_sentences(self.train_paths, config.tokenizer, config.interleave,
-                                   config.skip_lines),
+                    self._train_sentences(),
                     config.min_count,
                     config.max_vocab,
                 )
@@ -375,12 +374,15 @@ class Trainer:
         self.log(f"model in {self.output / 'model'}")
         return self.last_valid or self.valid_perplexity()
 
+    def _train_sentences(self) -> Iterator[list[str]]:
+        """The training corpus as the config reads it (tokenizer, order, skipped lines)."""
+        c = self.config
+        return read_sentences(self.train_paths, c.tokenizer, c.interleave, c.skip_lines)
+
     def _train_epoch(self, stop: _StopRequest) -> bool:
         """One pass over the corpus (or its rest, when resumed); True when max_steps is reached."""
         c = self.config
-        batcher = StreamBatcher(lambda: read_sentences(self.train_paths, c.tokenizer, c.interleave,
-                                                       c.skip_lines),
-                                self.vocab,
+        batcher = StreamBatcher(self._train_sentences, self.vocab,
                                 c.rows, c.unroll, c.model.bidirectional, self.data_state,
                                 contiguous=c.contiguous)
         self.data_state = None
