@@ -211,8 +211,9 @@ def test_training_lowers_perplexity_and_cli_reports_it(corpus, tmp_path, capsys)
     assert load_bilm_tf(tmp_path / "tf" / "options.json", tmp_path / "tf" / "weights.hdf5")
 
 
-def test_resume_is_exact(corpus, tmp_path):
-    config = _config(dropout=0.2, negatives=40, checkpoint_every=4, epochs=3)
+@pytest.mark.parametrize("regularization", [{}, {"locked_dropout": True, "weight_drop": 0.3}])
+def test_resume_is_exact(corpus, tmp_path, regularization):
+    config = _config(dropout=0.2, negatives=40, checkpoint_every=4, epochs=3, **regularization)
     train = [str(corpus / "train.txt.gz")]
 
     def run(out, max_steps, resume=False):
@@ -439,6 +440,42 @@ def test_a_stopped_run_keeps_the_best_validated_model(corpus, tmp_path):
         trainer.train()
     record = json.loads((tmp_path / "model" / "training.json").read_text())
     assert record["epochs_completed"] == 1 and record["steps"] < trainer.step
+
+
+def test_weight_drop_masks_the_recurrent_weights_in_training_only():
+    from contextvec.encoders.bilm.lstm import ProjectedLSTMLayer
+
+    torch.manual_seed(0)
+    layer = ProjectedLSTMLayer(7, 5, 5, n_directions=1, projection=False)
+    x, full = torch.randn(1, 3, 4, 7), torch.full((3,), 4)
+    plain = layer(x, full)[0]
+    layer.state_weight_dropout = 0.5
+    torch.manual_seed(1)
+    fused = layer(x, full)[0]
+    (grad,) = torch.autograd.grad(fused.sum(), [layer.state_weight])
+    dropped = (grad == 0).float().mean().item()
+    assert 0.35 < dropped < 0.65  # one mask for the whole window: those weights get no gradient
+    assert not torch.allclose(fused, plain)
+    layer._fused = []  # the step loop draws the same mask and computes the same outputs
+    torch.manual_seed(1)
+    torch.testing.assert_close(layer(x, full)[0], fused)
+    layer.eval()
+    torch.testing.assert_close(layer(x, full)[0], plain)
+
+
+def test_locked_dropout_shares_one_mask_across_the_steps_of_a_row():
+    from contextvec.training.lm import LockableDropout
+
+    torch.manual_seed(0)
+    x = torch.ones(2, 8, 30, 16)
+    locked = LockableDropout(0.5, locked=True)(x)
+    assert torch.equal(locked, locked[:, :, :1].expand_as(locked))
+    assert set(locked.unique().tolist()) == {0.0, 2.0}
+    free = LockableDropout(0.5)(x)
+    assert not torch.equal(free, free[:, :, :1].expand_as(free))
+    assert torch.equal(LockableDropout(0.5, locked=True).eval()(x), x)
+    with pytest.raises(ConfigError, match="weight_drop"):
+        _config(weight_drop=1.0)
 
 
 def test_kim_lm_feeds_the_highway_output_straight_to_the_lstm(corpus, tmp_path):

@@ -17,7 +17,7 @@ HELP = "train a biLM (ELMo) or a forward char-CNN LM (Kim et al.) on a corpus"
 OVERRIDES = ("rows", "unroll", "optimizer", "lr", "dropout", "clip", "negatives", "epochs",
              "max_steps", "min_count", "max_vocab", "checkpoint_every", "seed", "tokenizer",
              "token_dropout", "contiguous", "interleave", "lr_halving", "halve_from_epoch",
-             "average_from_epoch", "skip_lines")
+             "average_from_epoch", "skip_lines", "locked_dropout", "weight_drop")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -52,6 +52,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                        "moses-sentences (paragraph-per-line text split into sentences)")
     group.add_argument("--token-dropout", action=argparse.BooleanOptionalAction, default=None,
                        help="dropout on the first LSTM's input too (Kim et al.: no)")
+    group.add_argument("--locked-dropout", action=argparse.BooleanOptionalAction, default=None,
+                       help="one dropout mask per stream, shared by a window's steps "
+                            "(variational dropout)")
+    group.add_argument("--weight-drop", type=float, metavar="P",
+                       help="drop this fraction of the LSTMs' recurrent weights in training "
+                            "(AWD-LSTM's DropConnect; 0: off)")
     group.add_argument("--contiguous", action=argparse.BooleanOptionalAction, default=None,
                        help="one contiguous part of the corpus per stream (PTB convention)")
     group.add_argument("--interleave", action=argparse.BooleanOptionalAction, default=None,

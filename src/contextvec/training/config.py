@@ -29,7 +29,9 @@ class TrainConfig:
     starts a new average. ``tokenizer`` names how corpus lines become tokens
     (:class:`~contextvec.text.tokenize.Tokenizer`). ``dropout`` applies to the input of every
     LSTM layer and to the softmax input; ``token_dropout=False`` spares the first
-    LSTM's input, the token layer (Kim et al.). ``contiguous`` gives each of the ``rows``
+    LSTM's input, the token layer (Kim et al.); ``locked_dropout`` shares each row's dropout
+    mask across the steps of a window (variational dropout), and ``weight_drop`` p drops that
+    fraction of the LSTMs' recurrent weights at each step (AWD-LSTM). ``contiguous`` gives each of the ``rows``
     streams a contiguous part of the corpus (the PTB convention; see
     :class:`~contextvec.training.batcher.StreamBatcher`), for training and validation.
     ``interleave`` reads the training files line by line in turn instead of one after the
@@ -45,6 +47,8 @@ class TrainConfig:
     lr: float = 0.2
     dropout: float = 0.1
     token_dropout: bool = True
+    locked_dropout: bool = False
+    weight_drop: float = 0.0
     clip: float = 10.0
     negatives: int = 8192
     epochs: int = 10
@@ -68,6 +72,8 @@ class TrainConfig:
             raise ConfigError(f"tokenizer must be one of {Tokenizer.NAMES}, not {self.tokenizer!r}")
         if self.rows < 1 or self.unroll < 1:
             raise ConfigError("rows and unroll must be >= 1")
+        if not 0.0 <= self.weight_drop < 1.0:
+            raise ConfigError("weight_drop must be in [0, 1)")
         if self.skip_lines < 0:
             raise ConfigError("skip_lines must be >= 0")
 

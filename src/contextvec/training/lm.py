@@ -95,21 +95,48 @@ def _char_ids(token: str) -> np.ndarray:
     return token_to_char_ids(token)
 
 
+class LockableDropout(nn.Dropout):
+    """Dropout on (directions, rows, steps, dim) activations; ``locked`` draws one mask per row
+    and shares it across the steps of the window (Gal & Ghahramani's variational dropout), as
+    AWD-LSTM does between its layers."""
+
+    def __init__(self, p: float = 0.0, locked: bool = False) -> None:
+        super().__init__(p)
+        self.locked = locked
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not (self.locked and self.training and self.p > 0):
+            return super().forward(x)
+        keep = x.new_empty(x.shape[:-2] + (1, x.shape[-1])).bernoulli_(1 - self.p)
+        return x * keep / (1 - self.p)
+
+
 class LanguageModel(nn.Module):
     """:class:`ElmoBiLM` + dropout + a softmax shared by the forward and backward LMs.
 
     ``forward`` scores one :class:`Window` and returns the summed NLL and the number of scored
-    targets per direction, plus the LSTM states to carry into the next window.
+    targets per direction, plus the LSTM states to carry into the next window. Regularization
+    in training: ``dropout`` on every LSTM input (the token layer's only with
+    ``token_dropout``) and on the softmax input, one mask per window row with
+    ``locked_dropout``; ``weight_drop`` on the LSTMs' recurrent weights
+    (:class:`~contextvec.encoders.bilm.lstm.ProjectedLSTMLayer`).
     """
 
     def __init__(
-        self, config: BiLMConfig, vocab_size: int, dropout: float = 0.0, token_dropout: bool = True
+        self, config: BiLMConfig, vocab_size: int, dropout: float = 0.0, token_dropout: bool = True,
+        locked_dropout: bool = False, weight_drop: float = 0.0,
     ) -> None:
         super().__init__()
         self.bilm = ElmoBiLM(config)
         self.softmax = nn.Linear(config.projection_dim, vocab_size)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = LockableDropout(dropout, locked_dropout)
         self.token_dropout = token_dropout
+        self.set_weight_drop(weight_drop)
+
+    def set_weight_drop(self, p: float) -> None:
+        """Drop this fraction of every LSTM's recurrent weights in training (0: off)."""
+        for layer in self.bilm.layers:
+            layer.state_weight_dropout = p
 
     @property
     def config(self) -> BiLMConfig:

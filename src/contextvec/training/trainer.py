@@ -203,7 +203,9 @@ class Trainer:
             self.init_record = {"model": str(init), **(
                 json.loads(previous.read_text(encoding="utf-8")) if previous.is_file() else {})}
             self.model.dropout.p = config.dropout
+            self.model.dropout.locked = config.locked_dropout
             self.model.token_dropout = config.token_dropout
+            self.model.set_weight_drop(config.weight_drop)
         else:
             vocab_path = self.output / VOCAB_FILE
             if vocab_path.is_file():
@@ -218,7 +220,8 @@ class Trainer:
                     self.output.mkdir(parents=True, exist_ok=True)
                     self.vocab.save(vocab_path)
             self.model = LanguageModel(config.model, len(self.vocab), config.dropout,
-                                       config.token_dropout)
+                                       config.token_dropout, config.locked_dropout,
+                                       config.weight_drop)
             _init_weights(self.model, config.seed)
         self.model.to(self.device)
         self.log(f"vocabulary {len(self.vocab):,} types; "

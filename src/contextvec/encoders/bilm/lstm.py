@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
@@ -33,6 +34,10 @@ class ProjectedLSTMLayer(nn.Module):
     layer; ``projection_dim`` must equal ``cell_dim``). Without clipping, such a layer runs on
     PyTorch's fused LSTM kernel whenever every sequence spans the whole batch (LM training
     windows), about 3x faster on CPU than the step loop.
+
+    ``state_weight_dropout`` p > 0 drops entries of the recurrent weights ``state_weight`` in
+    training, one mask per call shared by every time step (DropConnect, the weight drop of
+    Merity et al.'s AWD-LSTM): it regularizes the recurrence yet keeps the fused kernel.
     """
 
     def __init__(
@@ -54,6 +59,7 @@ class ProjectedLSTMLayer(nn.Module):
         self.cell_clip = cell_clip
         self.proj_clip = proj_clip
         self.forget_bias = forget_bias
+        self.state_weight_dropout = 0.0
         d, c = n_directions, cell_dim
         self.input_weight = nn.Parameter(torch.empty(d, 4 * c, input_dim))
         self.state_weight = nn.Parameter(torch.empty(d, 4 * c, projection_dim))
@@ -70,14 +76,15 @@ class ProjectedLSTMLayer(nn.Module):
         nn.init.zeros_(self.bias)
 
     def _run_fused(
-        self, inputs: torch.Tensor, bias: torch.Tensor, h: torch.Tensor, c: torch.Tensor
+        self, inputs: torch.Tensor, state_weight: torch.Tensor, bias: torch.Tensor,
+        h: torch.Tensor, c: torch.Tensor,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         def torch_order(w: torch.Tensor) -> torch.Tensor:
             # bilm-tf packs the gates (i, j, f, o); PyTorch (i, f, g, o), with g == j.
             blocks = w.unflatten(1, (4, self.cell_dim))
             return blocks[:, [GATE_I, GATE_F, GATE_J, GATE_O]].flatten(1, 2)
 
-        w_in, w_state, b = torch_order(self.input_weight), torch_order(self.state_weight), torch_order(bias)
+        w_in, w_state, b = torch_order(self.input_weight), torch_order(state_weight), torch_order(bias)
         outputs, finals_h, finals_c = [], [], []
         for d in range(inputs.shape[0]):
             weights = {"weight_ih_l0": w_in[d], "weight_hh_l0": w_state[d], "bias_ih_l0": b[d],
@@ -115,10 +122,11 @@ class ProjectedLSTMLayer(nn.Module):
             c = inputs.new_zeros(d, batch, c_dim)
         else:
             h, c = state
+        state_weight = F.dropout(self.state_weight, self.state_weight_dropout, self.training)
         fused = (self._fused and not self.cell_clip and not self.proj_clip
                  and bool((lengths == steps).all()))
         if fused:
-            return self._run_fused(inputs, bias, h, c)
+            return self._run_fused(inputs, state_weight, bias, h, c)
         # Input projections of every time step at once, laid out time-major so that each step
         # reads a contiguous (batch, 4*cell) block.
         time_major = inputs.transpose(1, 2).reshape(d, steps * batch, inputs.shape[-1])
@@ -127,7 +135,7 @@ class ProjectedLSTMLayer(nn.Module):
 
         final_h, final_c = torch.empty_like(h), torch.empty_like(c)
         outputs = inputs.new_zeros(d, steps, batch, self.projection_dim)
-        w_state = self.state_weight.transpose(1, 2)
+        w_state = state_weight.transpose(1, 2)
         w_proj = None if self.projection is None else self.projection.transpose(1, 2)
         # Number of sequences still running at each step (lengths are sorted, longest first).
         steps_range = torch.arange(steps, device=lengths.device).view(-1, 1)
