@@ -31,7 +31,7 @@ class TrainConfig:
     LSTM layer and to the softmax input; ``token_dropout=False`` spares the first
     LSTM's input, the token layer (Kim et al.); ``locked_dropout`` shares each row's dropout
     mask across the steps of a window (variational dropout), and ``weight_drop`` p drops that
-    fraction of the LSTMs' recurrent weights at each step (AWD-LSTM). ``contiguous`` gives each
+    fraction of the LSTMs' recurrent weights, one mask per training step (AWD-LSTM). ``contiguous`` gives each
     of the ``rows`` streams a contiguous part of the corpus (the PTB convention; see
     :class:`~contextvec.training.batcher.StreamBatcher`), for training and validation.
     ``interleave`` reads the training files line by line in turn instead of one after the
