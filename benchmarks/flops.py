@@ -10,9 +10,10 @@ from contextvec.encoders.bilm.char_cnn import CharCNN
 from contextvec.encoders.bilm.config import BiLMConfig
 
 
-def matmul_peak(size: int = 2048, repeats: int = 10) -> float:
-    """Best fp32 GFLOP/s of a square matmul with torch's current threads: the practical peak."""
-    a, b = torch.randn(size, size), torch.randn(size, size)
+def matmul_peak(dtype: torch.dtype = torch.float32, size: int = 2048, repeats: int = 10) -> float:
+    """Best GFLOP/s of a square matmul in ``dtype`` with torch's current threads: the practical
+    peak."""
+    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
     for _ in range(3):
         a @ b
     best = 0.0

@@ -1,11 +1,14 @@
 """Training tokens/s of biLM presets, fp32 vs bf16 autocast, and the fraction of fp32 matmul peak.
 
     python benchmarks/train_speed.py --presets kim-small,elmo-small --steps 10
+    python benchmarks/train_speed.py --presets kim-small --bf16 off,softmax,all --steps 60
     python benchmarks/train_speed.py --presets my_config.json      # a TrainConfig JSON file
     python benchmarks/train_speed.py --presets elmo-en-small --init elmo-en-small --negatives 0
 
 Data: PTB train from ../shared/data unless ``--train`` names files; each row is the median step
-time over ``--steps`` steps after 3 warm-up steps. FLOPs per token = 3 x the forward pass
+time over ``--steps`` steps after 3 warm-up steps. ``--bf16`` lists the training config's
+autocast modes to time (``off``: float32; ``softmax``; ``all``); the matmul peak is also measured
+in bf16, and the fraction of peak is always of the fp32 one. FLOPs per token = 3 x the forward pass
 (forward + backward): char-CNN, LSTMs, and the softmax over the full vocabulary or the sampled
 negatives. The char-CNN is counted as it runs: once per distinct token of a step, over the
 character columns it keeps. Run on an idle machine.
@@ -14,7 +17,6 @@ character columns it keeps. Run on an idle machine.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import shutil
 import statistics
@@ -52,13 +54,15 @@ def main() -> None:
                         help="corpus files (the vocabulary is built from them; default PTB)")
     parser.add_argument("--init", help="start from this model and its vocabulary, e.g. "
                         "elmo-en-small (the bundled run's 50,000 words)")
-    parser.add_argument("--precisions", default="fp32,bf16",
-                        help="bf16 = torch.autocast on CPU (slow without native bf16 support)")
+    parser.add_argument("--bf16", default="off,softmax,all",
+                        help="the training config's bf16 autocast modes to time (slow without "
+                        "native bf16 matmuls: AVX-512 BF16 or AMX)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     peak = matmul_peak()
-    print(f"fp32 matmul peak (2048^3, {args.threads} threads): {peak:.1f} GFLOP/s")
-    print(f"{'preset':<12} {'precision':<9} {'rows x unroll':>13} {'vocab':>6} {'tokens/s':>9} "
+    print(f"fp32 matmul peak (2048^3, {args.threads} threads): {peak:.1f} GFLOP/s; "
+          f"bf16: {matmul_peak(torch.bfloat16):.1f} GFLOP/s")
+    print(f"{'preset':<12} {'bf16':<9} {'rows x unroll':>13} {'vocab':>6} {'tokens/s':>9} "
           f"{'GFLOP/s':>8} {'of peak':>7}")
     paths = args.train
     for name in args.presets.split(","):
@@ -77,24 +81,22 @@ def main() -> None:
         width = config.negatives + 1 if config.negatives else len(trainer.vocab)
         per_position = position_flops(config.model, width)
         cnn_work = CnnWork(trainer.model.bilm.token_encoder, config.model)
-        for precision in args.precisions.split(","):
+        for mode in args.bf16.split(","):
+            trainer.config = dataclasses.replace(config, bf16=mode)
             batcher = StreamBatcher(lambda: read_sentences(paths), trainer.vocab, config.rows,
                                     config.unroll, config.model.bidirectional)
-            autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16"
-                        else contextlib.nullcontext())
             times, tokens, flops = [], 0, 0.0
-            with autocast:
-                for step in range(3 + args.steps):
-                    cnn_work.flops = 0.0
-                    start = time.perf_counter()
-                    _, n = trainer._train_step(batcher)
-                    if step >= 3:
-                        times.append(time.perf_counter() - start)
-                        tokens += n
-                        flops += 3 * (cnn_work.flops + n * per_position)
+            for step in range(3 + args.steps):
+                cnn_work.flops = 0.0
+                start = time.perf_counter()
+                _, n = trainer._train_step(batcher)
+                if step >= 3:
+                    times.append(time.perf_counter() - start)
+                    tokens += n
+                    flops += 3 * (cnn_work.flops + n * per_position)
             rate = tokens / len(times) / statistics.median(times)
             gflops = flops / len(times) / statistics.median(times) / 1e9
-            print(f"{name:<12} {precision:<9} {config.rows:>6} x {config.unroll:<4} "
+            print(f"{name:<12} {mode:<9} {config.rows:>6} x {config.unroll:<4} "
                   f"{len(trainer.vocab):>6} {rate:>9.0f} {gflops:>8.1f} {gflops / peak:>7.1%}",
                   flush=True)
 

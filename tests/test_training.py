@@ -168,6 +168,27 @@ def test_sampled_softmax_trains_and_full_softmax_scores(corpus):
         len(vocab), rel=0.5)
 
 
+@pytest.mark.parametrize("mode", ["softmax", "all"])
+def test_bf16_autocast_rounds_the_loss_and_keeps_float32_state_and_gradients(corpus, mode):
+    sentences = list(read_sentences(expand_paths([str(corpus / "train.txt.gz")])))[:50]
+    vocab = Vocabulary.build(sentences)
+    torch.manual_seed(0)
+    model = LanguageModel(PRESETS["tiny"].model, len(vocab))
+    window = next(StreamBatcher(lambda: iter(sentences), vocab, rows=4, unroll=8))
+    full, counts, _ = model(window)
+    half, half_counts, state = model(window, bf16=mode)
+    # bfloat16 keeps 8 bits of mantissa: near the float32 loss, not equal to it.
+    assert not torch.equal(half, full) and torch.equal(counts, half_counts)
+    torch.testing.assert_close(half, full, rtol=2e-2, atol=0.0)
+    assert half.dtype == torch.float32
+    assert all(t.dtype == torch.float32 for layer in state for t in layer)
+    (half / counts).sum().backward()
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    assert grads and all(g.dtype == torch.float32 and torch.isfinite(g).all() for g in grads)
+    with pytest.raises(ConfigError, match="bf16"):
+        TrainConfig(bf16="fp16")
+
+
 def test_training_lowers_perplexity_and_cli_reports_it(corpus, tmp_path, capsys):
     out = tmp_path / "run"
     code = main(["train-bilm", "--train", str(corpus / "train.txt.gz"), "--valid",
@@ -407,18 +428,18 @@ def test_halving_schedule_can_be_set_when_resuming(corpus, tmp_path):
     # Halving after epoch 2 and 3 may be added to a run in progress (not other changes).
     assert run(3, resume=True, halve_from_epoch=2).lr == 0.01 / 4
     # So may a switch to the sampled softmax: the run goes on from where it stood.
-    switched = run(4, resume=True, halve_from_epoch=2, negatives=5)
+    switched = run(4, resume=True, halve_from_epoch=2, negatives=5, bf16="softmax")
     assert switched.config.negatives == 5 and switched.epoch == 4 and switched.lr == 0.01 / 8
     # The run keeps from which step which setting changed (34 steps an epoch); model/ holds the
     # best epoch on valid, so its record lists the changes made before that epoch.
     assert switched.changes == [
         {"step": 34, "changed": {"epochs": [1, 3], "halve_from_epoch": [None, 2]}},
-        {"step": 102, "changed": {"epochs": [3, 4], "negatives": [0, 5]}},
+        {"step": 102, "changed": {"epochs": [3, 4], "negatives": [0, 5], "bf16": ["off", "softmax"]}},
     ]
     record = json.loads((tmp_path / "run" / "model" / "training.json").read_text(encoding="utf-8"))
     assert record["changes"] == switched.changes[:record["epochs_completed"] - 2]
     with pytest.raises(ValueError, match="another training config"):
-        run(5, resume=True, halve_from_epoch=2, negatives=5, dropout=0.3)
+        run(5, resume=True, halve_from_epoch=2, negatives=5, bf16="softmax", dropout=0.3)
 
 
 def test_a_stopped_run_keeps_the_best_validated_model(corpus, tmp_path):

@@ -9,7 +9,7 @@ import time
 import torch
 
 from contextvec.text.tokenize import Tokenizer
-from contextvec.training.config import PRESETS, TrainConfig
+from contextvec.training.config import BF16_MODES, PRESETS, TrainConfig
 from contextvec.training.corpus import expand_paths, read_sentences
 from contextvec.training.trainer import Trainer, evaluate, load_model
 
@@ -17,7 +17,7 @@ HELP = "train a biLM (ELMo) or a forward char-CNN LM (Kim et al.) on a corpus"
 OVERRIDES = ("rows", "unroll", "optimizer", "lr", "dropout", "clip", "negatives", "epochs",
              "max_steps", "min_count", "max_vocab", "checkpoint_every", "seed", "tokenizer",
              "token_dropout", "contiguous", "interleave", "lr_halving", "halve_from_epoch",
-             "average_from_epoch", "skip_lines", "locked_dropout", "weight_drop")
+             "average_from_epoch", "skip_lines", "locked_dropout", "weight_drop", "bf16")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -75,6 +75,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                        help="average the weights of every step after epoch N (Polyak/ASGD); "
                             "the average is validated and saved, and restarts when the lr "
                             "changes (may be given when resuming)")
+    group.add_argument("--bf16", choices=BF16_MODES,
+                       help="bfloat16 autocast in training steps: the softmax only, or the whole "
+                            "forward pass (evaluation stays float32; pays on CPUs with AVX-512 "
+                            "BF16 or AMX, and on GPUs; may be changed when resuming)")
     p.set_defaults(run=run)
 
 

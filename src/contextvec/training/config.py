@@ -13,6 +13,7 @@ from contextvec.encoders.bilm.config import BiLMConfig, ConfigError
 from contextvec.text.tokenize import Tokenizer
 
 OPTIMIZERS = ("adagrad", "adam", "sgd")
+BF16_MODES = ("off", "softmax", "all")
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,10 @@ class TrainConfig:
     ``interleave`` reads the training files line by line in turn instead of one after the
     other (a corpus in shards of different sources; the ELMo presets). ``skip_lines`` N starts
     every training file at its line N + 1, e.g. to continue a model on the part of its corpus
-    that an earlier run did not read.
+    that an earlier run did not read. ``bf16`` runs training steps in bfloat16 autocast:
+    ``"softmax"`` only the output layer (the largest matmuls), ``"all"`` the whole forward
+    pass; parameters, optimizer and evaluation stay float32. It pays only on CPUs with native
+    bf16 matmuls (AVX-512 BF16, AMX) and on GPUs.
     """
 
     model: BiLMConfig = field(default_factory=BiLMConfig)
@@ -64,6 +68,7 @@ class TrainConfig:
     tokenizer: str = "whitespace"
     checkpoint_every: int = 1000
     seed: int = 0
+    bf16: str = "off"
 
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:
@@ -74,6 +79,8 @@ class TrainConfig:
             raise ConfigError("rows and unroll must be >= 1")
         if not 0.0 <= self.weight_drop < 1.0:
             raise ConfigError("weight_drop must be in [0, 1)")
+        if self.bf16 not in BF16_MODES:
+            raise ConfigError(f"bf16 must be one of {BF16_MODES}, not {self.bf16!r}")
         if self.skip_lines < 0:
             raise ConfigError("skip_lines must be >= 0")
 

@@ -148,12 +148,32 @@ class LanguageModel(nn.Module):
         state: LSTMState | None = None,
         negatives: int = 0,
         generator: torch.Generator | None = None,
+        bf16: str = "off",
     ) -> tuple[torch.Tensor, torch.Tensor, LSTMState]:
         """NLL sums (directions,), target counts (directions,), next state.
 
         ``negatives`` > 0 uses sampled softmax with that many log-uniform negatives shared by
-        the batch (drawn from ``generator``); 0 uses the full softmax.
+        the batch (drawn from ``generator``); 0 uses the full softmax. ``bf16`` autocasts the
+        ``"softmax"`` or ``"all"`` of the pass to bfloat16 (``"off"``: float32 throughout).
         """
+        device = self.softmax.weight.device
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16 == "all"):
+            hidden, targets, direction, mask, new_state = self._contextualize(window, state)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16 != "off"):
+                if negatives > 0:
+                    nll = self._sampled_nll(hidden, targets, negatives, generator)
+                else:
+                    nll = softmax_nll(hidden, self.softmax.weight, self.softmax.bias, targets)
+        sums = torch.zeros(mask.shape[0], device=device).index_add(0, direction, nll.float())
+        counts = mask.sum(dim=(1, 2))
+        # Carried to the next window in float32 whatever the autocast made of it.
+        return sums, counts, [(h.float(), c.float()) for h, c in new_state]
+
+    def _contextualize(
+        self, window: Window, state: LSTMState | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, LSTMState]:
+        """The softmax inputs of the window's scored positions (n, P), their targets (n,) and
+        directions (n,), the target mask (directions, rows, steps) and the LSTM states."""
         device = self.softmax.weight.device
         vocab: dict[str, int] = {}
         index = torch.tensor(
@@ -177,13 +197,7 @@ class LanguageModel(nn.Module):
         hidden = self.dropout(x)[mask]  # (n, P)
         targets = window.targets.to(device)[mask]
         direction = torch.arange(mask.shape[0], device=device).view(-1, 1, 1).expand_as(mask)[mask]
-        if negatives > 0:
-            nll = self._sampled_nll(hidden, targets, negatives, generator)
-        else:
-            nll = softmax_nll(hidden, self.softmax.weight, self.softmax.bias, targets)
-        sums = torch.zeros(mask.shape[0], device=device).index_add(0, direction, nll)
-        counts = mask.sum(dim=(1, 2))
-        return sums, counts, new_state
+        return hidden, targets, direction, mask, new_state
 
     def _sampled_nll(
         self, hidden: torch.Tensor, targets: torch.Tensor, n: int, generator: torch.Generator | None

@@ -40,9 +40,9 @@ CHECKPOINT = "checkpoint.pt"
 VOCAB_FILE = "vocab.txt"
 TRAINING_RECORD = "training.json"  # how a saved model was trained: steps, tokens, time, config
 # Settings a run may change when resumed: its length, the lr schedule, and full vs sampled softmax
-# (a training-time approximation: same parameters, same data stream).
+# and bf16 autocast (training-time approximations: same parameters, same data stream).
 RESUMABLE_CHANGES = ("epochs", "max_steps", "checkpoint_every", "halve_from_epoch",
-                     "average_from_epoch", "negatives")
+                     "average_from_epoch", "negatives", "bf16")
 
 
 @dataclass
@@ -338,7 +338,7 @@ class Trainer:
         generator = None
         if c.negatives:
             generator = torch.Generator().manual_seed(c.seed * 1_000_003 + self.step)
-        sums, counts, state = self.net(mine, self.lstm_state, c.negatives, generator)
+        sums, counts, state = self.net(mine, self.lstm_state, c.negatives, generator, c.bf16)
         # Mean NLL over the global batch per direction, averaged over directions; DDP
         # averages gradients over workers, hence the factor world.
         loss = (sums / global_counts).mean() * self.world

@@ -85,16 +85,24 @@ class ProjectedLSTMLayer(nn.Module):
             return blocks[:, [GATE_I, GATE_F, GATE_J, GATE_O]].flatten(1, 2)
 
         w_in, w_state, b = torch_order(self.input_weight), torch_order(state_weight), torch_order(bias)
+        # The kernel wants one dtype. On CPU it runs in float32 even under bf16 autocast: oneDNN's
+        # bf16 LSTM backward is ~25x slower than its float32 one (kim-small, 2 threads).
+        cpu = inputs.device.type == "cpu"
+        dtype = torch.float32 if cpu else inputs.dtype
+        inputs, h, c = inputs.to(dtype), h.to(dtype), c.to(dtype)
         outputs, finals_h, finals_c = [], [], []
-        for d in range(inputs.shape[0]):
-            weights = {"weight_ih_l0": w_in[d], "weight_hh_l0": w_state[d], "bias_ih_l0": b[d],
-                       "bias_hh_l0": b.new_zeros(b.shape[1])}
-            out, (h_d, c_d) = functional_call(
-                self._fused[0], weights, (inputs[d].transpose(0, 1), (h[d : d + 1], c[d : d + 1]))
-            )
-            outputs.append(out.transpose(0, 1))
-            finals_h.append(h_d[0])
-            finals_c.append(c_d[0])
+        autocast = not cpu and torch.is_autocast_enabled(inputs.device.type)
+        with torch.autocast(inputs.device.type, enabled=autocast):
+            for d in range(inputs.shape[0]):
+                weights = {"weight_ih_l0": w_in[d], "weight_hh_l0": w_state[d], "bias_ih_l0": b[d],
+                           "bias_hh_l0": b.new_zeros(b.shape[1])}
+                out, (h_d, c_d) = functional_call(
+                    self._fused[0], weights,
+                    (inputs[d].transpose(0, 1), (h[d : d + 1], c[d : d + 1])),
+                )
+                outputs.append(out.transpose(0, 1))
+                finals_h.append(h_d[0])
+                finals_c.append(c_d[0])
         return torch.stack(outputs), (torch.stack(finals_h), torch.stack(finals_c))
 
     def forward(
