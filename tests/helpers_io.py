@@ -20,7 +20,8 @@ def reference_dir(name: str) -> Path:
     """Folder of one reference model (``elmo-tiny``, ``elmo-small``); fails if absent."""
     path = REFERENCE / name
     if not (path / "options.json").is_file():
-        raise FileNotFoundError(f"reference fixture {path} is missing: tests need ../shared/data")
+        raise FileNotFoundError(2, f"reference fixture {path} is missing: tests need ../shared/data",
+                                str(path))
     return path
 
 

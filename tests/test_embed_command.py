@@ -190,7 +190,7 @@ def test_resume_computes_only_what_is_missing(tmp_path, tiny_dir, monkeypatch):
 def test_resume_refuses_a_changed_input_or_model(tmp_path, tiny_dir, monkeypatch):
     encoder = contextvec.load(tiny_dir)
     src = _write(tmp_path / "in.txt", [f"line {i}" for i in range(20)])
-    monkeypatch.setattr(bulk, "_merge", lambda *a, **k: (_ for _ in ()).throw(_Interrupt()))
+    monkeypatch.setattr(bulk, "merge_shards", lambda *a, **k: (_ for _ in ()).throw(_Interrupt()))
     with pytest.raises(_Interrupt):
         embed_file(encoder, src, tmp_path / "o.h5", chunk_lines=8, progress=False)
     _write(src, [f"line {i}" for i in range(21)])

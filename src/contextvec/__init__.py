@@ -4,12 +4,49 @@
 >>> encoder = contextvec.load("path/to/model")           # doctest: +SKIP
 >>> vectors = encoder.embed(["The bank was robbed ."])    # doctest: +SKIP
 >>> vectors[0].shape                                      # (layers, tokens, dim)  # doctest: +SKIP
+
+The names below are imported on first use, so ``import contextvec`` (and ``contextvec --help``)
+does not pay for torch until a model is needed.
 """
 
-from contextvec.api import ModelNotFoundError, load, save
-from contextvec.embedder import ContextualEmbedder, ScalarMix
-from contextvec.encoders import Encoder
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["ContextualEmbedder", "Encoder", "ModelNotFoundError", "ScalarMix", "load", "save"]
+_LAZY = {
+    "load": "contextvec.api",
+    "save": "contextvec.api",
+    "ModelNotFoundError": "contextvec.api",
+    "embed_file": "contextvec.files",
+    "ContextualEmbedder": "contextvec.embedder",
+    "ScalarMix": "contextvec.embedder",
+    "Encoder": "contextvec.encoders",
+    "Client": "contextvec.client",
+}
+
+__all__ = [
+    "Client", "ContextualEmbedder", "Encoder", "ModelNotFoundError", "ScalarMix", "embed_file", "load",
+    "save",
+]
+
+if TYPE_CHECKING:
+    from contextvec.api import ModelNotFoundError, load, save
+    from contextvec.client import Client
+    from contextvec.embedder import ContextualEmbedder, ScalarMix
+    from contextvec.encoders import Encoder
+    from contextvec.files import embed_file
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'contextvec' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -2,59 +2,42 @@
 
 Output: one float32 dataset per input line, keyed by the 0-based line index (or by the sentence
 with ``sentence_keys``), shaped ``(layers, tokens, dim)`` for ``"all"`` and ``(tokens, dim)``
-for ``"top"`` / ``"average"``; plus ``sentence_to_index``, a one-element string dataset holding
-``json.dumps({sentence: "index"})``, unless ``forget_sentences`` or ``sentence_keys``.
+for ``"top"`` / ``"average"`` (with ``pool``, the token axis is pooled away); plus
+``sentence_to_index``, a one-element string dataset holding ``json.dumps({sentence: "index"})``,
+unless ``forget_sentences`` or ``sentence_keys``. The file's ``contextvec_run`` attribute records
+what made it (input hash, model fingerprint, settings), so a resume can check it.
 
 How it stays safe on big inputs: the input is streamed in chunks of lines, each chunk sorted
 into length batches; every finished chunk is written atomically as a shard in
-``OUTPUT.parts/``. A run that stops for any reason keeps its finished shards, and ``resume``
-computes only the missing ones (after checking that the input, model and settings are the same).
-The shards are finally merged into ``OUTPUT`` by an atomic rename, so ``OUTPUT`` is either
-complete or absent. Peak disk use is about twice the output size during the merge.
+``OUTPUT.parts/`` (:class:`~contextvec.io.shards.ShardDir`). A run that stops for any reason
+keeps its finished shards, and ``resume`` computes only the missing ones (after checking that
+the input, model and settings are the same). The shards are finally merged into ``OUTPUT`` by an
+atomic rename, so ``OUTPUT`` is either complete or absent. Peak disk use is about twice the
+output size during the merge.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import h5py
 import numpy as np
-import torch
 from tqdm import tqdm
 
 from contextvec.encoders.base import Encoder
+from contextvec.encoders.fingerprint import model_identity
+from contextvec.encoders.outputs import LAYER_MODES, POOL_MODES, pool_tokens, select_layers
 from contextvec.io.atomic import atomic_path
+from contextvec.io.shards import ResumeError, ShardDir
 from contextvec.io.text_lines import check_scan, read_lines, scan_lines
 
-LAYER_MODES = ("all", "top", "average")
-MANIFEST = "manifest.json"
 SENTENCE_TO_INDEX = "sentence_to_index"
+RUN_ATTRIBUTE = "contextvec_run"
 
-
-class ResumeError(RuntimeError):
-    """A leftover partial run that cannot be continued as asked."""
-
-
-def model_fingerprint(encoder: Encoder) -> str:
-    """A hash of the encoder's type and weights: resuming with other weights is refused."""
-    digest = hashlib.sha256(type(encoder).__name__.encode())
-    for name, tensor in sorted(encoder.state_dict().items()):
-        digest.update(name.encode())
-        digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
-    return digest.hexdigest()
-
-
-def _select(layers: np.ndarray, mode: str) -> np.ndarray:
-    if mode == "all":
-        return layers
-    if mode == "top":
-        return np.ascontiguousarray(layers[-1])
-    return layers.mean(axis=0, dtype=np.float32)
+__all__ = ["LAYER_MODES", "ResumeError", "embed_chunk", "embed_file", "merge_shards", "write_shard"]
 
 
 def _chunks(path: Path, size: int) -> Iterator[list[tuple[int, str]]]:
@@ -68,31 +51,59 @@ def _chunks(path: Path, size: int) -> Iterator[list[tuple[int, str]]]:
         yield chunk
 
 
-def _shard_path(parts: Path, number: int) -> Path:
-    return parts / f"shard-{number:06d}.h5"
+def embed_chunk(
+    encoder: Encoder,
+    chunk: list[tuple[int, str]],
+    layers: str = "all",
+    pool: str | None = None,
+    sentence_keys: bool = False,
+    batch_size: int = 64,
+    max_tokens: int | None = 4096,
+) -> list[tuple[str, np.ndarray]]:
+    """``(key, array)`` for each ``(line index, text)`` of a chunk, in chunk order: the datasets
+    of one shard. Any engine that writes this output (local, Ray) embeds through here."""
+    keys = [text.strip() if sentence_keys else str(i) for i, text in chunk]
+    results: list[np.ndarray] = [np.empty(0)] * len(chunk)
+    for row, array in encoder.embed_batches([text.split() for _, text in chunk], batch_size, max_tokens):
+        array = select_layers(array, layers)
+        results[row] = array if pool is None else pool_tokens(array, pool)
+    return list(zip(keys, results, strict=True))
 
 
-def _prepare_parts(parts: Path, manifest: dict, resume: bool) -> dict:
-    """Create the shard directory, or check that a leftover one belongs to this very run."""
-    if parts.exists():
-        if not resume:
-            raise ResumeError(
-                f"{parts} holds an unfinished run: pass --resume to finish it, or delete it"
-            )
-        try:
-            old = json.loads((parts / MANIFEST).read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as e:
-            raise ResumeError(f"{parts}: no readable {MANIFEST}; delete the directory") from e
-        differ = sorted(k for k in manifest if k != "chunk_lines" and old.get(k) != manifest[k])
-        if differ:
-            raise ResumeError(
-                f"cannot resume {parts}: {', '.join(differ)} changed since the interrupted run"
-            )
-        return old
-    parts.mkdir(parents=True)
-    with atomic_path(parts / MANIFEST) as tmp:
-        tmp.write_text(json.dumps(manifest, indent=2), encoding="utf-8")
-    return manifest
+def write_shard(path: Path, items: list[tuple[str, np.ndarray]]) -> None:
+    """One shard, written atomically: complete under its name or absent."""
+    with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
+        for key, array in items:
+            f.create_dataset(key, data=array)
+
+
+def _check_finished(output: Path, parts: ShardDir) -> None:
+    """A complete output may be reused by ``resume`` only if the same run made it."""
+    try:
+        with h5py.File(output, "r") as f:
+            recorded = f.attrs.get(RUN_ATTRIBUTE)
+    except OSError as e:
+        raise ResumeError(f"{output} exists but is not a readable HDF5 file ({e}); "
+                          "pass --overwrite to replace it") from e
+    if recorded is None:
+        raise ResumeError(f"{output} exists and does not record how it was made; "
+                          "pass --overwrite to replace it")
+    differ = parts.differences(json.loads(recorded))
+    if differ:
+        raise ResumeError(f"{output} was made with another {', '.join(differ)}; "
+                          "pass --overwrite to replace it")
+
+
+def _check_arguments(layers: str, pool: str | None, batch_size: int, max_tokens: int | None,
+                     chunk_lines: int) -> None:
+    if layers not in LAYER_MODES:
+        raise ValueError(f"layers must be one of {LAYER_MODES}, not {layers!r}")
+    if pool is not None and pool not in POOL_MODES:
+        raise ValueError(f"pool must be one of {POOL_MODES} or None, not {pool!r}")
+    for name, value in (("batch_size", batch_size), ("chunk_lines", chunk_lines),
+                        ("max_tokens", 1 if max_tokens is None else max_tokens)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, not {value!r}")
 
 
 def embed_file(
@@ -109,68 +120,86 @@ def embed_file(
     invalid_utf8: str = "error",
     chunk_lines: int = 2048,
     progress: bool = True,
+    pool: str | None = None,
+    overwrite: bool = False,
 ) -> Path:
-    """Embed every line of ``input_path`` into ``output_path``; returns the output path.
+    """Embed every line of ``input_path`` (plain or ``.gz``) into ``output_path``; returns it.
 
     ``empty_lines``: ``"error"`` (default) refuses empty or whitespace-only lines, naming them;
     ``"keep"`` writes a zero-token dataset for each. ``invalid_utf8``: ``"error"`` (default)
     names the offending lines; ``"replace"`` decodes them with U+FFFD. Both checks run on a
-    first streaming pass, before any compute.
+    first streaming pass, before any compute. An existing output is refused unless
+    ``overwrite``; with ``resume`` a finished output of the very same run is returned as it is,
+    and one made otherwise is refused, naming what differs.
     """
-    if layers not in LAYER_MODES:
-        raise ValueError(f"layers must be one of {LAYER_MODES}, not {layers!r}")
+    _check_arguments(layers, pool, batch_size, max_tokens, chunk_lines)
     input_path, output_path = Path(input_path), Path(output_path)
-    parts = output_path.with_name(output_path.name + ".parts")
-    if resume and not parts.exists() and output_path.exists():
-        return output_path  # finished earlier: nothing left to do
+    if output_path.is_dir():
+        raise IsADirectoryError(f"the output {output_path} is a directory; give a file path")
+    if not output_path.parent.is_dir():
+        raise FileNotFoundError(f"the folder of the output {output_path} does not exist")
+    if output_path.exists() and input_path.exists() and os.path.samefile(input_path, output_path):
+        raise ValueError(f"the output {output_path} is the input: refusing to destroy it")
+    if output_path.exists() and not (overwrite or resume):
+        raise FileExistsError(f"{output_path} exists; pass --overwrite to replace it")
+    scan = scan_lines(input_path, sentence_keys)
+    check_scan(scan, empty_lines, invalid_utf8)
+    if scan.n_lines == 0:
+        raise ValueError(f"{input_path} is empty: there is nothing to embed")
+    parts = ShardDir(output_path.with_name(output_path.name + ".parts"), {
+        "input_sha256": scan.sha256,
+        "n_lines": scan.n_lines,
+        "model": model_identity(encoder),
+        "layers": layers,
+        "pool": pool,
+        "sentence_keys": sentence_keys,
+        "forget_sentences": forget_sentences,
+        "empty_lines": empty_lines,
+        "invalid_utf8": invalid_utf8,
+        "chunk_lines": chunk_lines,
+    }, free={"chunk_lines"})
+    if resume and not parts.path.exists() and output_path.exists() and not overwrite:
+        _check_finished(output_path, parts)
+        return output_path  # finished earlier by the same run: nothing left to do
     if resume:  # a merge killed half-way leaves its temporary output behind
         for stale in output_path.parent.glob(f".{output_path.name}.tmp*"):
             stale.unlink()
-    scan = scan_lines(input_path, sentence_keys)
-    check_scan(scan, empty_lines, invalid_utf8)
-    manifest = _prepare_parts(parts, {
-        "input_sha256": scan.sha256,
-        "n_lines": scan.n_lines,
-        "model": model_fingerprint(encoder),
-        "layers": layers,
-        "sentence_keys": sentence_keys,
-        "invalid_utf8": invalid_utf8,
-        "chunk_lines": chunk_lines,
-    }, resume)
-    chunk_lines = manifest["chunk_lines"]
+    parts.start(resume)
+    chunk_lines = parts.manifest["chunk_lines"]
     n_chunks = -(-scan.n_lines // chunk_lines)
-    done = {n for n in range(n_chunks) if _shard_path(parts, n).exists()}
+    done = parts.done(n_chunks)
 
     with tqdm(total=scan.n_lines, unit="sent", disable=not progress, desc="embed") as bar:
         bar.update(sum(min(chunk_lines, scan.n_lines - n * chunk_lines) for n in done))
+        tokens_done = 0
         for number, chunk in enumerate(_chunks(input_path, chunk_lines)):
             if number in done:
                 continue
-            keys = [text.strip() if sentence_keys else str(i) for i, text in chunk]
-            results: dict[int, np.ndarray] = {}
-            tokens = [text.split() for _, text in chunk]
-            for row, array in encoder.embed_batches(tokens, batch_size, max_tokens):
-                results[row] = _select(array, layers)
-                bar.update(1)
-            with atomic_path(_shard_path(parts, number)) as tmp, h5py.File(tmp, "w") as f:
-                for row in range(len(chunk)):
-                    f.create_dataset(keys[row], data=results[row])
+            items = embed_chunk(encoder, chunk, layers=layers, pool=pool, sentence_keys=sentence_keys,
+                                batch_size=batch_size, max_tokens=max_tokens)
+            write_shard(parts.shard(number), items)
+            tokens_done += sum(len(text.split()) for _, text in chunk)
+            bar.update(len(chunk))
+            bar.set_postfix_str(f"{tokens_done / max(bar.format_dict['elapsed'], 1e-9):.0f} tok/s")
 
-    _merge(parts, n_chunks, output_path, input_path,
-           index=not (forget_sentences or sentence_keys), progress=progress)
-    shutil.rmtree(parts)
+    merge_shards(parts, n_chunks, output_path, input_path,
+                 index=not (forget_sentences or sentence_keys), progress=progress)
+    parts.remove()
     return output_path
 
 
-def _merge(
-    parts: Path, n_chunks: int, output: Path, input_path: Path, index: bool, progress: bool
+def merge_shards(
+    parts: ShardDir, n_chunks: int, output: Path, input_path: Path, index: bool, progress: bool
 ) -> None:
+    """Shards ``0..n_chunks-1`` -> ``output`` (atomically), with ``sentence_to_index`` if
+    ``index`` and the run's manifest as the ``contextvec_run`` attribute."""
     with atomic_path(output) as tmp, h5py.File(tmp, "w") as out:
         for number in tqdm(range(n_chunks), desc="merge", unit="shard", disable=not progress):
-            with h5py.File(_shard_path(parts, number), "r") as shard:
+            with h5py.File(parts.shard(number), "r") as shard:
                 for name in shard:
                     shard.copy(shard[name], out, name=name)
         if index:
             sentence_to_index = {text.strip(): str(i) for i, text in read_lines(input_path)}
             data = out.create_dataset(SENTENCE_TO_INDEX, (1,), dtype=h5py.string_dtype())
             data[0] = json.dumps(sentence_to_index)
+        out.attrs[RUN_ATTRIBUTE] = json.dumps(parts.manifest, sort_keys=True)

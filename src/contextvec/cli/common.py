@@ -3,25 +3,33 @@
 from __future__ import annotations
 
 import argparse
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-
-import contextvec
-from contextvec.encoders.base import Encoder
+if TYPE_CHECKING:  # the heavy imports wait until a command runs (fast --help)
+    from contextvec.encoders.base import Encoder
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("model (default: the bundled model)")
     group.add_argument(
-        "--model", help="model directory: bilm-tf files, a contextvec model or an HF BERT model"
+        "--model", help="a bundled model's name (default: elmo-en-small) or a model directory: "
+                        "bilm-tf files, a contextvec model (ELMo, CoVe) or an HF BERT model"
     )
     group.add_argument("--options-file", help="bilm-tf options.json (with --weight-file)")
     group.add_argument("--weight-file", help="bilm-tf weights.hdf5 (with --options-file)")
-    parser.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0")
-    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0 (default: cpu)")
+    parser.add_argument("--threads", type=positive_int,
+                        help="torch CPU threads (default: torch's choice)")
 
 
 def load_model(args: argparse.Namespace) -> Encoder:
+    import torch
+
+    import contextvec
+
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.model and (args.options_file or args.weight_file):
@@ -30,3 +38,67 @@ def load_model(args: argparse.Namespace) -> Encoder:
         args.model, options_file=args.options_file, weight_file=args.weight_file,
         device=args.device,
     )
+
+
+# -- argparse types: every numeric option is range-checked at parse time (exit code 2) ---------
+
+def _number(kind: type, test, wanted: str):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {wanted}, got {text!r}") from None
+        if kind is float and value != value:  # NaN passes every comparison below
+            raise argparse.ArgumentTypeError(f"expected {wanted}, got {text!r}")
+        if not test(value):
+            raise argparse.ArgumentTypeError(f"expected {wanted}, got {text}")
+        return value
+
+    parse.__name__ = wanted  # argparse names the type in its messages
+    return parse
+
+
+positive_int = _number(int, lambda v: v > 0, "an integer > 0")
+non_negative_int = _number(int, lambda v: v >= 0, "an integer >= 0")
+positive_float = _number(float, lambda v: 0 < v < float("inf"), "a number > 0")
+non_negative_float = _number(float, lambda v: 0 <= v < float("inf"), "a number >= 0")
+probability = _number(float, lambda v: 0 <= v < 1, "a probability in [0, 1)")
+"""Dropout-like rates: 1.0 would drop everything."""
+
+
+# -- outputs: never overwrite silently, never write over an input ------------------------------
+
+def add_overwrite_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing output (default: refuse)")
+
+
+def check_output(
+    output: str | os.PathLike,
+    *,
+    inputs: Iterable[str | os.PathLike | None] = (),
+    overwrite: bool = False,
+    resume: bool = False,
+    directory: bool = False,
+) -> Path:
+    """Refuse an output that is one of the inputs (also through links), that exists while
+    neither ``overwrite`` nor ``resume`` is given, or whose kind (file/directory) is wrong.
+
+    Raises ``FileExistsError``/``ValueError``/``IsADirectoryError`` with a one-line message.
+    """
+    path = Path(output)
+    for given in inputs:
+        if given is not None and Path(given).exists() and path.exists() \
+                and os.path.samefile(path, given):
+            raise ValueError(f"the output {path} is the input {given}: refusing to destroy it")
+    if directory:
+        if path.exists() and not path.is_dir():
+            raise NotADirectoryError(f"the output directory {path} is a file")
+    elif path.is_dir():
+        raise IsADirectoryError(f"the output {path} is a directory; give a file path")
+    if path.exists() and not (overwrite or resume) and not (directory and not any(path.iterdir())):
+        raise FileExistsError(f"{path} exists; pass --overwrite to replace it"
+                              + (" or --resume to continue it" if directory else ""))
+    if not directory and not path.parent.exists():  # an output directory is made with its parents
+        raise FileNotFoundError(f"the folder of the output {path} does not exist")
+    return path

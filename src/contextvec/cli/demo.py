@@ -1,8 +1,8 @@
 """``contextvec demo``: what contextual vectors do, on the bundled English model, in seconds.
 
 1. Embeds a few sentences through the ``embed`` pipeline (HDF5, allennlp's layout).
-2. Compares "bank" across contexts layer by layer: the char-CNN layer is context-free, the
-   biLSTM layers tell the river bank from the money bank.
+2. Compares "bank" across contexts layer by layer: ELMo's char-CNN layer (CoVe's word vectors)
+   is context-free, the layers above tell the river bank from the money bank.
 3. Finds the nearest contexts of a word in a small bundled sentence set (ELMo paper, Table 4),
    next to the nearest words by the context-free token vectors.
 """
@@ -22,10 +22,16 @@ import numpy as np
 import contextvec
 from contextvec.api import DEFAULT_MODEL, bundled_models
 from contextvec.bulk import embed_file
+from contextvec.cli.common import positive_int
 from contextvec.training.trainer import TRAINING_RECORD
 
 HELP = "show contextual vectors at work on the bundled model (or --model)"
-LAYER_NAMES = ("0 char-CNN", "1 biLSTM-1", "2 biLSTM-2")
+# What layer 0 and the layers above it are, by encoder family; the demo's words follow them.
+FAMILIES = {
+    "ElmoEncoder": ("char-CNN", "biLSTM", True),
+    "CoveEncoder": ("word vectors", "MT-LSTM", True),
+    "BertEncoder": ("embeddings", "transformer", False),
+}
 QUERIES = (
     ("The bank on the other end of the street was robbed .", "bank"),
     ("We had a picnic on the bank of the river .", "bank"),
@@ -39,7 +45,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", help=f"model name or directory (default: bundled {DEFAULT_MODEL})")
     p.add_argument("--workdir", help="keep the sentences and HDF5 output here (default: temp)")
-    p.add_argument("--top", type=int, default=3, help="nearest contexts shown per query (3)")
+    p.add_argument("--top", type=positive_int, default=3,
+                   help="nearest contexts shown per query (default: 3)")
     p.set_defaults(run=run)
 
 
@@ -61,6 +68,13 @@ def _training_totals(record: dict) -> tuple[int, int, float]:
         seconds += record.get("train_seconds", 0.0)
         record = record.get("init") or {}
     return steps, tokens, seconds
+
+
+def _layer_names(encoder: contextvec.Encoder) -> tuple[list[str], str, bool]:
+    """Labels of the encoder's layers, the name of layer 0, and whether layer 0 is context-free."""
+    base, upper, context_free = FAMILIES.get(type(encoder).__name__, ("layer 0", "layer", False))
+    names = [f"0 {base}"] + [f"{k} {upper}-{k}" for k in range(1, encoder.num_layers)]
+    return names, base, context_free
 
 
 def run(args: argparse.Namespace) -> None:
@@ -90,15 +104,20 @@ def run(args: argparse.Namespace) -> None:
     print("\n2. cosine similarity of 'bank' in sentence 0 (money) with 'bank' in the others:")
     print("   layer        " + "  ".join(f"sent {i}" for i, _ in bank[1:]))
     separated = []
-    for layer, label in enumerate(LAYER_NAMES[: encoder.num_layers]):
+    layer_names, base, context_free = _layer_names(encoder)
+    for layer, label in enumerate(layer_names):
         ref = _unit(vectors[0][layer, bank[0][1]])
         sims = [float(ref @ _unit(vectors[i][layer, j])) for i, j in bank[1:]]
         print(f"   {label:<12} " + "  ".join(f"{s:6.3f}" for s in sims))
         if layer > 0 and sims[1] > max(sims[0], sims[2]):
-            separated.append(label.split()[-1])
-    print("   (the char-CNN layer sees only the word: 1.000 everywhere. A biLSTM layer tells the")
-    print("    senses apart here if the money bank of sentence 2 is closer than the river banks")
-    print(f"    of 1 and 3: {', '.join(separated) if separated else 'none of them with this model'}.)")
+            separated.append(label.split(maxsplit=1)[-1])
+    if context_free:
+        print(f"   (the {base} layer sees only the word: 1.000 everywhere.)")
+    else:
+        print(f"   (the {base} layer adds the word's position: not exactly 1.000.)")
+    print("   (A layer above 0 tells the senses apart here if the money bank of sentence 2 is closer")
+    print("    than the river banks of 1 and 3: "
+          f"{', '.join(separated) if separated else 'none of them with this model'}.)")
 
     contexts = _data("demo_contexts.txt")
     ctx_vectors = encoder.embed(contexts)
@@ -117,11 +136,11 @@ def run(args: argparse.Namespace) -> None:
         for score, k, j in scored[: args.top]:
             marked = " ".join(f"[{w}]" if i == j else w for i, w in enumerate(contexts[k]))
             print(f"     {score:.3f}  {marked}")
-    # The context-free baseline: nearest other words by the token (char-CNN) layer.
+    # The word-level baseline: nearest other words by layer 0, each word embedded alone.
     words = sorted({w for s in contexts for w in s if w.isalpha()})
     token_vectors = _unit(np.stack([v[0, 0] for v in encoder.embed([[w] for w in words])]))
     for word in dict.fromkeys(w for _, w in QUERIES):
         sims = token_vectors @ token_vectors[words.index(word)]
         near = [words[i] for i in np.argsort(-sims) if words[i] != word][:5]
-        print(f"   context-free nearest words to '{word}' (char-CNN layer): {', '.join(near)}")
+        print(f"   nearest words to '{word}' by layer 0 ({base}, word alone): {', '.join(near)}")
     print(f"\ndone in {time.perf_counter() - start:.1f} s")

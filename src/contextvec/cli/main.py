@@ -1,51 +1,101 @@
-"""Entry point of the ``contextvec`` command."""
+"""Entry point of the ``contextvec`` command.
+
+A subcommand's module (and with it torch and the models) is imported only when that subcommand
+runs, so ``contextvec --help`` answers at once. :data:`COMMANDS` is the one list of commands.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
-from contextvec import __version__
-from contextvec.cli import (
-    convert,
-    demo,
-    embed,
-    eval_bert,
-    experiment,
-    perplexity,
-    probe,
-    train_bert,
-    train_bilm,
-    train_mt,
-    train_task,
-    train_word_vectors,
-    train_wordpiece,
-    translate,
-)
+# name -> (module under contextvec.cli, one-line help); a test checks each module uses the same help.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("demo", "show contextual vectors at work on the bundled model (or --model)"),
+    "embed": ("embed", "embed a file of whitespace-tokenized sentences into HDF5 (allennlp `elmo` layout)"),
+    "serve": ("serve", "serve contextual vectors over HTTP (/v1/embed, OpenAI-compatible /v1/embeddings)"),
+    "convert": ("convert",
+                "convert a model between bilm-tf (options.json + weights.hdf5) and native safetensors"),
+    "train-bilm": ("train_bilm", "train a biLM (ELMo) or a forward char-CNN LM (Kim et al.) on a corpus"),
+    "perplexity": ("perplexity",
+                   "forward, backward and average perplexity of a trained model on held-out text"),
+    "probe": ("probe", "linear probes of each frozen layer and of a learned scalar mix"),
+    "train-word-vectors": ("train_word_vectors",
+                           "train static word vectors (word2vec or fastText, via gensim) on a corpus"),
+    "train-mt": ("train_mt",
+                 "train CoVe's attentional seq2seq translation model (MT-LSTM encoder) on parallel files"),
+    "translate": ("translate", "translate a file with a model trained by train-mt"),
+    "bleu": ("translate", "translate a source file and score it against references (sacrebleu, uncased)"),
+    "train-task": ("train_task", "train a task model (ner, sst5, sst2, trec) with or without contextual "
+                                 "vectors, or fine-tune BERT"),
+    "experiment": ("experiment",
+                   "the ELMo paper's analyses: last layer vs all layers, placement, sample efficiency"),
+    "train-wordpiece": ("train_wordpiece",
+                        "train a BERT WordPiece vocabulary (vocab.txt + tokenizer.json) on text files"),
+    "train-bert": ("train_bert",
+                   "pretrain a BERT (masked LM + next sentence prediction) on document-structured text"),
+    "eval-bert": ("eval_bert",
+                  "masked-LM accuracy and perplexity and NSP accuracy of a BERT with pretraining heads"),
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="contextvec", description="Deep contextualized word representations."
-    )
+class Parser(argparse.ArgumentParser):
+    """argparse, with usage errors on one line (and exit code 2)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _module(name: str):
+    return importlib.import_module(f"contextvec.cli.{COMMANDS[name][0]}")
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``command``, that command's full parser, else help lines only."""
+    from contextvec import __version__
+
+    parser = Parser(prog="contextvec", description="Deep contextualized word representations.")
     parser.add_argument("--version", action="version", version=f"contextvec {__version__}")
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (demo, embed, convert, train_bilm, perplexity, probe, train_word_vectors, train_mt,
-                   translate, train_task, experiment, train_wordpiece, train_bert, eval_bert):
-        module.add_parser(subparsers)
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                       parser_class=Parser)
+    for name, (_, help_text) in COMMANDS.items():
+        if command is not None and COMMANDS[name][0] == COMMANDS[command][0]:
+            continue  # added in full below
+        subparsers.add_parser(name, help=help_text, add_help=False)
+    if command is not None:
+        _module(command).add_parser(subparsers)
     return parser
 
 
+def _command(argv: list[str]) -> str | None:
+    """The subcommand named on the command line, if any (the first word not an option)."""
+    for word in argv:
+        if not word.startswith("-"):
+            return word if word in COMMANDS else None
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        args = build_parser(_command(argv)).parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
     try:
         args.run(args)
     except KeyboardInterrupt:
-        print("\ncontextvec: interrupted; finished work is kept, rerun with --resume",
+        print("\ncontextvec: interrupted (commands that take --resume keep their finished work)",
               file=sys.stderr)
         return 130
-    except (ValueError, FileNotFoundError, FileExistsError, RuntimeError) as e:
-        print(f"contextvec: error: {e}", file=sys.stderr)
+    except (ValueError, TypeError, OSError, RuntimeError, LookupError) as e:
+        # Expected failures (bad input, missing files, refused outputs) end in one line, exit 2.
+        # OSError covers FileNotFoundError, FileExistsError, IsADirectoryError, PermissionError
+        # and a full disk (ENOSPC).
+        message = str(e) or type(e).__name__
+        if isinstance(e, OSError) and e.filename and str(e.filename) not in message:
+            message = f"{e.filename}: {message}"
+        print(f"contextvec: error: {message}", file=sys.stderr)
         return 2
     return 0
 

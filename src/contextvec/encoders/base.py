@@ -10,8 +10,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from contextvec.encoders.outputs import LAYER_MODES, POOL_MODES, pool_tokens, select_layers
 from contextvec.text.batching import length_batches
-from contextvec.text.tokenize import Sentence, as_tokens
+from contextvec.text.tokenize import Sentence, as_sentences
 
 
 class EncoderOutput(NamedTuple):
@@ -42,16 +43,30 @@ class Encoder(nn.Module, ABC):
         sentences: Iterable[Sentence],
         batch_size: int = 32,
         max_tokens: int | None = 4096,
+        *,
+        layers: str = "all",
+        pool: str | None = None,
     ) -> list[np.ndarray]:
         """Vectors for each sentence: a float32 array ``(num_layers, n_tokens, dim)``.
 
         Sentences are strings (split on whitespace) or token lists; an empty sentence gives a
-        ``(num_layers, 0, dim)`` array. Order and count follow the input.
+        ``(num_layers, 0, dim)`` array. Order and count follow the input. A bare string is a
+        ``TypeError`` (pass ``[text]`` for one sentence).
+
+        ``layers``: ``"all"`` (default), ``"top"`` (tokens, dim) or ``"average"`` (tokens, dim),
+        as ``contextvec embed --all/--top/--average`` writes them. ``pool``: ``"mean"``, ``"max"``
+        or ``"first"`` for one vector per sentence (per layer with ``"all"``); a sentence without
+        tokens pools to zeros.
         """
-        tokenized = [as_tokens(s) for s in sentences]
+        tokenized = as_sentences(sentences)
+        if layers not in LAYER_MODES:
+            raise ValueError(f"layers must be one of {', '.join(LAYER_MODES)}, not {layers!r}")
+        if pool is not None and pool not in POOL_MODES:
+            raise ValueError(f"pool must be one of {', '.join(POOL_MODES)} or None, not {pool!r}")
         out: list[np.ndarray] = [np.empty(0)] * len(tokenized)
         for index, array in self.embed_batches(tokenized, batch_size, max_tokens):
-            out[index] = array
+            array = select_layers(array, layers)
+            out[index] = array if pool is None else pool_tokens(array, pool)
         return out
 
     def embed_batches(
@@ -60,9 +75,14 @@ class Encoder(nn.Module, ABC):
         batch_size: int = 32,
         max_tokens: int | None = 4096,
     ) -> Iterator[tuple[int, np.ndarray]]:
-        """Yield ``(index, array)`` for each sentence, batch by batch in length order."""
+        """Yield ``(index, array)`` for each sentence, batch by batch in length order.
+
+        Safe to call from several threads at once on an encoder in eval mode (the default after
+        ``contextvec.load``): the mode is switched, and restored, only when it is in train mode.
+        """
         was_training = self.training
-        self.eval()
+        if was_training:
+            self.eval()
         try:
             with torch.inference_mode():
                 empty = np.zeros((self.num_layers, 0, self.output_dim), dtype=np.float32)
@@ -78,4 +98,5 @@ class Encoder(nn.Module, ABC):
                     for row, i in enumerate(indices):
                         yield i, np.ascontiguousarray(layers[:, row, : len(sentences[i])])
         finally:
-            self.train(was_training)
+            if was_training:
+                self.train()

@@ -1,5 +1,6 @@
 """Reading one-sentence-per-line input files, with a checked, streaming policy for bad lines.
 
+Plain or gzipped (``.gz``) files; a UTF-8 byte-order mark at the start is dropped.
 Lines are split on ``\\n`` only (a trailing ``\\r`` is dropped), so Unicode line separators
 inside a sentence never shift line indices. Line ``i`` (0-based) always maps to output key
 ``i``.
@@ -7,11 +8,13 @@ inside a sentence never shift line indices. Line ``i`` (0-based) always maps to 
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 EMPTY_LINE_POLICIES = ("error", "keep")
 INVALID_UTF8_POLICIES = ("error", "replace")
@@ -33,10 +36,36 @@ class InputScan:
     bad_keys: list[int] = field(default_factory=list)
 
 
+BOM = b"\xef\xbb\xbf"
+
+
+def open_text(path: str | os.PathLike, errors: str = "strict") -> IO[str]:
+    """Open a UTF-8 text file, plain or gzipped (``.gz``), for reading.
+
+    A UTF-8 byte-order mark is dropped (``utf-8-sig``): left in, it becomes part of the first
+    token and changes its vectors. A directory or a truncated gzip file gets a clear error from
+    the reader (``IsADirectoryError``, ``EOFError``/``gzip.BadGzipFile``).
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a directory, not a text file")
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8-sig", errors=errors)
+    return open(path, encoding="utf-8-sig", errors=errors)
+
+
 def _raw_lines(path: Path) -> Iterator[bytes]:
-    with open(path, "rb") as f:
-        for raw in f:
-            yield raw.rstrip(b"\n").rstrip(b"\r")
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a directory, not a text file")
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as f:
+        try:
+            for index, raw in enumerate(f):
+                if index == 0 and raw.startswith(BOM):
+                    raw = raw[len(BOM):]  # a byte-order mark is not part of the first token
+                yield raw.rstrip(b"\n").rstrip(b"\r")
+        except (EOFError, gzip.BadGzipFile) as e:
+            raise InputError(f"{path}: truncated or corrupt gzip file ({e})") from e
 
 
 def _describe(kind: str, lines: list[int], hint: str) -> str:

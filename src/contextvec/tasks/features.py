@@ -1,6 +1,7 @@
 """A disk cache of a frozen encoder's layers for a dataset, so probes never rerun the encoder.
 
-**Key.** A cache entry is named by a hash of the model identity (:func:`model_identity`: the
+**Key.** A cache entry is named by a hash of the model identity
+(:func:`~contextvec.encoders.fingerprint.model_identity`: the
 encoder's class, its settings and config, its tokenizer if any, and every tensor of its
 state dict), the data (:func:`data_identity`: the exact token lists, in order) and the storage
 dtype. Anything that changes the vectors changes the key; a hit just opens the file.
@@ -30,7 +31,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,51 +38,20 @@ from types import TracebackType
 
 import h5py
 import numpy as np
-import torch
 from tqdm import tqdm
 
 from contextvec.encoders.base import Encoder
+from contextvec.encoders.fingerprint import model_identity
 from contextvec.io.atomic import atomic_path
+from contextvec.io.shards import ShardDir
 
 CACHE_ENV = "CONTEXTVEC_CACHE"
 FORMAT_VERSION = 1
 DTYPES = ("float32", "float16")
-MANIFEST = "manifest.json"
-# Encoder attributes that change speed or memory but never the vectors: not part of the key.
-_NOT_IDENTITY = frozenset({"training", "token_cache_size", "max_pieces_per_call"})
-
-
 def default_cache_dir() -> Path:
     """``$CONTEXTVEC_CACHE`` if set and not empty, else ``~/.cache/contextvec/features``."""
     env = os.environ.get(CACHE_ENV)
     return Path(env).expanduser() if env else Path.home() / ".cache" / "contextvec" / "features"
-
-
-def _settings(encoder: Encoder) -> dict:
-    """The encoder's output-relevant settings as JSON-able values."""
-    settings: dict = {"class": f"{type(encoder).__module__}.{type(encoder).__qualname__}"}
-    config = getattr(encoder, "config", None)
-    if config is not None:
-        settings["config"] = config.to_dict() if hasattr(config, "to_dict") else repr(config)
-    for name, value in sorted(vars(encoder).items()):
-        if not name.startswith("_") and name not in _NOT_IDENTITY and (
-            value is None or isinstance(value, bool | int | float | str)
-        ):
-            settings[name] = value
-    # A BERT encoder's vocabulary is not in its state dict but changes its pieces.
-    tokenizer = getattr(getattr(encoder, "tokenizer", None), "tokenizer", None)
-    if hasattr(tokenizer, "to_str"):
-        settings["tokenizer_sha256"] = hashlib.sha256(tokenizer.to_str().encode()).hexdigest()
-    return settings
-
-
-def model_identity(encoder: Encoder) -> str:
-    """A sha256 hex digest of the encoder's settings, config, tokenizer and weights."""
-    digest = hashlib.sha256(json.dumps(_settings(encoder), sort_keys=True, default=str).encode())
-    for name, tensor in sorted(encoder.state_dict().items()):
-        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
-        digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
-    return digest.hexdigest()
 
 
 def data_identity(sentences: Sequence[Sequence[str]]) -> str:
@@ -159,28 +128,6 @@ class FeatureFile:
         self.close()
 
 
-def _shard_path(parts: Path, number: int) -> Path:
-    return parts / f"chunk-{number:06d}.h5"
-
-
-def _prepare_parts(parts: Path, manifest: dict) -> dict:
-    """Create the shard directory, or reuse a leftover one (its key guarantees same model+data)."""
-    if parts.exists():
-        try:
-            old = json.loads((parts / MANIFEST).read_text(encoding="utf-8"))
-            if {k: v for k, v in old.items() if k != "chunk_sentences"} == {
-                k: v for k, v in manifest.items() if k != "chunk_sentences"
-            }:
-                return old  # resume with the chunking the shards were written with
-        except (OSError, json.JSONDecodeError):
-            pass
-        shutil.rmtree(parts)  # killed before its manifest was written: nothing to keep
-    parts.mkdir(parents=True)
-    with atomic_path(parts / MANIFEST) as tmp:
-        tmp.write_text(json.dumps(manifest, indent=2), encoding="utf-8")
-    return manifest
-
-
 def _write_shard(path: Path, arrays: list[np.ndarray], dtype: str, num_layers: int, dim: int) -> None:
     empty = np.zeros((num_layers, 0, dim), dtype)  # keeps concatenate valid for an empty chunk
     layers = np.concatenate([empty, *arrays], axis=1).astype(dtype, copy=False)
@@ -189,7 +136,7 @@ def _write_shard(path: Path, arrays: list[np.ndarray], dtype: str, num_layers: i
         f.create_dataset("lengths", data=np.array([a.shape[1] for a in arrays], dtype=np.int64))
 
 
-def _merge(parts: Path, n_chunks: int, output: Path, lengths: np.ndarray, attrs: dict) -> None:
+def _merge(parts: ShardDir, n_chunks: int, output: Path, lengths: np.ndarray, attrs: dict) -> None:
     """Copy the shards into one contiguous ``layers`` dataset; check each shard's lengths."""
     shape = (attrs["num_layers"], int(lengths.sum()), attrs["dim"])
     chunk = attrs["chunk_sentences"]
@@ -199,10 +146,10 @@ def _merge(parts: Path, n_chunks: int, output: Path, lengths: np.ndarray, attrs:
         start = 0
         for number in range(n_chunks):
             expected = lengths[number * chunk:(number + 1) * chunk]
-            path = _shard_path(parts, number)
+            path = parts.shard(number)
             with h5py.File(path, "r") as shard:
                 if not np.array_equal(shard["lengths"][()], expected):
-                    raise RuntimeError(f"{path} does not match the data; delete {parts}")
+                    raise RuntimeError(f"{path} does not match the data; delete {parts.path}")
                 n = int(expected.sum())
                 for k in range(shape[0]):  # a layer at a time bounds the memory used
                     layers[k, start:start + n] = shard["layers"][k]
@@ -238,14 +185,14 @@ def cached_features(
     if output.exists():
         return output
     root.mkdir(parents=True, exist_ok=True)
-    parts = root / f"{key}.parts"
-    manifest = _prepare_parts(parts, {
+    parts = ShardDir(root / f"{key}.parts", {
         "model": model_id, "data": data_id, "dtype": dtype, "chunk_sentences": chunk_sentences,
-    })
-    chunk = manifest["chunk_sentences"]
+    }, free={"chunk_sentences"})
+    parts.reuse_or_restart()  # resume with the chunking the shards were written with
+    chunk = parts.manifest["chunk_sentences"]
     n = len(sentences)
     n_chunks = max(1, -(-n // chunk))
-    done = {i for i in range(n_chunks) if _shard_path(parts, i).exists()}
+    done = parts.done(n_chunks)
     desc = f"features {label.split()[0]}" if label else "features"
     with tqdm(total=n, unit="sent", desc=desc, disable=not progress) as bar:
         bar.update(sum(len(sentences[i * chunk:(i + 1) * chunk]) for i in done))
@@ -257,7 +204,7 @@ def cached_features(
             for row, array in encoder.embed_batches(batch, batch_size, max_tokens):
                 arrays[row] = array
                 bar.update(1)
-            _write_shard(_shard_path(parts, number), arrays, dtype, encoder.num_layers, encoder.output_dim)
+            _write_shard(parts.shard(number), arrays, dtype, encoder.num_layers, encoder.output_dim)
     lengths = np.array([len(s) for s in sentences], dtype=np.int64)
     attrs = {
         "model": model_id, "data": data_id, "dtype": dtype, "num_layers": encoder.num_layers,
@@ -266,7 +213,7 @@ def cached_features(
     }
     if not output.exists():  # another process may have finished the same entry meanwhile
         _merge(parts, n_chunks, output, lengths, attrs)
-    shutil.rmtree(parts, ignore_errors=True)
+    parts.remove()
     return output
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 Sentence = str | Sequence[str]
 """A sentence: a whitespace-tokenized string, or a sequence of tokens."""
@@ -16,11 +16,27 @@ def as_tokens(sentence: Sentence) -> list[str]:
     """
     if isinstance(sentence, str):
         return sentence.split()
+    if isinstance(sentence, bytes):
+        raise TypeError(f"a sentence must be str or a list of str, not bytes: {sentence[:30]!r}")
     tokens = list(sentence)
     for token in tokens:
         if not isinstance(token, str):
             raise TypeError(f"tokens must be str, got {type(token).__name__}: {token!r}")
     return tokens
+
+
+def as_sentences(sentences: Iterable[Sentence], what: str = "sentences") -> list[list[str]]:
+    """Token lists of a collection of sentences.
+
+    A bare string is refused with a ``TypeError``: iterating it would silently give one
+    "sentence" per character.
+    """
+    if isinstance(sentences, str | bytes):
+        raise TypeError(
+            f"{what} must be a list of sentences, not a single {type(sentences).__name__}; "
+            f"for one sentence pass [{sentences[:30]!r}]"
+        )
+    return [as_tokens(s) for s in sentences]
 
 
 # A sentence ends at . ! ? (optionally followed by closing quotes or brackets) before whitespace
