@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 
 import numpy as np
 import pytest
@@ -19,14 +18,13 @@ from helpers_io import (
 import contextvec
 from contextvec.encoders.bilm import BiLMConfig, ConfigError, ElmoBiLM
 from contextvec.encoders.bilm.encoder import ElmoEncoder
+from contextvec.encoders.bilm.loader import load_bilm_tf, read_options, save_bilm_tf
 from contextvec.io.bilm_tf import (
     WeightFileError,
     expected_datasets,
     from_state_dict,
-    load_bilm_tf,
-    read_options,
+    read_options_json,
     read_weights,
-    save_bilm_tf,
     to_state_dict,
     write_weights,
 )
@@ -46,16 +44,17 @@ def _embed_some(encoder, name: str) -> list[np.ndarray]:
 @pytest.mark.parametrize("name", ["elmo-tiny", "elmo-small"])
 def test_hdf5_round_trip_is_bit_exact(name, tmp_path):
     src = reference_dir(name)
-    config = read_options(src / "options.json")
+    # the format functions need nothing but the file's own options.json
+    options = read_options_json(src / "options.json")
     original = read_h5(src / "weights.hdf5")
-    assert set(original) == set(expected_datasets(config))
+    assert set(original) == set(expected_datasets(options))
 
-    arrays = read_weights(src / "weights.hdf5", config)
-    model = ElmoBiLM(config)
+    arrays = read_weights(src / "weights.hdf5", options)
+    model = ElmoBiLM(read_options(src / "options.json"))
     # strict: every parameter of the model comes from the file and nothing is left over
-    model.load_state_dict(to_state_dict(arrays, config), strict=True)
+    model.load_state_dict(to_state_dict(arrays, options), strict=True)
     out = tmp_path / "weights.hdf5"
-    write_weights(from_state_dict(model.state_dict(), config), out)
+    write_weights(from_state_dict(model.state_dict(), options), out)
 
     again = read_h5(out)
     assert sorted(again) == sorted(original)
@@ -71,7 +70,8 @@ def test_hdf5_round_trip_is_bit_exact(name, tmp_path):
 def test_to_state_dict_layout_matches_model():
     src = reference_dir("elmo-tiny")
     config = read_options(src / "options.json")
-    sd = to_state_dict(read_weights(src / "weights.hdf5", config), config)
+    options = config.to_options()
+    sd = to_state_dict(read_weights(src / "weights.hdf5", options), options)
     model_sd = ElmoBiLM(config).state_dict()
     assert sorted(sd) == sorted(model_sd)
     for key, tensor in sd.items():
@@ -221,7 +221,7 @@ def test_random_bytes_are_not_hdf5(tmp_path, tiny_config):
     path = tmp_path / "weights.hdf5"
     path.write_bytes(np.random.default_rng(0).integers(0, 256, 4096, dtype=np.uint8).tobytes())
     with pytest.raises(WeightFileError, match="not a readable HDF5") as info:
-        read_weights(path, tiny_config)
+        read_weights(path, tiny_config.to_options())
     assert str(path) in str(info.value)
 
 
@@ -238,7 +238,7 @@ def test_truncated_hdf5(tmp_path):
 
 def test_missing_weight_file(tmp_path, tiny_config):
     with pytest.raises(FileNotFoundError, match="weight file not found"):
-        read_weights(tmp_path / "nope.hdf5", tiny_config)
+        read_weights(tmp_path / "nope.hdf5", tiny_config.to_options())
     directory = tiny_copy(tmp_path)
     with pytest.raises(FileNotFoundError):
         load_bilm_tf(directory / "options.json", directory / "nope.hdf5")
@@ -382,52 +382,6 @@ def test_native_non_finite_tensor(native_dir):
     save_file(tensors, str(path))
     with pytest.raises(NativeFormatError, match=r"layers\.1\.bias has NaN"):
         contextvec.load(native_dir)
-
-
-# --------------------------------------------------------------------------- load() arguments
-
-
-def test_load_needs_both_bilm_tf_files():
-    src = reference_dir("elmo-tiny")
-    with pytest.raises(ValueError, match="options_file and weight_file"):
-        contextvec.load(options_file=src / "options.json")
-    with pytest.raises(ValueError, match="options_file and weight_file"):
-        contextvec.load(weight_file=src / "weights.hdf5")
-
-
-def test_load_nonexistent_path(tmp_path):
-    missing = tmp_path / "no-such-model"
-    with pytest.raises(contextvec.ModelNotFoundError, match="no model at") as info:
-        contextvec.load(missing)
-    assert str(missing) in str(info.value)
-    assert isinstance(info.value, FileNotFoundError)
-
-
-def test_load_directory_without_model(tmp_path):
-    (tmp_path / "options.json").write_text("{}", encoding="utf-8")  # weights.hdf5 missing
-    with pytest.raises(contextvec.ModelNotFoundError, match="not a model directory"):
-        contextvec.load(tmp_path)
-
-
-def test_load_without_model_gives_the_bundled_one(monkeypatch):
-    encoder = contextvec.load()
-    assert (encoder.num_layers, encoder.output_dim) == (3, 256)
-    monkeypatch.setattr(contextvec.api, "bundled_models", lambda: {})
-    with pytest.raises(contextvec.ModelNotFoundError, match="missing from this installation"):
-        contextvec.load()
-
-
-def test_load_from_string_path_and_os_fspath():
-    src = reference_dir("elmo-tiny")
-    encoder = contextvec.load(os.fspath(src))
-    assert encoder.num_layers == 3
-    assert encoder.output_dim == 32
-    assert not encoder.training
-
-
-def test_save_refuses_foreign_encoder(tmp_path):
-    with pytest.raises(TypeError, match="cannot save"):
-        contextvec.save(torch.nn.Linear(2, 2), tmp_path)  # type: ignore[arg-type]
 
 
 def test_plain_lstm_exports_with_identity_projection(tmp_path):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from importlib import resources
 from pathlib import Path
@@ -10,15 +9,21 @@ from pathlib import Path
 import torch
 
 from contextvec.encoders.base import Encoder
-from contextvec.encoders.bert.loader import load_bert_encoder, weights_file
-from contextvec.encoders.bilm import MODEL_TYPE as BILM_TYPE
-from contextvec.encoders.bilm import BiLMConfig, ElmoBiLM, ElmoEncoder
-from contextvec.encoders.cove import MODEL_TYPES as COVE_TYPES
-from contextvec.encoders.cove import CoveEncoder, load_cove_encoder, save_cove_encoder
-from contextvec.io.bilm_tf import load_bilm_tf
-from contextvec.io.native import NativeFormatError, is_native_dir, load_native, save_native
+from contextvec.encoders.bilm.loader import load_bilm_tf_encoder
+from contextvec.encoders.registry import EXPECTED, family_of, family_saving
+from contextvec.io.hf_bert import is_hf_bert_dir
+from contextvec.io.native import is_native_dir
 
-BILM_TF_FILES = ("options.json", "weights.hdf5")
+__all__ = [
+    "DEFAULT_MODEL",
+    "ModelNotFoundError",
+    "bundled_models",
+    "check_device",
+    "is_hf_bert_dir",
+    "load",
+    "save",
+]
+
 DEFAULT_MODEL = "elmo-en-small"
 """The model shipped inside the package: ``load()`` and ``contextvec embed`` use it by default."""
 
@@ -31,28 +36,18 @@ def bundled_models() -> dict[str, Path]:
     return {p.name: p for p in sorted(root.iterdir()) if is_native_dir(p)}
 
 
-def is_hf_bert_dir(path: Path) -> bool:
-    """An HF BERT directory: ``config.json`` of model_type "bert" (or a Bert architecture), not a
-    contextvec config, and ``model.safetensors`` or ``pytorch_model.bin``."""
-    if not (path.is_dir() and (path / "config.json").is_file() and weights_file(path) is not None):
-        return False
+def check_device(device: str | torch.device) -> torch.device:
+    """The device, or a one-line ``ValueError`` for a name torch does not know or a device this
+    build of torch cannot use (``cuda`` on a CPU-only torch)."""
     try:
-        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return False
-    if not isinstance(config, dict) or "format_version" in config:
-        return False
-    architectures = config.get("architectures") or []
-    return config.get("model_type") == "bert" or (
-        isinstance(architectures, list) and any("Bert" in str(a) for a in architectures)
-    )
-
-
-def _native_model_type(path: Path) -> str | None:
-    try:
-        return json.loads((path / "config.json").read_text(encoding="utf-8")).get("model_type")
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
-        return None  # load_native reports what is wrong with the file
+        device = torch.device(device)
+    except RuntimeError as e:
+        raise ValueError(f"unknown device {str(device)!r}: use cpu, cuda or cuda:N ({e})") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device}: this torch has no usable CUDA device; use --device cpu")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device {device}: MPS is not available here; use --device cpu")
+    return device
 
 
 class ModelNotFoundError(FileNotFoundError):
@@ -76,10 +71,11 @@ def load(
     "cove" or "cove-seq2seq", with its word vectors).
     Alternatively give bilm-tf's ``options_file`` and ``weight_file`` directly.
     """
+    device = check_device(device)
     if options_file is not None or weight_file is not None:
         if options_file is None or weight_file is None:
             raise ValueError("options_file and weight_file go together")
-        return ElmoEncoder(load_bilm_tf(options_file, weight_file)).to(device).eval()
+        return load_bilm_tf_encoder(options_file, weight_file, device)
     bundled = bundled_models()
     if model is None:
         model = DEFAULT_MODEL
@@ -95,33 +91,15 @@ def load(
     if not path.exists():
         names = ", ".join(bundled) or "none"
         raise ModelNotFoundError(f"no model at {path} (bundled models: {names})")
-    if path.is_dir() and all((path / name).is_file() for name in BILM_TF_FILES):
-        return load(options_file=path / BILM_TF_FILES[0], weight_file=path / BILM_TF_FILES[1],
-                    device=device)
-    if is_hf_bert_dir(path):
-        return load_bert_encoder(path).to(device).eval()
-    if is_native_dir(path) and _native_model_type(path) in COVE_TYPES:
-        return load_cove_encoder(path, device=device)
-    if is_native_dir(path):
-        model_type, config, state_dict = load_native(path)
-        if model_type != BILM_TYPE:
-            raise NativeFormatError(f"{path}: unknown model_type {model_type!r}")
-        bilm = ElmoBiLM(BiLMConfig.from_dict(config))
-        if not bilm.config.bidirectional:
-            raise ValueError(f"{path}: a forward-only LM gives no ELMo representations")
-        # Trained models also keep their softmax (for perplexity and fine-tuning).
-        bilm.load_state_dict({k: v for k, v in state_dict.items() if not k.startswith("softmax.")})
-        return ElmoEncoder(bilm).to(device).eval()
-    raise ModelNotFoundError(
-        f"{path}: not a model directory (expected {' + '.join(BILM_TF_FILES)}, "
-        "config.json + model.safetensors, or an HF BERT directory)"
-    )
+    family = family_of(path)
+    if family is None:
+        raise ModelNotFoundError(f"{path}: not a model directory (expected {EXPECTED})")
+    return family.load(path, device)
 
 
 def save(encoder: Encoder, directory: str | os.PathLike) -> Path:
     """Save an encoder in contextvec's native format (``config.json`` + ``model.safetensors``)."""
-    if isinstance(encoder, CoveEncoder):
-        return save_cove_encoder(encoder, directory)
-    if not isinstance(encoder, ElmoEncoder):
+    family = family_saving(encoder)
+    if family is None or family.save is None:
         raise TypeError(f"cannot save {type(encoder).__name__} yet")
-    return save_native(directory, BILM_TYPE, encoder.config.to_dict(), encoder.bilm.state_dict())
+    return family.save(encoder, Path(directory))

@@ -1,34 +1,45 @@
-"""``contextvec convert``: between bilm-tf files and contextvec's native format."""
+"""``contextvec convert``: ELMo between bilm-tf files and contextvec's native format (CoVe to
+native too); HF BERT directories are read as they are and have nothing to convert."""
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-import contextvec
-from contextvec.cli.common import add_model_arguments, load_model
-from contextvec.encoders.bilm import ElmoEncoder
-from contextvec.io.bilm_tf import save_bilm_tf
+from contextvec.cli.common import add_model_arguments, add_overwrite_argument, check_output, load_model
 
 HELP = "convert a model between bilm-tf (options.json + weights.hdf5) and native safetensors"
+SUPPORTED = ("ELMo (bilm-tf files or native) converts to native or bilm-tf, CoVe to native; "
+             "HF BERT directories load as they are, with nothing to convert")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("convert", help=HELP, description=HELP)
-    p.add_argument("output_dir", help="directory to write")
+    p = subparsers.add_parser("convert", help=HELP, description=f"{HELP}. {SUPPORTED}.")
+    p.add_argument("output_dir", help="directory to write (a new or empty one, or --overwrite)")
     p.add_argument("--to", choices=("native", "bilm-tf"), required=True)
     add_model_arguments(p)
+    add_overwrite_argument(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> None:
+    import contextvec
+    from contextvec.encoders.bilm import ElmoEncoder
+    from contextvec.encoders.bilm.loader import is_bilm_tf_dir, save_bilm_tf
+    from contextvec.encoders.registry import family_saving
+
+    out = check_output(args.output_dir, inputs=(args.model, args.options_file, args.weight_file),
+                       overwrite=args.overwrite, directory=True)
+    if args.to == "native" and is_bilm_tf_dir(out):
+        raise FileExistsError(f"{out} holds bilm-tf files, which contextvec.load reads before a native "
+                              "model: remove options.json and weights.hdf5, or write elsewhere")
     encoder = load_model(args)
-    out = Path(args.output_dir)
+    if args.to == "bilm-tf" and not isinstance(encoder, ElmoEncoder):
+        raise ValueError(f"{type(encoder).__name__} has no bilm-tf form: {SUPPORTED}")
+    if args.to == "native" and family_saving(encoder) is None:
+        raise ValueError(f"{type(encoder).__name__} has no native form: {SUPPORTED}")
     if args.to == "native":
         contextvec.save(encoder, out)
     else:
-        if not isinstance(encoder, ElmoEncoder):
-            raise ValueError("only ELMo models have a bilm-tf form")
-        out.mkdir(parents=True, exist_ok=True)
+        out.mkdir(exist_ok=True)
         save_bilm_tf(encoder.bilm, out / "options.json", out / "weights.hdf5")
     print(f"wrote {out}")

@@ -80,8 +80,11 @@ class Encoder(nn.Module, ABC):
         Safe to call from several threads at once on an encoder in eval mode (the default after
         ``contextvec.load``): the mode is switched, and restored, only when it is in train mode.
         """
-        was_training = self.training
-        if was_training:
+        # Eval mode for this call only, restored module by module: a wrapped model shared with
+        # another encoder keeps its own mode, and an encoder already in eval mode (the server's)
+        # is never switched, so threads can share it.
+        modes = {module: module.training for module in self.modules()}
+        if any(modes.values()):
             self.eval()
         try:
             with torch.inference_mode():
@@ -98,5 +101,5 @@ class Encoder(nn.Module, ABC):
                     for row, i in enumerate(indices):
                         yield i, np.ascontiguousarray(layers[:, row, : len(sentences[i])])
         finally:
-            if was_training:
-                self.train()
+            for module, mode in modes.items():
+                module.training = mode

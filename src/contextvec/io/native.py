@@ -28,6 +28,7 @@ class NativeFormatError(ValueError):
 
 
 def is_native_dir(path: str | os.PathLike) -> bool:
+    """A directory with the two files of the format (their content is not looked at)."""
     path = Path(path)
     return (path / CONFIG_NAME).is_file() and (path / WEIGHTS_NAME).is_file()
 
@@ -50,8 +51,8 @@ def save_native(
     return directory
 
 
-def load_native(directory: str | os.PathLike) -> tuple[str, dict[str, Any], dict[str, torch.Tensor]]:
-    """Read a model directory: ``(model_type, config, state_dict)``."""
+def read_meta(directory: str | os.PathLike) -> tuple[str, dict[str, Any]]:
+    """``(model_type, config)`` of a model directory's ``config.json``, without the weights."""
     directory = Path(directory)
     if not is_native_dir(directory):
         raise NativeFormatError(f"{directory}: needs {CONFIG_NAME} and {WEIGHTS_NAME}")
@@ -65,6 +66,22 @@ def load_native(directory: str | os.PathLike) -> tuple[str, dict[str, Any], dict
         raise NativeFormatError(
             f"{directory}: format version {meta['format_version']} is newer than this contextvec"
         )
+    return model_type, config
+
+
+def native_model_type(directory: str | os.PathLike) -> str | None:
+    """The model_type of a model directory, or None where there is none to read (no model
+    directory, or an unreadable ``config.json``: :func:`read_meta` says what is wrong)."""
+    try:
+        return read_meta(directory)[0]
+    except (NativeFormatError, OSError):
+        return None
+
+
+def load_native(directory: str | os.PathLike) -> tuple[str, dict[str, Any], dict[str, torch.Tensor]]:
+    """Read a model directory: ``(model_type, config, state_dict)``."""
+    directory = Path(directory)
+    model_type, config = read_meta(directory)
     try:
         state_dict = load_file(str(directory / WEIGHTS_NAME))
     except (SafetensorError, OSError) as e:

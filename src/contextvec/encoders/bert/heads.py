@@ -22,7 +22,9 @@ from safetensors.torch import save_file
 from torch import nn
 
 from contextvec.encoders.bert.config import BertConfig
-from contextvec.encoders.bert.loader import (
+from contextvec.encoders.bert.model import BertModel
+from contextvec.io.atomic import atomic_path
+from contextvec.io.hf_bert import (
     CONFIG_NAME,
     SAFETENSORS_NAME,
     BertCheckpointError,
@@ -30,8 +32,6 @@ from contextvec.encoders.bert.loader import (
     to_model_keys,
     weights_file,
 )
-from contextvec.encoders.bert.model import BertModel
-from contextvec.io.atomic import atomic_path
 
 TIED_KEYS = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
 """State-dict keys that are other tensors under a second name (never saved)."""

@@ -7,6 +7,9 @@ from typing import Any
 
 from contextvec.text.chars import MAX_CHARS_PER_TOKEN
 
+MODEL_TYPE = "elmo-bilm"
+"""The model_type of an ELMo biLM in contextvec's native format."""
+
 
 class ConfigError(ValueError):
     """A model configuration that contextvec cannot run, with the reason."""

@@ -13,43 +13,26 @@ only, GloVe is separate); :func:`load_cove_encoder` then needs ``word_vectors``.
 
 from __future__ import annotations
 
-import json
 import os
-import re
 from pathlib import Path
 
 import torch
 
+from contextvec.encoders.base import Encoder
 from contextvec.encoders.cove.encoder import CoveEncoder
 from contextvec.encoders.cove.mt_lstm import MTLSTM, MTLSTMConfig
 from contextvec.encoders.cove.seq2seq import MODEL_TYPE as SEQ2SEQ_TYPE
 from contextvec.encoders.cove.seq2seq import Seq2SeqConfig
-from contextvec.io.atomic import atomic_path
-from contextvec.io.native import NativeFormatError, load_native, save_native
+from contextvec.encoders.family import Family
+from contextvec.io.cove import load_words, read_salesforce_checkpoint, salesforce_state_dict, save_words
+from contextvec.io.native import NativeFormatError, load_native, native_model_type, save_native
 from contextvec.io.word_vectors import WordVectors, load_word_vectors
 
 MODEL_TYPE = "cove"
 MODEL_TYPES = (MODEL_TYPE, SEQ2SEQ_TYPE)
 """The native model types :func:`load_cove_encoder` reads."""
-WORDS_FILE = "words.json"
 
 WordVectorSource = str | os.PathLike | WordVectors
-
-
-def save_words(words: list[str], directory: str | os.PathLike) -> None:
-    """``words.json``: a JSON list (any character in a word survives, unlike a line file)."""
-    with atomic_path(Path(directory) / WORDS_FILE) as tmp:
-        tmp.write_text(json.dumps(words, ensure_ascii=False) + "\n", encoding="utf-8")
-
-
-def load_words(directory: str | os.PathLike) -> list[str]:
-    path = Path(directory) / WORDS_FILE
-    if not path.is_file():
-        raise NativeFormatError(f"{directory}: no {WORDS_FILE} (the word list of the vectors)")
-    words = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
-        raise NativeFormatError(f"{path}: not a JSON list of words")
-    return words
 
 
 def save_cove_encoder(encoder: CoveEncoder | MTLSTM, directory: str | os.PathLike) -> Path:
@@ -110,37 +93,6 @@ def load_cove_encoder(
     return CoveEncoder(load_mt_lstm(path, word_vectors)).to(device).eval()
 
 
-_SALESFORCE_KEY = re.compile(r"^(weight_ih|weight_hh|bias_ih|bias_hh)_l(\d+)(_reverse)?$")
-
-
-def salesforce_state_dict(state: dict[str, torch.Tensor]) -> tuple[MTLSTMConfig, dict[str, torch.Tensor]]:
-    """A 2-layer bidirectional ``nn.LSTM`` state dict (Salesforce's MT-LSTM: ``weight_ih_l0``,
-    ``weight_hh_l1_reverse``, ...; an ``rnn.`` or ``module.`` prefix is allowed) -> the config
-    and the :class:`MTLSTM` names (``layers.k.weight_ih_l0``, ...)."""
-    renamed: dict[str, torch.Tensor] = {}
-    for key, tensor in state.items():
-        name = key.removeprefix("module.").removeprefix("rnn.")
-        match = _SALESFORCE_KEY.match(name)
-        if match is None:
-            raise ValueError(f"unexpected tensor {key!r} in an nn.LSTM state dict")
-        kind, layer, reverse = match.groups()
-        renamed[f"layers.{layer}.{kind}_l0{reverse or ''}"] = tensor.detach().float().contiguous()
-    if "layers.0.weight_ih_l0" not in renamed:
-        raise ValueError("no weight_ih_l0: not an nn.LSTM state dict")
-    num_layers = 1 + max(int(k.split(".")[1]) for k in renamed)
-    hidden4, input_dim = renamed["layers.0.weight_ih_l0"].shape
-    config = MTLSTMConfig(input_dim=input_dim, hidden_size=hidden4 // 4, num_layers=num_layers)
-    expected = MTLSTM(config, []).state_dict()
-    expected = {k: v for k, v in expected.items() if k.startswith("layers.")}
-    missing = sorted(set(expected) - set(renamed))
-    if missing:
-        raise ValueError(f"the state dict lacks {missing} (needs a bidirectional nn.LSTM with biases)")
-    for key, tensor in renamed.items():
-        if tensor.shape != expected[key].shape:
-            raise ValueError(f"{key}: shape {tuple(tensor.shape)}, expected {tuple(expected[key].shape)}")
-    return config, renamed
-
-
 def convert_salesforce_mt_lstm(
     pt_file: str | os.PathLike,
     out_dir: str | os.PathLike,
@@ -154,14 +106,8 @@ def convert_salesforce_mt_lstm(
     trained with: ``lowercase=False``) to make a complete model, or pass them to
     :func:`load_cove_encoder` later.
     """
-    state = torch.load(pt_file, map_location="cpu", weights_only=True)
-    if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
-        state = state["state_dict"]
-    if not isinstance(state, dict):
-        raise ValueError(f"{pt_file}: not a state dict ({type(state).__name__})")
-    config, tensors = salesforce_state_dict(state)
-    if lowercase:
-        config = MTLSTMConfig(**{**config.to_dict(), "lowercase": True})
+    sizes, tensors = salesforce_state_dict(read_salesforce_checkpoint(pt_file))
+    config = MTLSTMConfig(**sizes._asdict(), lowercase=lowercase)
     words: list[str] = []
     vectors = None
     if word_vectors is not None:
@@ -172,3 +118,15 @@ def convert_salesforce_mt_lstm(
     mt_lstm = MTLSTM(config, words, vectors)
     mt_lstm.load_state_dict(tensors, strict=False)
     return save_cove_encoder(mt_lstm, out_dir)
+
+
+def _save(encoder: Encoder, directory: Path) -> Path:
+    if not isinstance(encoder, CoveEncoder):
+        raise TypeError(f"cannot save {type(encoder).__name__} as {MODEL_TYPE}")
+    return save_cove_encoder(encoder, directory)
+
+
+COVE = Family(
+    MODEL_TYPE, lambda path: native_model_type(path) in MODEL_TYPES,
+    lambda path, device: load_cove_encoder(path, device=device), saves=CoveEncoder, save=_save,
+)

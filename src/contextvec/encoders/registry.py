@@ -1,0 +1,45 @@
+"""The model families ``contextvec.load`` knows, in the order it tries them.
+
+Each family's loader module says how to recognise and load its directories
+(:class:`~contextvec.encoders.family.Family`); adding a family is one entry in
+:data:`FAMILIES`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from contextvec.encoders.base import Encoder
+from contextvec.encoders.bert.loader import HF_BERT
+from contextvec.encoders.bilm.loader import BILM_TF, NATIVE_ELMO
+from contextvec.encoders.cove.loader import COVE
+from contextvec.encoders.family import Family
+from contextvec.io.native import NativeFormatError, is_native_dir, read_meta
+
+# bilm-tf files win over a native model in the same directory, as they always have.
+FAMILIES: tuple[Family, ...] = (BILM_TF, HF_BERT, COVE, NATIVE_ELMO)
+EXPECTED = "options.json + weights.hdf5, config.json + model.safetensors, or an HF BERT directory"
+"""What the families' directories hold, for the error on a directory none of them recognises."""
+
+
+def family_of(path: Path) -> Family | None:
+    """The first family that recognises ``path``, or None.
+
+    A contextvec directory of a model_type no family knows, or with an unreadable
+    ``config.json``, is a :class:`~contextvec.io.native.NativeFormatError`, not a missing model.
+    """
+    for family in FAMILIES:
+        if family.recognise(path):
+            return family
+    if is_native_dir(path):
+        model_type, _ = read_meta(path)
+        raise NativeFormatError(f"{path}: unknown model_type {model_type!r}")
+    return None
+
+
+def family_saving(encoder: Encoder) -> Family | None:
+    """The family that writes encoders of ``encoder``'s class, or None."""
+    for family in FAMILIES:
+        if family.saves is not None and isinstance(encoder, family.saves):
+            return family
+    return None

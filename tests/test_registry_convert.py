@@ -1,0 +1,60 @@
+"""``contextvec convert``: what converts, and one-line refusals for what does not."""
+
+from __future__ import annotations
+
+import numpy as np
+from test_registry import SENTENCES, tiny_bert_dir
+
+import contextvec
+from contextvec.cli.main import main
+
+
+def _convert(*args: str) -> int:
+    return main(["convert", *map(str, args)])
+
+
+def _one_error_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    return err
+
+
+def test_bilm_tf_to_native_and_back(tiny_dir, tmp_path):
+    assert _convert(tmp_path / "native", "--to", "native", "--model", tiny_dir) == 0
+    assert _convert(tmp_path / "tf", "--to", "bilm-tf", "--model", tmp_path / "native") == 0
+    want = contextvec.load(tiny_dir).embed(SENTENCES)
+    for path in ("native", "tf"):
+        for x, y in zip(contextvec.load(tmp_path / path).embed(SENTENCES), want, strict=True):
+            np.testing.assert_array_equal(x, y)
+
+
+def test_hf_bert_is_refused_in_one_line(tmp_path, capsys):
+    bert = tiny_bert_dir(tmp_path / "bert")
+    for to in ("native", "bilm-tf"):
+        assert _convert(tmp_path / f"out-{to}", "--to", to, "--model", bert) == 2
+        err = _one_error_line(capsys)
+        assert "BertEncoder has no" in err and "HF BERT directories load as they are" in err
+        assert not (tmp_path / f"out-{to}").exists()
+
+
+def test_existing_output_needs_overwrite(own_tiny_dir, tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me", encoding="utf-8")
+    assert _convert(out, "--to", "bilm-tf", "--model", own_tiny_dir) == 2
+    assert "exists; pass --overwrite" in _one_error_line(capsys)
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+    assert _convert(out, "--to", "bilm-tf", "--model", own_tiny_dir, "--overwrite") == 0
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "options.json", "weights.hdf5"]
+    # a native model written beside bilm-tf files would never be the one loaded
+    assert _convert(out, "--to", "native", "--model", own_tiny_dir, "--overwrite") == 2
+    assert "holds bilm-tf files" in _one_error_line(capsys)
+
+
+def test_output_that_is_a_file_or_the_input(own_tiny_dir, tmp_path, capsys):
+    target = tmp_path / "file.txt"
+    target.write_text("x", encoding="utf-8")
+    assert _convert(target, "--to", "native", "--model", own_tiny_dir) == 2
+    assert "is a file" in _one_error_line(capsys)
+    assert _convert(own_tiny_dir, "--to", "native", "--model", own_tiny_dir, "--overwrite") == 2
+    assert "is the input" in _one_error_line(capsys)
