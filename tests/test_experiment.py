@@ -9,6 +9,7 @@ import pytest
 from conftest import SHARED
 
 import contextvec.tasks.experiments as experiments
+import contextvec.tasks.experiments.runner as runner
 from contextvec.cli.main import main
 from contextvec.tasks.models import ModelSettings
 from contextvec.tasks.train import TrainSettings
@@ -51,7 +52,7 @@ def _outputs(out, experiment: str) -> tuple[list[dict], str, dict]:
 def _count_train_task(monkeypatch, fail_at: int | None = None) -> list[str]:
     """Count (and optionally interrupt) the experiment's calls of train_task."""
     calls: list[str] = []
-    real = experiments.train_task
+    real = runner.train_task
 
     def counted(*args, **kwargs):
         calls.append(args[4].placement)
@@ -59,7 +60,7 @@ def _count_train_task(monkeypatch, fail_at: int | None = None) -> list[str]:
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(experiments, "train_task", counted)
+    monkeypatch.setattr(runner, "train_task", counted)
     return calls
 
 
@@ -83,7 +84,7 @@ def test_layers_runs_table_2_and_a_rerun_skips_finished_runs(tmp_path, cache_dir
     assert all(run["runtime_s"] > 0 for run in document["runs"])
 
     calls = _count_train_task(monkeypatch)
-    assert _experiment(out, cache_dir, tiny_dir, *argv) == 0
+    assert _experiment(out, cache_dir, tiny_dir, *argv, "--resume") == 0
     assert calls == []
     again, _, _ = _outputs(out, "layers")
     assert again == rows
@@ -100,7 +101,7 @@ def test_placement_resumes_after_an_interruption(tmp_path, cache_dir, tiny_dir, 
     assert [run["config"] for run in stored["runs"]] == ["input"]
 
     calls = _count_train_task(monkeypatch)
-    assert _experiment(out, cache_dir, tiny_dir, *argv) == 0
+    assert _experiment(out, cache_dir, tiny_dir, *argv, "--resume") == 0
     assert calls == ["input+output"]  # the finished run is reused
     rows, _, document = _outputs(out, "placement")
     assert [r["placement"] for r in rows] == ["input", "input+output"]
@@ -109,11 +110,13 @@ def test_placement_resumes_after_an_interruption(tmp_path, cache_dir, tiny_dir, 
 
     # Other settings are other runs; the earlier ones are kept, and another experiment is refused.
     calls = _count_train_task(monkeypatch)
-    assert _experiment(out, cache_dir, tiny_dir, *argv, "--baseline", "--batch-size", "16") == 0
+    assert _experiment(out, cache_dir, tiny_dir, *argv, "--baseline", "--batch-size", "16",
+                       "--resume") == 0
     assert calls == ["input", "input+output", "none"]
     document = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert len(document["runs"]) == 3 and len(document["other_runs"]) == 2
-    assert _experiment(out, cache_dir, tiny_dir, "layers", "sst2", *SST, "--max-sentences", "40") == 2
+    assert _experiment(out, cache_dir, tiny_dir, "layers", "sst2", *SST, "--max-sentences", "40",
+                       "--resume") == 2
 
 
 def test_sample_efficiency_covers_every_fraction_with_and_without(tmp_path, cache_dir, tiny_dir):

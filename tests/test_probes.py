@@ -164,7 +164,8 @@ def test_interrupted_run_leaves_no_final_file_and_resumes_from_finished_chunks(t
     key = features.cache_key(model_identity(encoder), features.data_identity(SENTENCES))
     parts = tmp_path / f"{key}.parts"
     assert not (tmp_path / f"{key}.h5").exists()
-    assert sorted(p.name for p in parts.iterdir()) == ["chunk-000000.h5", "chunk-000001.h5", "manifest.json"]
+    names = sorted(p.name for p in parts.iterdir())  # the two finished chunks and the manifest
+    assert "manifest.json" in names and len([n for n in names if n.endswith(".h5")]) == 2, names
 
     computed.clear()
 
@@ -258,7 +259,8 @@ def test_probe_pos_command_end_to_end(tmp_path, tiny_dir, capsys):
     assert len(cache) == 3 and all(name.endswith(".h5") for name in cache)
 
     # Rerun: features come from the cache, and the seeded results are identical.
-    assert main(args) == 0
+    assert main(args) == 2  # an existing output is refused...
+    assert main([*args, "--overwrite"]) == 0  # ...unless replacing it is asked for
     again = json.loads(out.read_text(encoding="utf-8"))
     assert again["probes"] == results["probes"]
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == cache

@@ -364,7 +364,7 @@ def test_classifier_fits_learnable_data():
 
 def _run(tmp_path, *argv: str) -> dict:
     out = tmp_path / "results.json"
-    assert main(["train-task", *argv, "--output", str(out), "--quiet", "--threads", "1",
+    assert main(["train-task", *argv, "--output", str(out), "--overwrite", "--quiet", "--threads", "1",
                  "--cache-dir", str(tmp_path / "cache"), "--hidden", "16", "--lr", "0.01"]) == 0
     return json.loads(out.read_text(encoding="utf-8"))
 

@@ -24,6 +24,7 @@ from conftest import SHARED
 from contextvec.cli.probe_wsd import add_wsd_parsers
 from contextvec.encoders.base import Encoder, EncoderOutput
 from contextvec.tasks import wsd as wsd_module
+from contextvec.tasks.metrics import wsd_score as score
 from contextvec.tasks.neighbours import mark, nearest_contexts, nearest_words
 from contextvec.tasks.semcor import (
     SenseSpan,
@@ -41,7 +42,6 @@ from contextvec.tasks.wsd import (
     evaluate_wsd,
     instance_vectors,
     nearest_candidates,
-    score,
 )
 
 WSD = SHARED / "tasks" / "wsd"

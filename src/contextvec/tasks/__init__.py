@@ -1,1 +1,15 @@
-"""Downstream tasks on frozen encoders: task data readers, a feature cache, linear probes."""
+"""Downstream tasks on frozen encoders: task data readers, a feature cache, linear probes, task
+models and their saved form (:func:`load_task_model`)."""
+
+from __future__ import annotations
+
+_SAVED = ("TaskModel", "load_task_model")
+
+
+def __getattr__(name: str) -> object:
+    # Lazy: importing a light submodule (a reader) must not load torch-heavy model code.
+    if name in _SAVED:
+        from contextvec.tasks import saved
+
+        return getattr(saved, name)
+    raise AttributeError(f"module 'contextvec.tasks' has no attribute {name!r}")

@@ -23,8 +23,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from contextvec.tasks.schemes import SCHEMES
+
 FORBIDDEN = -10000.0
-SCHEMES = ("bio", "iob1", "bioul")
 
 
 def allowed_transitions(labels: list[str], scheme: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

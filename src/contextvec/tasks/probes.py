@@ -34,8 +34,8 @@ from tqdm import tqdm
 
 from contextvec.embedder.scalar_mix import ScalarMix
 from contextvec.encoders.base import Encoder
-from contextvec.tasks.data import TaggedCorpus
 from contextvec.tasks.features import load_features, model_identity
+from contextvec.tasks.split import TaggedCorpus
 
 MIX = "mix"
 EVAL_TOKENS = 65536  # tokens per evaluation step: bounds memory for large label sets
@@ -177,14 +177,8 @@ def accuracies(model: LayerProbes, split: SplitData) -> np.ndarray:
     return (correct.double() / max(split.num_tokens, 1)).cpu().numpy()
 
 
-def train_probes(
-    train: SplitData,
-    dev: SplitData,
-    num_classes: int,
-    settings: ProbeSettings | None = None,
-    test: SplitData | None = None,
-    progress: bool = True,
-) -> list[ProbeResult]:
+def train_probes(train: SplitData, dev: SplitData, num_classes: int, settings: ProbeSettings | None = None,
+                 test: SplitData | None = None, progress: bool = True) -> list[ProbeResult]:
     """Train all probes jointly (see the module docstring); one result per layer, then the mix."""
     settings = settings or ProbeSettings()
     generator = torch.Generator().manual_seed(settings.seed)

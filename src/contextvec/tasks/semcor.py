@@ -45,7 +45,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from contextvec.tasks.data import open_text
+from contextvec.io.text_lines import open_text
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ For each encoder layer separately:
    WordNet senses *that have a centroid*, the one of highest cosine similarity wins (ties: the
    earlier WordNet sense). If none of its senses was seen in training, WordNet's first sense is
    the answer; if WordNet has no sense for it, there is no answer.
-3. **Scoring** as Raganato et al.'s scorer: an answer is correct if it is one of the gold keys;
+3. **Scoring** as Raganato et al.'s scorer (:func:`~contextvec.tasks.metrics.wsd_score`): an
+   answer is correct if it is one of the gold keys;
    precision = correct / answered, recall = correct / instances, F1 their harmonic mean. With the
    fallback nearly every instance is answered, so P, R and F1 nearly coincide.
 
@@ -27,7 +28,7 @@ centroid matrix, then takes a segmented argmax.
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -38,6 +39,7 @@ from tqdm import tqdm
 
 from contextvec.encoders.base import Encoder
 from contextvec.tasks.features import cached_features, model_identity
+from contextvec.tasks.metrics import Score, wsd_score
 from contextvec.tasks.semcor import SenseSpan, WsdCorpus
 from contextvec.tasks.wordnet import SenseInventory
 
@@ -57,32 +59,6 @@ class FeatureOptions:
     batch_size: int = 64
     max_tokens: int | None = 4096
     progress: bool = True
-
-
-@dataclass(frozen=True)
-class Score:
-    """Raganato-style scores of one system on one evaluation set."""
-
-    precision: float
-    recall: float
-    f1: float
-    correct: int
-    answered: int
-    total: int
-
-
-def score(predictions: Mapping[str, str | None], gold: Mapping[str, Collection[str]]) -> Score:
-    """Score single-key ``predictions`` (instance id -> key, None = no answer) against ``gold``
-    (id -> keys). Every gold instance counts in recall; a prediction for an unknown id is an error."""
-    if extra := set(predictions) - set(gold):
-        raise ValueError(f"{len(extra)} predictions for instances without gold keys, e.g. {min(extra)}")
-    answered = sum(predictions.get(i) is not None for i in gold)
-    correct = sum(predictions.get(i) is not None and predictions[i] in keys for i, keys in gold.items())
-    total = len(gold)
-    precision = correct / answered if answered else 0.0
-    recall = correct / total if total else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return Score(precision, recall, f1, correct, answered, total)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -376,7 +352,7 @@ def evaluate_wsd(
     layers = []
     for layer, (answers, nn) in enumerate(zip(per_layer, decided, strict=True)):
         unanswered = sum(a is None for a in answers.values())
-        layers.append(LayerResult(layer, score(answers, gold), int(nn.sum()),
+        layers.append(LayerResult(layer, wsd_score(answers, gold), int(nn.sum()),
                                   int((~nn).sum()) - unanswered, unanswered))
     timings["predict"] = time.perf_counter() - mark
     timings["total"] = time.perf_counter() - started
@@ -389,7 +365,7 @@ def evaluate_wsd(
         "source": data.source, "sentences": len(data), "instances": len(instances),
         "instances_with_a_trained_sense": int(decided[0].sum()) if decided else 0,
     }
-    return WsdReport(layers, score(first, gold), train_info, eval_info,
+    return WsdReport(layers, wsd_score(first, gold), train_info, eval_info,
                      {k: round(v, 3) for k, v in timings.items()}, dict(enumerate(per_layer)))
 
 
@@ -404,3 +380,4 @@ def format_table(report: WsdReport) -> str:
     lines.append(f"{'WordNet first sense':<22} {100 * s.precision:6.1f} {100 * s.recall:6.1f} "
                  f"{100 * s.f1:6.1f}")
     return "\n".join(lines)
+

@@ -17,7 +17,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from contextvec.io.atomic import atomic_path
-from contextvec.tasks.experiments import ConfigSummary, percent
+from contextvec.tasks.experiments.plans import percent
+from contextvec.tasks.experiments.summary import ConfigSummary
 
 
 def _save(figure: Figure, path: Path) -> None:

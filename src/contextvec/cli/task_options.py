@@ -1,0 +1,147 @@
+"""Options and steps shared by the task commands (``train-task``, ``experiment``, ``probe``), so that
+each is spelled, range-checked and documented the same way everywhere.
+
+One vocabulary: ``--embed-batch-size`` is the encoder's batch (sentences) when computing features,
+``--batch-size`` the task model's training batch; ``--output`` is a JSON file, ``--output-dir`` a
+folder of several outputs; layer combinations are spelled as in Python (``sum_last_4``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from contextvec.api import DEFAULT_MODEL
+from contextvec.cli.common import (
+    add_overwrite_argument,
+    check_output,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
+from contextvec.io.atomic import atomic_path
+from contextvec.tasks.features import CACHE_ENV, DTYPES
+
+
+def fraction(text: str) -> float:
+    """argparse type: a number in (0, 1] (a share of the training set)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], got {text!r}") from None
+    if not 0 < value <= 1:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], got {text}")
+    return value
+
+
+fraction.__name__ = "a fraction in (0, 1]"
+
+
+def add_data_arguments(p: argparse.ArgumentParser, test_help: str, dev_required: bool = False) -> None:
+    """``--train``, ``--dev``, ``--test`` and ``--max-sentences``."""
+    p.add_argument("--train", required=True, help="training file (plain or .gz; required)")
+    p.add_argument("--dev", required=dev_required,
+                   help="dev file: selects the epoch" + (" (required)" if dev_required else
+                                                         " (required except for trec; default: none)"))
+    p.add_argument("--test", help=test_help + " (default: none)")
+    p.add_argument("--max-sentences", type=positive_int,
+                   help="read only the first N sentences of each file (default: all)")
+
+
+def add_feature_arguments(group: argparse._ActionsContainer, embed_batch: bool = True) -> None:
+    """``--cache-dir``, ``--feature-dtype`` and (``embed_batch``) ``--embed-batch-size``."""
+    group.add_argument("--cache-dir",
+                       help=f"feature cache (default: ${CACHE_ENV} or ~/.cache/contextvec/features)")
+    group.add_argument("--feature-dtype", choices=DTYPES, default="float32",
+                       help="stored (and in-memory) precision of the features (default: float32)")
+    if embed_batch:
+        add_embed_batch_argument(group)
+
+
+def add_embed_batch_argument(group: argparse._ActionsContainer, old_name: str | None = None) -> None:
+    """``--embed-batch-size``; ``old_name``: an earlier spelling, still read but not shown."""
+    group.add_argument("--embed-batch-size", type=positive_int, default=64,
+                       help="sentences per encoder batch when computing features (default: 64)")
+    if old_name:
+        group.add_argument(old_name, type=positive_int, dest="embed_batch_size", help=argparse.SUPPRESS)
+
+
+def add_training_arguments(
+    group: argparse._ActionsContainer, *, epochs: int | None, lr: float | None, batch_size: int, seed: int,
+    epochs_help: str, lr_help: str, batch_help: str,
+) -> None:
+    """``--epochs``, ``--lr``, ``--batch-size`` and ``--seed`` (helps name their defaults; a default
+    of None is decided later, by the mode)."""
+    group.add_argument("--epochs", type=positive_int, default=epochs, help=epochs_help)
+    group.add_argument("--lr", type=positive_float, default=lr, help=lr_help)
+    group.add_argument("--batch-size", type=positive_int, default=batch_size, help=batch_help)
+    group.add_argument("--seed", type=non_negative_int, default=seed, help=f"random seed (default: {seed})")
+
+
+def add_output_arguments(p: argparse.ArgumentParser, what: str = "the results as JSON") -> None:
+    """``--output`` (a file), ``--overwrite`` and ``--quiet``."""
+    p.add_argument("--output", help=f"write {what} here, atomically (default: not written)")
+    add_overwrite_argument(p)
+    p.add_argument("--quiet", action="store_true", help="no progress bars (default: shown)")
+
+
+def check_inputs(args: argparse.Namespace, *names: str) -> list[str]:
+    """The input files named by options ``names`` that were given, each checked to be a file
+    (a one-line error for a directory or a missing file, before any work); returns them."""
+    given = []
+    for name in names:
+        path = getattr(args, name, None)
+        if path is None:
+            continue
+        option = "--" + name.replace("_", "-")
+        if Path(path).is_dir():
+            raise ValueError(f"{option} {path} is a directory; give a file")
+        if not Path(path).exists():
+            raise FileNotFoundError(f"{option} {path} does not exist")
+        if Path(path).stat().st_size == 0:
+            raise ValueError(f"{option} {path} is an empty file")
+        given.append(path)
+    return given
+
+
+def check_outputs(args: argparse.Namespace, inputs: Sequence[str | os.PathLike | None],
+                  *files: str | os.PathLike | None) -> None:
+    """Refuse each given output file that exists (without ``--overwrite``) or is an input."""
+    for output in files:
+        if output is not None:
+            check_output(output, inputs=inputs, overwrite=args.overwrite)
+
+
+def model_name(args: argparse.Namespace) -> str:
+    return args.model or args.options_file or f"bundled {DEFAULT_MODEL}"
+
+
+def finish(args: argparse.Namespace, table: str, runtime: str, result: dict) -> None:
+    """Print a command's results table and runtime line, then write ``--output`` if given."""
+    print(table)
+    print(f"runtime: {runtime}")
+    if args.output:
+        write_json(args.output, result)
+
+
+def write_json(path: str | os.PathLike, result: dict) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {path}")
+
+
+@contextmanager
+def resumable_features(
+    what: str = "finished feature chunks are kept, rerun the same command",
+) -> Iterator[None]:
+    """Ctrl-C during a feature pass: say what is kept (the cache resumes by itself), exit 130."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        print(f"\ncontextvec: interrupted; {what}", file=sys.stderr)
+        raise SystemExit(130) from None

@@ -1,0 +1,68 @@
+"""``results.json``: finished runs stored by what they were run on, so reruns skip them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+from contextvec.io.atomic import atomic_path
+from contextvec.tasks.experiments.plans import RunSpec
+from contextvec.tasks.split import Split
+
+RESULTS_JSON = "results.json"
+
+
+def split_identity(split: Split) -> str:
+    """A sha256 hex digest of a split's tokens and labels."""
+    text = json.dumps([split.sentences, split.labels], ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _normalised(value: object) -> object:
+    """JSON round trip, so keys built now compare equal to keys read back (tuples -> lists)."""
+    return json.loads(json.dumps(value, sort_keys=True))
+
+
+def run_key(spec: RunSpec, task: str, data: dict[str, str | None], model_id: str | None) -> dict:
+    """What a finished run is found by in ``results.json`` (see the module docstring)."""
+    train = asdict(spec.train_settings)
+    del train["progress"]  # never changes a result
+    return _normalised({
+        "task": task, "data": data, "model": model_id if spec.contextual else None,
+        "model_settings": asdict(spec.model_settings), "train_settings": train,
+    })
+
+
+class ResultStore:
+    """``results.json`` of an output directory: finished runs by key, saved atomically."""
+
+    def __init__(self, output_dir: Path, experiment: str, header: dict, fresh: bool = False) -> None:
+        """``fresh``: start empty, whatever ``results.json`` holds (it is replaced on save)."""
+        self.path = output_dir / RESULTS_JSON
+        self.experiment = experiment
+        self.header = header
+        self.records: list[dict] = []
+        if self.path.exists() and not fresh:
+            stored = json.loads(self.path.read_text(encoding="utf-8"))
+            if stored.get("experiment") != experiment:
+                raise ValueError(f"{self.path} holds the {stored.get('experiment')!r} experiment, not "
+                                 f"{experiment!r}: give another --output-dir")
+            self.records = stored["runs"] + stored.get("other_runs", [])
+
+    def find(self, key: dict) -> dict | None:
+        return next((r for r in self.records if r["key"] == key), None)
+
+    def add(self, record: dict) -> None:
+        self.records = [r for r in self.records if r["key"] != record["key"]] + [record]
+
+    def save(self, plan_keys: Sequence[dict], extra: dict | None = None) -> None:
+        """Write the plan's finished runs in plan order, then every other stored run."""
+        in_plan = [r for key in plan_keys if (r := self.find(key)) is not None]
+        others = [r for r in self.records if r["key"] not in plan_keys]
+        document = {"experiment": self.experiment, **self.header, **(extra or {}),
+                    "runs": in_plan, "other_runs": others}
+        with atomic_path(self.path) as tmp:
+            tmp.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")

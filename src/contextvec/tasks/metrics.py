@@ -1,0 +1,106 @@
+"""Task scores.
+
+NER: entity precision/recall/F1 from seqeval on **IOB2** tags: gold and predicted tags are
+converted from IOB1 (the CoNLL-2003 files) first. ``f1`` is seqeval's default mode, which scores
+chunks as the CoNLL ``conlleval`` script does (the standard for CoNLL-2003); ``f1_strict`` is its
+strict IOB2 mode. With the default constrained CRF every prediction is a well-formed sequence, so
+the two agree. ``by_mention`` splits the entities into those whose words were annotated as an
+entity somewhere in the training split (``seen``) and the rest (``unseen``), with P/R/F1 for
+each: pretrained representations help most on unseen mentions, and held-out sets differ in how
+many they have (Augenstein et al. 2017). Classification: accuracy. WSD: Raganato et al.'s scorer.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+from seqeval.metrics import classification_report, f1_score
+from seqeval.metrics.sequence_labeling import get_entities
+from seqeval.scheme import IOB2
+
+from contextvec.tasks.schemes import iob1_to_iob2, to_scheme
+
+
+def entity_mentions(sentences: Sequence[Sequence[str]], tags_iob1: Sequence[Sequence[str]]) -> set[str]:
+    """The word strings of every entity annotated in a split (any type)."""
+    return {" ".join(words[start:end + 1]) for words, tags in zip(sentences, tags_iob1, strict=True)
+            for _, start, end in get_entities(iob1_to_iob2(tags))}
+
+
+def _seen_unseen(sentences: Sequence[Sequence[str]], gold: Sequence[Sequence[str]],
+                 pred: Sequence[Sequence[str]], seen: set[str]) -> dict:
+    counts = {group: {"gold": 0, "predicted": 0, "correct": 0} for group in ("seen", "unseen")}
+    for words, g, p in zip(sentences, gold, pred, strict=True):
+        gold_spans, pred_spans = set(get_entities(list(g))), set(get_entities(list(p)))
+        for spans, key in ((gold_spans, "gold"), (pred_spans, "predicted"),
+                           (gold_spans & pred_spans, "correct")):
+            for _, start, end in spans:
+                group = "seen" if " ".join(words[start:end + 1]) in seen else "unseen"
+                counts[group][key] += 1
+    for c in counts.values():
+        c["precision"] = c["correct"] / c["predicted"] if c["predicted"] else 0.0
+        c["recall"] = c["correct"] / c["gold"] if c["gold"] else 0.0
+        total = c["precision"] + c["recall"]
+        c["f1"] = 2 * c["precision"] * c["recall"] / total if total else 0.0
+    return counts
+
+
+def ner_scores(gold_iob1: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]], scheme: str,
+               sentences: Sequence[Sequence[str]] | None = None, seen: set[str] | None = None) -> dict:
+    """Entity P/R/F1 (seqeval on IOB2; see the module docstring) and per-type F1.
+
+    With the split's ``sentences`` and the ``seen`` mentions of the training split
+    (:func:`entity_mentions`), also ``by_mention``: the scores of seen and unseen mentions.
+    """
+    gold = [iob1_to_iob2(t) for t in gold_iob1]
+    pred = [list(t) if scheme == "bio" else to_scheme(t, "bio", scheme) for t in predicted]
+    with warnings.catch_warnings():  # numpy's empty-mean warnings when no entity exists at all
+        warnings.simplefilter("ignore", RuntimeWarning)
+        report = classification_report(gold, pred, output_dict=True, zero_division=0)
+        strict = f1_score(gold, pred, mode="strict", scheme=IOB2, zero_division=0)
+    micro = report.get("micro avg", {"f1-score": 0.0, "precision": 0.0, "recall": 0.0})
+    return {
+        "f1": float(micro["f1-score"]),
+        "precision": float(micro["precision"]),
+        "recall": float(micro["recall"]),
+        "f1_strict": float(strict),
+        "per_type": {k: {"f1": float(v["f1-score"]), "support": int(v["support"])}
+                     for k, v in report.items() if not k.endswith(" avg")},
+        "sentences": len(gold),
+        **({"by_mention": _seen_unseen(sentences, gold, pred, seen)}
+           if sentences is not None and seen is not None else {}),
+    }
+
+
+def accuracy(gold: Sequence[str], predicted: Sequence[str]) -> dict:
+    """Classification accuracy (and the counts behind it)."""
+    correct = sum(g == p for g, p in zip(gold, predicted, strict=True))
+    return {"accuracy": correct / len(gold), "correct": correct, "sentences": len(gold)}
+
+
+@dataclass(frozen=True)
+class Score:
+    """Raganato-style scores of one system on one evaluation set."""
+
+    precision: float
+    recall: float
+    f1: float
+    correct: int
+    answered: int
+    total: int
+
+
+def wsd_score(predictions: Mapping[str, str | None], gold: Mapping[str, Collection[str]]) -> Score:
+    """Score single-key ``predictions`` (instance id -> key, None = no answer) against ``gold``
+    (id -> keys). Every gold instance counts in recall; a prediction for an unknown id is an error."""
+    if extra := set(predictions) - set(gold):
+        raise ValueError(f"{len(extra)} predictions for instances without gold keys, e.g. {min(extra)}")
+    answered = sum(predictions.get(i) is not None for i in gold)
+    correct = sum(predictions.get(i) is not None and predictions[i] in keys for i, keys in gold.items())
+    total = len(gold)
+    precision = correct / answered if answered else 0.0
+    recall = correct / total if total else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return Score(precision, recall, f1, correct, answered, total)

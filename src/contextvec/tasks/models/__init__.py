@@ -1,0 +1,49 @@
+"""Task models with and without contextual vectors: a biLSTM-CRF tagger and a sentence classifier.
+
+Both models read tokens through the same input layer and the same biLSTM encoder:
+
+- **Token representation** ``x``: a word embedding (random init, or a word2vec/GloVe file, see
+  :func:`build_vocabularies`; trained with the model) and, optionally, a small character CNN
+  (:class:`CharCNN`: char embeddings, one convolution, max over the characters; Lample et al.
+  2016, Ma & Hovy 2016). Words are looked up **lowercased** (like Senna's and GloVe 6B's
+  vocabularies); case reaches the model through the characters and the contextual vectors.
+  During training a word seen once in train is replaced by UNK with probability
+  ``word_unk_rate`` (Lample et al.), so the UNK vector is trained for unseen words.
+- **Contextual vectors** (ELMo, Peters et al. 2018, section 3.3): a
+  :class:`~contextvec.embedder.ContextualEmbedder` over the frozen encoder gives one learned
+  scalar mix per place: ``input`` concatenates ``ELMo_task`` to ``x`` at the biLSTM input
+  (``[x; ELMo_task]``); ``input+output`` also concatenates a second mix ``ELMo_task'`` to the
+  biLSTM output (``[h; ELMo_task']``). With a fixed ``layers`` combination instead of ``mix``
+  (``last``, ``sum_last_4``, ``concat_last_4``: the BERT paper's feature-based NER study, Table 7,
+  via :func:`~contextvec.encoders.bert.combine_layers`) the embedder sees one combined layer
+  (:class:`FixedLayers`) and its mixes are frozen at weight 1, gamma 1 (no mix penalty).
+  For speed the encoder's layers can be computed once per dataset and passed in with each
+  batch (``Batch.layers``, the same mixes and dropout are then applied to them); without them
+  the embedder runs the encoder itself, so a trained model also tags new text.
+- :class:`NerTagger`: ``x`` -> biLSTM (1-2 layers) -> linear -> :class:`~contextvec.tasks.crf.CRF`
+  with the transition constraints of its tag scheme (the biLSTM-CRF of Lample et al. 2016 and
+  Peters et al. 2017/2018).
+- :class:`SentenceClassifier`: ``x`` -> biLSTM -> ``[max; mean]`` pooling over the tokens -> MLP
+  (one ReLU hidden layer) -> softmax. A deliberately simple model (not CoVe's biattentive
+  classification network), the same for SST-5, SST-2 and TREC-6.
+"""
+
+from contextvec.tasks.models.bilstm import CharCNN, NerTagger, SentenceClassifier, TokenEmbedder
+from contextvec.tasks.models.contextual import FixedLayers, check_layers, contextual_embedder
+from contextvec.tasks.models.settings import LAYERS, PLACEMENTS, ModelSettings
+from contextvec.tasks.models.vocab import (
+    MAX_CHARS,
+    PAD,
+    UNK,
+    Batch,
+    Indexer,
+    Vocabulary,
+    build_vocabularies,
+    wanted_words,
+)
+
+__all__ = [
+    "LAYERS", "MAX_CHARS", "PAD", "PLACEMENTS", "UNK", "Batch", "CharCNN", "FixedLayers", "Indexer",
+    "ModelSettings", "NerTagger", "SentenceClassifier", "TokenEmbedder", "Vocabulary", "build_vocabularies",
+    "check_layers", "contextual_embedder", "wanted_words",
+]

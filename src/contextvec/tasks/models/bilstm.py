@@ -1,0 +1,198 @@
+"""The biLSTM task models: :class:`NerTagger` (CRF) and :class:`SentenceClassifier` (pooling + MLP)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from contextvec.embedder.module import ContextualEmbedder
+from contextvec.tasks.crf import CRF, allowed_transitions
+from contextvec.tasks.models.settings import ModelSettings
+from contextvec.tasks.models.vocab import PAD, UNK, Batch, Vocabulary, _random_embeddings
+
+
+class CharCNN(nn.Module):
+    """Character embeddings -> one convolution -> max over the token's characters (padding excluded)."""
+
+    def __init__(self, num_chars: int, char_dim: int, filters: int, width: int) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(num_chars, char_dim, padding_idx=PAD)
+        self.conv = nn.Conv1d(char_dim, filters, width, padding=width // 2)
+        self.output_dim = filters
+
+    def forward(self, chars: torch.Tensor) -> torch.Tensor:
+        """(batch, time, max_chars) ids -> (batch, time, filters)."""
+        batch, time, width = chars.shape
+        flat = chars.reshape(batch * time, width)
+        x = self.conv(self.embedding(flat).transpose(1, 2))[:, :, :width]  # (tokens, filters, chars)
+        x = x.masked_fill((flat == PAD).unsqueeze(1), float("-inf")).max(dim=2).values
+        x = torch.where(torch.isinf(x), torch.zeros_like(x), x)  # padding tokens (no characters)
+        return x.reshape(batch, time, -1)
+
+
+class TokenEmbedder(nn.Module):
+    """``[word embedding; char CNN]`` per token (the non-contextual representation ``x``)."""
+
+    def __init__(
+        self,
+        words: Vocabulary,
+        chars: Vocabulary,
+        settings: ModelSettings,
+        pretrained: np.ndarray | None = None,
+    ) -> None:
+        super().__init__()
+        dim = settings.word_dim if pretrained is None else pretrained.shape[1]
+        initial = _random_embeddings(len(words), dim) if pretrained is None else pretrained
+        self.words = nn.Embedding(len(words), dim, padding_idx=PAD)
+        with torch.no_grad():
+            self.words.weight.copy_(torch.from_numpy(np.asarray(initial, dtype=np.float32)))
+            self.words.weight[PAD] = 0.0
+        self.register_buffer("singletons", words.singletons())
+        self.word_unk_rate = settings.word_unk_rate
+        self.chars = (
+            CharCNN(len(chars), settings.char_dim, settings.char_filters, settings.char_width)
+            if settings.char_cnn else None
+        )
+        self.output_dim = dim + (self.chars.output_dim if self.chars is not None else 0)
+
+    def forward(self, words: torch.Tensor, chars: torch.Tensor) -> torch.Tensor:
+        if self.training and self.word_unk_rate > 0:
+            coin = torch.rand(words.shape, device=words.device) < self.word_unk_rate
+            drop = self.singletons[words] & coin
+            words = words.masked_fill(drop, UNK)
+        x = self.words(words)
+        if self.chars is not None:
+            x = torch.cat([x, self.chars(chars)], dim=-1)
+        return x
+
+
+class _BiLSTMModel(nn.Module):
+    """Shared trunk: token representation (+ input mix) -> biLSTM (+ output mix); each model adds
+    its head over ``labels`` (:meth:`_add_head`, called last so parameters keep their order)."""
+
+    def __init__(
+        self,
+        tokens: TokenEmbedder,
+        labels: Sequence[str],
+        settings: ModelSettings,
+        contextual: ContextualEmbedder | None = None,
+    ) -> None:
+        super().__init__()
+        if (contextual is None) != (settings.num_mixes == 0):
+            raise ValueError(f"placement {settings.placement!r} needs "
+                             f"{'a' if settings.num_mixes else 'no'} contextual embedder")
+        if contextual is not None and len(contextual.mixes) != settings.num_mixes:
+            raise ValueError(f"the embedder has {len(contextual.mixes)} mixes, "
+                             f"placement needs {settings.num_mixes}")
+        self.settings = settings
+        self.tokens = tokens
+        self.contextual = contextual
+        context_dim = contextual.output_dim if contextual is not None else 0
+        self.dropout = nn.Dropout(settings.dropout)
+        self.lstm = nn.LSTM(
+            tokens.output_dim + context_dim, settings.hidden, num_layers=settings.lstm_layers,
+            batch_first=True, bidirectional=True,
+            dropout=settings.dropout if settings.lstm_layers > 1 else 0.0,
+        )
+        self.output_dim = 2 * settings.hidden + (context_dim if settings.num_mixes == 2 else 0)
+        self.labels = list(labels)
+        self._add_head()
+
+    def _add_head(self) -> None:
+        raise NotImplementedError
+
+    def mixes(self, batch: Batch) -> list[torch.Tensor]:
+        """The contextual embedder's mixes for the batch: from ``batch.layers`` when given."""
+        if self.contextual is None:
+            return []
+        if batch.layers is None:
+            return self.contextual(batch.tokens).mixes
+        if batch.layers.shape[0] != self.contextual.mixes[0].weights.shape[0]:
+            raise ValueError(f"{batch.layers.shape[0]} precomputed layers for mixes over "
+                             f"{self.contextual.mixes[0].weights.shape[0]}")
+        # The same computation as ContextualEmbedder.forward, on layers computed beforehand.
+        return [self.contextual.dropout(mix(batch.layers, batch.mask)) for mix in self.contextual.mixes]
+
+    def encode(self, batch: Batch) -> torch.Tensor:
+        """(batch, time, output_dim) features of each token."""
+        x = self.dropout(self.tokens(batch.words, batch.chars))
+        mixes = self.mixes(batch)
+        if mixes:
+            x = torch.cat([x, mixes[0]], dim=-1)
+        lengths = batch.mask.sum(1).cpu()
+        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        h, _ = self.lstm(packed)
+        h, _ = pad_packed_sequence(h, batch_first=True, total_length=x.shape[1])
+        h = self.dropout(h)
+        if len(mixes) == 2:
+            h = torch.cat([h, mixes[1]], dim=-1)
+        return h
+
+    def mix_penalty(self, coefficient: float) -> torch.Tensor:
+        """ELMo's ``lambda * ||w||^2`` on the trainable mixes (zero for a fixed or no mix)."""
+        device = self.tokens.words.weight.device
+        if self.contextual is None or self.settings.layers != "mix" or coefficient == 0:
+            return torch.zeros((), device=device)
+        return self.contextual.l2_penalty(coefficient).to(device)
+
+    def mix_summary(self) -> list[dict[str, object]]:
+        """Each mix's softmax-normalised layer weights and gamma (for the results file)."""
+        if self.contextual is None:
+            return []
+        with torch.no_grad():
+            return [{"weights": [round(float(w), 6) for w in mix.normalized_weights()],
+                     "gamma": round(float(mix.gamma), 6)} for mix in self.contextual.mixes]
+
+
+class NerTagger(_BiLSTMModel):
+    """biLSTM-CRF sequence tagger (see :mod:`contextvec.tasks.models`)."""
+
+    def _add_head(self) -> None:
+        self.project = nn.Linear(self.output_dim, len(self.labels))
+        if self.settings.constrained:
+            self.crf = CRF(len(self.labels), *allowed_transitions(self.labels, self.settings.tag_scheme))
+        else:
+            self.crf = CRF(len(self.labels))
+
+    def emissions(self, batch: Batch) -> torch.Tensor:
+        return self.project(self.encode(batch))
+
+    def loss(self, batch: Batch) -> torch.Tensor:
+        """Mean negative log-likelihood per sentence."""
+        assert batch.targets is not None
+        return self.crf.neg_log_likelihood(self.emissions(batch), batch.targets, batch.mask).mean()
+
+    def predict(self, batch: Batch) -> list[list[str]]:
+        """Viterbi tags of each sentence."""
+        paths, _ = self.crf.viterbi(self.emissions(batch), batch.mask)
+        return [[self.labels[i] for i in path] for path in paths]
+
+
+class SentenceClassifier(_BiLSTMModel):
+    """biLSTM, ``[max; mean]`` pooling over tokens, MLP (see :mod:`contextvec.tasks.models`)."""
+
+    def _add_head(self) -> None:
+        self.mlp = nn.Sequential(
+            nn.Linear(2 * self.output_dim, self.settings.mlp_hidden), nn.ReLU(),
+            nn.Dropout(self.settings.dropout), nn.Linear(self.settings.mlp_hidden, len(self.labels)),
+        )
+
+    def logits(self, batch: Batch) -> torch.Tensor:
+        h = self.encode(batch)
+        m = batch.mask.unsqueeze(-1)
+        pooled_max = h.masked_fill(~m, float("-inf")).max(dim=1).values
+        pooled_mean = (h * m).sum(1) / m.sum(1).clamp(min=1)
+        return self.mlp(torch.cat([pooled_max, pooled_mean], dim=-1))
+
+    def loss(self, batch: Batch) -> torch.Tensor:
+        """Mean cross-entropy per sentence."""
+        assert batch.targets is not None
+        return F.cross_entropy(self.logits(batch), batch.targets)
+
+    def predict(self, batch: Batch) -> list[str]:
+        return [self.labels[i] for i in self.logits(batch).argmax(-1).tolist()]

@@ -1,0 +1,53 @@
+"""Hyperparameters of the task models (:class:`ModelSettings`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from contextvec.encoders.bert.combine import LAYER_COMBINATIONS
+
+PLACEMENTS = ("none", "input", "input+output")
+LAYERS = ("mix", *LAYER_COMBINATIONS)
+"""How the encoder's layers enter: learned scalar mixes, or a fixed combination."""
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """Hyperparameters of the task models (defaults: small models that train on a CPU)."""
+
+    word_dim: int = 50
+    char_cnn: bool = True
+    char_dim: int = 16
+    char_filters: int = 64
+    char_width: int = 3
+    """The token representation: random word embeddings of ``word_dim`` and a char CNN."""
+    hidden: int = 100
+    lstm_layers: int = 2
+    dropout: float = 0.5
+    mlp_hidden: int = 100
+    word_unk_rate: float = 0.5
+    """The biLSTM (units per direction, layers), its dropout, the classifier's MLP, and the rate at
+    which a training word seen once becomes UNK."""
+    placement: str = "none"
+    layer_norm: bool = False
+    mix_dropout: float = 0.5
+    layers: str = "mix"
+    """Contextual vectors: where they enter (``none``, ``input``, ``input+output``), layer norm
+    and dropout of each mix, learned mixes or a fixed combination of layers."""
+    tag_scheme: str = "bio"
+    constrained: bool = True
+    """Tagging: the tags predicted (``bio``, ``iob1``, ``bioul``), CRF transition constraints."""
+
+    def __post_init__(self) -> None:
+        if self.placement not in PLACEMENTS:
+            raise ValueError(f"placement must be one of {PLACEMENTS}, not {self.placement!r}")
+        if self.layers not in LAYERS:
+            raise ValueError(f"layers must be one of {LAYERS}, not {self.layers!r}")
+        if self.lstm_layers < 1 or self.hidden < 1 or self.word_dim < 1:
+            raise ValueError(f"lstm_layers, hidden and word_dim must be >= 1: {self}")
+        if not 0 <= self.dropout < 1 or not 0 <= self.mix_dropout < 1 or not 0 <= self.word_unk_rate <= 1:
+            raise ValueError(f"dropout rates must be in [0, 1): {self}")
+
+    @property
+    def num_mixes(self) -> int:
+        return {"none": 0, "input": 1, "input+output": 2}[self.placement]

@@ -1,0 +1,58 @@
+"""TREC question classification: one question per line, ``COARSE:fine tokens...``; the label is
+the coarse class (6 labels: ABBR DESC ENTY HUM LOC NUM). The file is **latin-1** (the official
+``train_5500.label`` has one 0xF0 byte), so it is decoded as latin-1, which maps every byte to
+one character and cannot fail. TREC has no dev split: :func:`carve_dev` takes a seeded random
+10% of train (seed :data:`DEV_SPLIT_SEED`, independent of the training seed so every run
+evaluates on the same dev questions)."""
+
+from __future__ import annotations
+
+import os
+import random
+
+from contextvec.tasks.readers.lines import line_items
+from contextvec.tasks.split import LabeledSentences
+
+TREC_COARSE = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
+DEV_SPLIT_SEED = 0
+"""Seed of the TREC dev carve-out (fixed, so that every training seed sees the same dev set)."""
+
+
+def parse_trec_line(line: str, where: str = "<string>") -> tuple[str, list[str]]:
+    """``COARSE:fine tokens...`` -> (coarse label, tokens)."""
+    head, _, rest = line.partition(" ")
+    coarse, colon, fine = head.partition(":")
+    tokens = rest.split()
+    if not colon or not fine or coarse not in TREC_COARSE:
+        raise ValueError(f"{where}: expected 'COARSE:fine question' with COARSE in "
+                         f"{', '.join(TREC_COARSE)}: {line[:80]!r}")
+    if not tokens:
+        raise ValueError(f"{where}: a label without a question")
+    return coarse, tokens
+
+
+def read_trec(path: str | os.PathLike, max_sentences: int | None = None) -> LabeledSentences:
+    """A TREC label file (plain or ``.gz``, latin-1) -> questions with their coarse labels."""
+    return line_items(path, parse_trec_line, max_sentences, encoding="latin-1", what="questions")
+
+
+def carve_dev(
+    data: LabeledSentences, fraction: float = 0.1, seed: int = DEV_SPLIT_SEED
+) -> tuple[LabeledSentences, LabeledSentences]:
+    """Split ``data`` into (train, dev): a seeded random ``fraction`` (rounded, at least 1) is dev.
+
+    Both parts keep the file order. The same data, fraction and seed give the same split.
+    """
+    if not 0 < fraction < 1:
+        raise ValueError(f"fraction must be in (0, 1), not {fraction}")
+    n_dev = max(1, round(len(data) * fraction))
+    if n_dev >= len(data):
+        raise ValueError(f"{data.source}: {len(data)} sentences are too few to carve out a dev set")
+    dev_ids = set(random.Random(seed).sample(range(len(data)), n_dev))
+
+    def pick(keep: bool, name: str) -> LabeledSentences:
+        ids = [i for i in range(len(data)) if (i in dev_ids) == keep]
+        return LabeledSentences([data.sentences[i] for i in ids], [data.labels[i] for i in ids],
+                                f"{data.source} ({name}, seed {seed})")
+
+    return pick(False, f"train minus {fraction:.0%} dev"), pick(True, f"{fraction:.0%} dev carve-out")

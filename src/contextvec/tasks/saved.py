@@ -1,0 +1,317 @@
+"""Saved task models: ``train-task --save-model DIR``, :func:`load_task_model` and prediction.
+
+**Layout of DIR.** ``task.json``: the format name and version, the task, its labels, the kind
+(``features``: a frozen-feature model of :mod:`contextvec.tasks.models`; ``fine-tune``: a
+fine-tuned BERT), the model settings, the encoder it was trained on and the dev score training
+reported. A frozen-feature model adds ``model.safetensors`` (its weights, without the frozen
+encoder's), ``words.json`` and ``chars.json`` (its vocabularies, in id order). A fine-tuned BERT
+is an HF directory (``config.json`` with the labels, ``model.safetensors``, ``vocab.txt``)
+that ``transformers`` reads too, plus ``task.json``. The directory is written beside its final
+name and renamed into place, so it is complete or absent.
+
+**The encoder** is not copied: ``task.json`` names it (a bundled model's name, or an absolute
+path) with its fingerprint (:func:`~contextvec.encoders.fingerprint.model_identity`); loading
+reloads it and refuses one whose fingerprint differs (other weights would give other vectors).
+
+**Exactly the training run's scores.** Prediction computes the encoder's layers the way the
+feature cache did (chunks of :data:`FEATURE_CHUNK` sentences, the same encoder batches, stored in
+the same dtype, the same layer combination), then runs the task model on batches of similar
+length of the same size as training's evaluation; a reloaded model therefore scores the same
+split exactly as training reported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from contextvec.api import load as load_encoder
+from contextvec.encoders.base import Encoder
+from contextvec.encoders.bert.tokenizer import WordPieceTokenizer
+from contextvec.encoders.fingerprint import model_identity
+from contextvec.tasks.finetune import PieceSplit
+from contextvec.tasks.models import Indexer, ModelSettings, TokenEmbedder, Vocabulary, contextual_embedder
+from contextvec.tasks.schemes import to_scheme
+from contextvec.tasks.spec import TaskSpec, get_task
+from contextvec.tasks.split import Split
+from contextvec.tasks.train import ENCODER_PREFIX, PreparedSplit, predict_split, select_layers
+
+FORMAT, VERSION = "contextvec-task-model", 1
+TASK_FILE, WEIGHTS, WORDS, CHARS = "task.json", "model.safetensors", "words.json", "chars.json"
+FEATURE_CHUNK = 1000
+"""Sentences per feature chunk: the feature cache's ``chunk_sentences`` (same encoder batches)."""
+MAX_TOKENS = 4096
+"""Padded tokens per encoder batch: the feature cache's ``max_tokens``."""
+
+
+def encoder_reference(model: str | None, options_file: str | None = None,
+                      weight_file: str | None = None) -> dict:
+    """How ``task.json`` names an encoder: a bundled name as given, paths made absolute."""
+    def where(path: str | None) -> str | None:
+        return str(Path(path).resolve()) if path is not None and Path(path).exists() else path
+
+    return {"model": where(model), "options_file": where(options_file), "weight_file": where(weight_file)}
+
+
+def _write_json(path: Path, value: object) -> None:
+    path.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _publish(tmp: Path, directory: Path) -> None:
+    """Rename the finished ``tmp`` onto ``directory`` (an existing one is replaced)."""
+    old = directory.with_name(f".{directory.name}.old{os.getpid()}")
+    if directory.exists():
+        directory.rename(old)
+    tmp.rename(directory)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _staging(directory: str | os.PathLike) -> tuple[Path, Path]:
+    directory = Path(directory)
+    tmp = directory.with_name(f".{directory.name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    return directory, tmp
+
+
+def save_task_model(
+    directory: str | os.PathLike,
+    task: str,
+    model: nn.Module,
+    *,
+    reported: dict,
+    encoder: Encoder | None = None,
+    encoder_ref: dict | None = None,
+    features: dict | None = None,
+    eval_batch_size: int = 64,
+    seen_mentions: Iterable[str] | None = None,
+) -> Path:
+    """Write a frozen-feature task model (from :func:`~contextvec.tasks.train.train_task`, which
+    keeps its :class:`~contextvec.tasks.models.Indexer` as ``model.indexer``) to ``directory``.
+
+    ``reported``: the dev (and test) scores training reported; ``encoder``/``encoder_ref``: the
+    encoder and how to load it again (:func:`encoder_reference`), None for a model without
+    contextual vectors; ``features``: ``{"dtype", "embed_batch_size"}`` of its feature pass.
+    """
+    indexer: Indexer = model.indexer
+    settings: ModelSettings = model.settings
+    if (encoder is None) != (settings.num_mixes == 0):
+        raise ValueError(f"placement {settings.placement!r} and encoder {encoder!r} do not match")
+    directory, tmp = _staging(directory)
+    try:
+        state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()
+                 if not k.startswith(ENCODER_PREFIX)}
+        save_file(state, str(tmp / WEIGHTS))
+        _write_json(tmp / WORDS, indexer.words.itos)
+        _write_json(tmp / CHARS, indexer.chars.itos)
+        _write_json(tmp / TASK_FILE, {
+            "format": FORMAT, "version": VERSION, "kind": "features", "task": task,
+            "labels": list(indexer.labels), "model_settings": asdict(settings),
+            "word_dim": int(model.tokens.words.weight.shape[1]),
+            "encoder": None if encoder is None else {**(encoder_ref or {}),
+                                                     "fingerprint": model_identity(encoder)},
+            "features": features or {"dtype": "float32", "embed_batch_size": 64},
+            "eval_batch_size": eval_batch_size, "reported": reported,
+            "seen_mentions": None if seen_mentions is None else sorted(seen_mentions),
+        })
+        _publish(tmp, directory)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return directory
+
+
+def save_fine_tuned(
+    directory: str | os.PathLike,
+    task: str,
+    model: nn.Module,
+    *,
+    base_model: str,
+    reported: dict,
+    eval_batch_size: int = 64,
+    seen_mentions: Iterable[str] | None = None,
+) -> Path:
+    """Write a fine-tuned BERT (:func:`~contextvec.tasks.finetune.fine_tune`) as an HF directory
+    with the tokenizer of ``base_model``, plus ``task.json``."""
+    directory, tmp = _staging(directory)
+    try:
+        model.save_pretrained(tmp, tokenizer_dir=base_model)
+        _write_json(tmp / TASK_FILE, {
+            "format": FORMAT, "version": VERSION, "kind": "fine-tune", "task": task,
+            "labels": list(model.labels), "model_settings": {"tag_scheme": "bio"},
+            "encoder": {**encoder_reference(base_model), "fingerprint": None},
+            "eval_batch_size": eval_batch_size, "reported": reported,
+            "seen_mentions": None if seen_mentions is None else sorted(seen_mentions),
+        })
+        _publish(tmp, directory)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return directory
+
+
+def _read_json(path: Path) -> object:
+    if not path.is_file():
+        raise FileNotFoundError(f"{path.parent} is not a saved task model: {path.name} is missing")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path}: not valid JSON ({error})") from None
+
+
+def _vocabulary(path: Path) -> Vocabulary:
+    itos = _read_json(path)
+    if not isinstance(itos, list) or itos[:2] != ["<pad>", "<unk>"]:
+        raise ValueError(f"{path}: expected a JSON list starting with \"<pad>\", \"<unk>\"")
+    return Vocabulary(itos[2:])
+
+
+class TaskModel:
+    """A loaded task model (:func:`load_task_model`): ``predict(sentences)`` gives one label per
+    sentence, or one IOB2 tag per token for NER."""
+
+    def __init__(self, spec: TaskSpec, config: dict, model: nn.Module, device: str,
+                 indexer: Indexer | None = None, encoder: Encoder | None = None,
+                 tokenizer: WordPieceTokenizer | None = None) -> None:
+        self.spec, self.config, self.model, self.device = spec, config, model, device
+        self.indexer, self.encoder, self.tokenizer = indexer, encoder, tokenizer
+        self.labels: list[str] = list(config["labels"])
+        self.scheme: str = config["model_settings"].get("tag_scheme") or "bio"
+        seen = config.get("seen_mentions")
+        self.seen_mentions: set[str] | None = None if seen is None else set(seen)
+
+    @property
+    def tagging(self) -> bool:
+        return self.spec.tagging
+
+    def _features(self, sentences: Sequence[list[str]], embed_batch_size: int) -> list[np.ndarray]:
+        """The encoder's layers as the feature cache stores them and ``attach_features`` keeps them."""
+        assert self.encoder is not None
+        dtype = self.config["features"]["dtype"]
+        how = self.config["model_settings"]["layers"]
+        out: list[np.ndarray] = []
+        for start in range(0, len(sentences), FEATURE_CHUNK):
+            chunk = sentences[start:start + FEATURE_CHUNK]
+            arrays: list[np.ndarray] = [np.empty(0)] * len(chunk)
+            for row, array in self.encoder.embed_batches(chunk, embed_batch_size, MAX_TOKENS):
+                arrays[row] = select_layers(array.astype(dtype, copy=False), how)
+            out += arrays
+        return out
+
+    def predict(self, sentences: Iterable[Sequence[str]], batch_size: int | None = None,
+                embed_batch_size: int | None = None) -> list:
+        """Labels (or IOB2 tag lists) of ``sentences`` (token lists; none may be empty)."""
+        sentences = [list(s) for s in sentences]
+        for i, sentence in enumerate(sentences):
+            if not sentence or not all(isinstance(t, str) and t for t in sentence):
+                raise ValueError(f"sentence {i + 1}: expected a non-empty list of non-empty tokens")
+        if not sentences:
+            return []
+        batch_size = batch_size or self.config["eval_batch_size"]
+        split = Split(sentences, [None] * len(sentences), "<predict>")
+        with torch.no_grad():
+            if self.tokenizer is not None:
+                max_pieces = self.model.config.max_position_embeddings
+                return PieceSplit(split, self.tokenizer, self.spec, max_pieces).predict(
+                    self.model, batch_size, self.device)
+            if self.encoder is not None:
+                split.features = self._features(
+                    sentences, embed_batch_size or self.config["features"]["embed_batch_size"])
+            predicted = predict_split(self.model, PreparedSplit(split, self.indexer, None), batch_size,
+                                      self.device)
+        if self.tagging and self.scheme != "bio":
+            return [to_scheme(tags, "bio", self.scheme) for tags in predicted]
+        return predicted
+
+    def predict_stream(self, sentences: Iterable[Sequence[str]], chunk: int = FEATURE_CHUNK,
+                       batch_size: int | None = None,
+                       embed_batch_size: int | None = None) -> Iterator[tuple[list[str], object]]:
+        """``(tokens, prediction)`` for each sentence, ``chunk`` sentences at a time (bounded memory)."""
+        if chunk < 1:
+            raise ValueError(f"chunk must be >= 1, not {chunk}")
+        pending: list[list[str]] = []
+        for sentence in sentences:
+            pending.append(list(sentence))
+            if len(pending) == chunk:
+                yield from zip(pending, self.predict(pending, batch_size, embed_batch_size), strict=True)
+                pending = []
+        if pending:
+            yield from zip(pending, self.predict(pending, batch_size, embed_batch_size), strict=True)
+
+    def score(self, split: Split, predicted: list) -> dict:
+        """The task's scores of ``predicted`` (from :meth:`predict`) against ``split``'s labels."""
+        return self.spec.score(split, predicted, "bio", self.seen_mentions)
+
+
+def _check_config(directory: Path) -> dict:
+    config = _read_json(directory / TASK_FILE)
+    if not isinstance(config, dict) or config.get("format") != FORMAT:
+        raise ValueError(f"{directory / TASK_FILE}: not a contextvec task model (format {FORMAT!r})")
+    if config.get("version") != VERSION:
+        raise ValueError(f"{directory / TASK_FILE}: format version {config.get('version')!r}; "
+                         f"this contextvec reads version {VERSION}")
+    return config
+
+
+def _encoder_for(config: dict, directory: Path, encoder: Encoder | None, device: str) -> Encoder:
+    ref = config["encoder"]
+    if encoder is None:
+        try:
+            encoder = load_encoder(ref["model"], options_file=ref.get("options_file"),
+                                   weight_file=ref.get("weight_file"), device=device)
+        except (FileNotFoundError, ValueError) as error:
+            raise ValueError(f"{directory}: cannot load the encoder it was trained on "
+                             f"({ref['model'] or ref['options_file']}): {error}") from None
+    found = model_identity(encoder)
+    if found != ref["fingerprint"]:
+        raise ValueError(f"{directory} was trained on encoder {ref['model'] or ref['options_file']} "
+                         f"with fingerprint {ref['fingerprint'][:12]}..., but the encoder given has "
+                         f"fingerprint {found[:12]}...: other weights give other vectors")
+    return encoder
+
+
+def load_task_model(directory: str | os.PathLike, encoder: Encoder | None = None,
+                    device: str = "cpu") -> TaskModel:
+    """A model saved by ``train-task --save-model DIR``, ready to :meth:`~TaskModel.predict`.
+
+    ``encoder``: the frozen encoder, if already loaded (its fingerprint is checked); by default
+    the one named in ``task.json`` is loaded.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise FileNotFoundError(f"{directory} is not a directory (a saved task model is one)")
+    config = _check_config(directory)
+    spec = get_task(config["task"])
+    if config["kind"] == "fine-tune":
+        model = spec.fine_tune_head.from_pretrained(directory, labels=config["labels"]).to(device).eval()
+        return TaskModel(spec, config, model, device, tokenizer=WordPieceTokenizer.from_directory(directory))
+    settings = ModelSettings(**config["model_settings"])
+    words, chars = _vocabulary(directory / WORDS), _vocabulary(directory / CHARS)
+    contextual = None
+    if settings.num_mixes:
+        encoder = _encoder_for(config, directory, encoder, device)
+        contextual = contextual_embedder(encoder, settings)
+    shape = np.zeros((len(words), config["word_dim"]), dtype=np.float32)  # filled from the weights
+    tokens = TokenEmbedder(words, chars, settings, shape)
+    model = spec.model(tokens, config["labels"], settings, contextual)
+    if not (directory / WEIGHTS).is_file():
+        raise FileNotFoundError(f"{directory} is not a saved task model: {WEIGHTS} is missing")
+    try:
+        missing, unexpected = model.load_state_dict(load_file(str(directory / WEIGHTS)), strict=False)
+    except RuntimeError as error:  # shapes that do not fit the configuration
+        raise ValueError(f"{directory / WEIGHTS} does not fit {TASK_FILE}: "
+                         f"{str(error).splitlines()[-1].strip()}") from None
+    missing = [k for k in missing if not k.startswith(ENCODER_PREFIX)]
+    if missing or unexpected:
+        raise ValueError(f"{directory / WEIGHTS} does not fit {TASK_FILE}: missing {missing[:3]}, "
+                         f"unexpected {unexpected[:3]}")
+    model.to(device).eval()
+    return TaskModel(spec, config, model, device, Indexer(words, chars, config["labels"]),
+                     None if contextual is None else encoder)

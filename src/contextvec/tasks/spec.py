@@ -1,0 +1,112 @@
+"""The task table: what each ``train-task``/``experiment`` task is, in one place.
+
+A :class:`TaskSpec` names the task's reader, its label scheme (per-token entity tags or one class
+per sentence), its metric, its frozen-feature model and fine-tuning head, its model defaults and
+whether dev may be carved out of train. Commands and experiments look tasks up here
+(:func:`get_task`); adding a task is one entry in :data:`TASK_SPECS` plus a reader.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from types import MappingProxyType
+
+from contextvec.encoders.bert.finetune import BertForSequenceClassification, BertForTokenClassification
+from contextvec.tasks.metrics import accuracy, entity_mentions, ner_scores
+from contextvec.tasks.models import NerTagger, SentenceClassifier
+from contextvec.tasks.readers import DEV_SPLIT_SEED, carve_dev, read_conll2003, read_sst, read_trec
+from contextvec.tasks.schemes import tag_set
+from contextvec.tasks.split import Split
+
+Reader = Callable[[str | os.PathLike, int | None], Split]
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One task. ``tagging``: labels are per-token IOB1 entity tags (scored as entities), else one
+    class per sentence (scored by accuracy); ``model_defaults``: the frozen-feature model's
+    :class:`~contextvec.tasks.models.ModelSettings` values the command line does not set."""
+
+    name: str
+    summary: str
+    read: Reader
+    tagging: bool
+    metric: str
+    model: type[NerTagger] | type[SentenceClassifier]
+    fine_tune_head: type[BertForTokenClassification] | type[BertForSequenceClassification]
+    model_defaults: Mapping[str, object]
+    carves_dev: bool = False
+    """No dev file needed: a seeded 10% of train is the dev set (TREC has no dev split)."""
+
+    def load(self, path: str | os.PathLike, max_sentences: int | None = None) -> Split:
+        """Read a data file of this task."""
+        data = self.read(path, max_sentences)
+        return Split(data.sentences, data.labels, data.source)
+
+    def load_splits(
+        self,
+        train: str | os.PathLike,
+        dev: str | os.PathLike | None,
+        test: str | os.PathLike | None = None,
+        max_sentences: int | None = None,
+    ) -> tuple[Split, Split, Split | None]:
+        """Train, dev and test (or None). Without ``dev``, a task that ``carves_dev`` takes a
+        seeded 10% of train as dev (seed ``DEV_SPLIT_SEED``); other tasks need a dev file."""
+        if dev is None and not self.carves_dev:
+            raise ValueError(f"{self.name} needs --dev (only "
+                             f"{', '.join(n for n, s in TASK_SPECS.items() if s.carves_dev)} "
+                             "carves a dev set out of train)")
+        train_split = self.load(train, max_sentences)
+        if dev is not None:
+            dev_split = self.load(dev, max_sentences)
+        else:
+            train_split, dev_split = carve_dev(train_split, seed=DEV_SPLIT_SEED)
+        return train_split, dev_split, None if test is None else self.load(test, max_sentences)
+
+    def label_set(self, labels: Sequence, scheme: str = "bio") -> list[str]:
+        """The labels of a training split: tags in ``scheme`` (``O`` first, then by type) or classes."""
+        return tag_set(labels, scheme) if self.tagging else sorted(set(labels))
+
+    def seen_mentions(self, train: Split) -> set[str] | None:
+        """The training split's entity mentions (NER's seen/unseen scores), None for classes."""
+        return entity_mentions(train.sentences, train.labels) if self.tagging else None
+
+    def score(self, split: Split, predicted: list, scheme: str = "bio", seen: set[str] | None = None) -> dict:
+        """The split's scores of ``predicted`` (tags in ``scheme``, or classes)."""
+        if self.tagging:
+            return ner_scores(split.labels, predicted, scheme, split.sentences, seen)
+        return accuracy(split.labels, predicted)
+
+
+def _read_sst(variant: str, path: str | os.PathLike, max_sentences: int | None) -> Split:
+    return read_sst(path, variant, max_sentences)
+
+
+# Model defaults: the NER tagger of Lample et al. / Peters et al. (small), and a simple classifier
+# (no char CNN: sentence labels depend little on spelling).
+_TAGGER = MappingProxyType({"word_dim": 50, "char_cnn": True, "lstm_layers": 2, "hidden": 100})
+_CLASSIFIER = MappingProxyType({"word_dim": 100, "char_cnn": False, "lstm_layers": 1, "hidden": 100})
+_CLASSES = {"tagging": False, "metric": "accuracy", "model": SentenceClassifier,
+            "fine_tune_head": BertForSequenceClassification, "model_defaults": _CLASSIFIER}
+
+TASK_SPECS: Mapping[str, TaskSpec] = MappingProxyType({spec.name: spec for spec in (
+    TaskSpec("ner", "CoNLL-2003 NER (IOB1 files, scored with seqeval on IOB2)", read_conll2003,
+             tagging=True, metric="f1", model=NerTagger, fine_tune_head=BertForTokenClassification,
+             model_defaults=_TAGGER),
+    TaskSpec("sst5", "SST trees, five classes of the root", partial(_read_sst, "sst5"), **_CLASSES),
+    TaskSpec("sst2", "SST trees, negative/positive (neutral dropped)", partial(_read_sst, "sst2"),
+             **_CLASSES),
+    TaskSpec("trec", "TREC-6 questions (coarse classes)", read_trec, carves_dev=True, **_CLASSES),
+)})
+TASKS = tuple(TASK_SPECS)
+TAGGING = tuple(name for name, spec in TASK_SPECS.items() if spec.tagging)
+
+
+def get_task(name: str) -> TaskSpec:
+    """The task called ``name``; a ``ValueError`` lists the known ones."""
+    if name not in TASK_SPECS:
+        raise ValueError(f"unknown task {name!r}; choose from {', '.join(TASKS)}")
+    return TASK_SPECS[name]
