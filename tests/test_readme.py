@@ -69,3 +69,22 @@ def test_the_runnable_blocks_run_as_written(tmp_path):
                                     capture_output=True, text=True, timeout=300)
             assert result.returncode == 0, result.stderr[-2000:]
     assert (tmp_path / "vectors.hdf5").is_file()
+
+
+def test_the_serve_block_serves_what_the_readme_says():
+    pytest.importorskip("fastapi", reason="the server extra is not installed")
+    from contextvec.server.process import ServerProcess
+
+    text = README.read_text(encoding="utf-8")
+    block = text.split("<!-- readme-test: serve -->", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    [serve] = [args for args in _commands(block) if args[0] == "serve"]
+    curl = block.replace("\\\n", " ").split("curl", 1)[1].splitlines()[0]
+    with ServerProcess(serve[1:]) as server:
+        port = server.url.rsplit(":", 1)[1]
+        result = subprocess.run("curl --max-time 60" + curl.replace("8080", port), shell=True,
+                                capture_output=True, text=True, timeout=90)
+    import json
+
+    body = json.loads(result.stdout)
+    [embedding] = body["embeddings"]
+    assert len(embedding["vectors"]) == 256  # --top, pooled: one 256-dim vector

@@ -1,0 +1,305 @@
+"""Load test of ``contextvec serve`` on loopback: batching on vs off, a lone request, a soak.
+
+Run on an idle machine (the server and the load generator share it):
+
+    python benchmarks/serve_load.py                                # everything, bundled model
+    python benchmarks/serve_load.py --only throughput --requests 100 --clients 1 16
+    python benchmarks/serve_load.py --only compare --model PATH/TO/MiniLM \
+        --compare-url http://127.0.0.1:7997/embeddings
+
+Parts (``--only``):
+
+- ``lone``: one client, one sentence at a time: median latency over HTTP vs a direct
+  ``Encoder.embed`` of the same sentence in this process (same torch threads).
+- ``throughput``: closed-loop clients (each sends its next request when the last one is
+  answered) at 1, 4, 16, 64 concurrent clients, with dynamic batching on and off
+  (``--no-batching``: one request = one forward). Sentences/s, tokens/s, p50/p99 latency.
+- ``soak``: ``--soak-requests`` (10,000) requests at 16 clients, 5% malformed (bad JSON, wrong
+  types, unknown layers, over-long sentences): crashes, hung requests (no answer within 30 s),
+  5xx count and the server's RSS over time (growth after the first 10% = warm-up).
+- ``compare``: ``/v1/embeddings`` at 16 clients against this server (``--model``, e.g. the
+  MiniLM checkpoint) and against another OpenAI-compatible server at ``--compare-url`` (e.g.
+  Infinity serving the same checkpoint), same requests.
+
+Sentences: WikiText-2 valid sentences of 3-64 tokens (``../shared/data``), else the bundled
+demo sentences; one sentence per request unless ``--sentences-per-request``. Every level runs
+at most ``--requests`` requests and ``--seconds`` seconds. Results: a table, and JSON with
+``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import http.client
+import json
+import random
+import statistics
+import threading
+import time
+from collections import Counter
+from importlib import resources
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import torch
+
+import contextvec
+from contextvec.io.atomic import atomic_path
+from contextvec.server.process import ServerProcess
+from contextvec.text.tokenize import split_sentences
+
+CORPORA = Path(__file__).resolve().parents[2] / "shared" / "data" / "corpora"
+WIKITEXT = CORPORA / "wikitext-2" / "wiki.valid.tokens.gz"
+MALFORMED = [b'{"sentences": ["unterminated', b'{"sentences": [1, 2]}', b'{"sentences": []}',
+             b'{"sentences": ["a"], "layers": [7]}', b'{"sentences": ["' + b"w " * 600 + b'"]}']
+
+
+def load_sentences(limit: int = 4000, seed: int = 0) -> list[str]:
+    if WIKITEXT.is_file():
+        with gzip.open(WIKITEXT, "rt", encoding="utf-8") as f:
+            lines = [s for line in f if line.strip() and not line.startswith(" =")
+                     for s in split_sentences(line)]
+        sentences = [s for s in lines if 3 <= len(s.split()) <= 64]
+    else:
+        text = (resources.files("contextvec") / "data" / "demo_contexts.txt").read_text(encoding="utf-8")
+        sentences = [s for s in text.splitlines() if s.strip()]
+    random.Random(seed).shuffle(sentences)
+    return sentences[:limit]
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+class Load:
+    """Closed-loop clients, one keep-alive connection each, sharing a request counter."""
+
+    def __init__(self, url: str, path: str, bodies: list[tuple[bytes, int, int]], headers: dict,
+                 timeout: float = 30.0) -> None:
+        parts = urlsplit(url)
+        self.host, self.port, self.path = parts.hostname, parts.port, path
+        self.bodies, self.headers, self.timeout = bodies, headers, timeout
+        self.lock = threading.Lock()
+
+    def run(self, clients: int, requests: int, seconds: float) -> dict:
+        self.next, self.stop_at = 0, time.monotonic() + seconds
+        self.latencies: list[float] = []
+        self.statuses: Counter = Counter()
+        self.sentences = self.tokens = self.hung = 0
+        start = time.perf_counter()
+        threads = [threading.Thread(target=self._client, args=(requests,)) for _ in range(clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.perf_counter() - start
+        return {"clients": clients, "requests": len(self.latencies), "seconds": round(wall, 3),
+                "sentences_per_s": round(self.sentences / wall, 1),
+                "tokens_per_s": round(self.tokens / wall, 1),
+                "p50_ms": round(1000 * percentile(self.latencies, 0.5), 2),
+                "p99_ms": round(1000 * percentile(self.latencies, 0.99), 2),
+                "statuses": dict(self.statuses), "hung": self.hung}
+
+    def _client(self, requests: int) -> None:
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+        while True:
+            with self.lock:
+                if self.next >= requests or time.monotonic() > self.stop_at:
+                    break
+                body, n_sentences, tokens = self.bodies[self.next % len(self.bodies)]
+                self.next += 1
+            sent = time.perf_counter()
+            try:
+                connection.request("POST", self.path, body, self.headers)
+                response = connection.getresponse()
+                response.read()
+                status = response.status
+            except TimeoutError:
+                status = "hung"
+            except (OSError, http.client.HTTPException):
+                status = "connection error"
+            elapsed = time.perf_counter() - sent
+            if status in ("hung", "connection error"):
+                connection.close()
+                connection = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+            with self.lock:
+                self.latencies.append(elapsed)
+                self.statuses[status] += 1
+                self.hung += status == "hung"
+                if status == 200:
+                    self.sentences += n_sentences
+                    self.tokens += tokens
+        connection.close()
+
+
+def embed_bodies(sentences: list[str], per_request: int, layers: str = "all") -> list[tuple[bytes, int, int]]:
+    out = []
+    for i in range(0, len(sentences) - per_request + 1, per_request):
+        group = sentences[i:i + per_request]
+        body = json.dumps({"sentences": group, "layers": layers, "encoding": "base64"}).encode()
+        out.append((body, len(group), sum(len(s.split()) for s in group)))
+    return out
+
+
+def openai_bodies(sentences: list[str], model: str) -> list[tuple[bytes, int, int]]:
+    return [(json.dumps({"input": [s], "model": model}).encode(), 1, len(s.split())) for s in sentences]
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def server_args(args: argparse.Namespace, *extra: str) -> list[str]:
+    model = ["--model", args.model] if args.model else []
+    return [*model, "--threads", str(args.threads), "--max-queue", "4096", *extra]
+
+
+HEADERS = {"Content-Type": "application/json"}
+
+
+def lone(args, sentences) -> dict:
+    """Direct ``Encoder.embed`` and a request to an idle server, interleaved (same noise)."""
+    sentence = min(sentences[:200], key=lambda s: abs(len(s.split()) - 25))  # a typical length
+    torch.set_num_threads(args.threads)
+    encoder = contextvec.load(args.model)
+    body = embed_bodies([sentence], 1)[0][0]
+    direct, served = [], []
+    with ServerProcess(server_args(args)) as server:
+        parts = urlsplit(server.url)
+        connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+        for i in range(args.lone_repeats + 5):
+            t = time.perf_counter()
+            encoder.embed([sentence])
+            d = time.perf_counter() - t
+            t = time.perf_counter()
+            connection.request("POST", "/v1/embed", body, HEADERS)
+            connection.getresponse().read()
+            if i >= 5:  # warm-up
+                direct.append(d)
+                served.append(time.perf_counter() - t)
+        connection.close()
+    d, s = statistics.median(direct) * 1000, statistics.median(served) * 1000
+    return {"part": "lone", "tokens": len(sentence.split()), "direct_ms": round(d, 2),
+            "server_ms": round(s, 2), "ratio": round(s / d, 3)}
+
+
+def throughput(args, sentences) -> list[dict]:
+    rows = []
+    bodies = embed_bodies(sentences, args.sentences_per_request)
+    for batching in (True, False):
+        extra = [] if batching else ["--no-batching"]
+        with ServerProcess(server_args(args, *extra)) as server:
+            load = Load(server.url, "/v1/embed", bodies, HEADERS)
+            load.run(4, 40, 10)  # warm-up
+            for clients in args.clients:
+                row = load.run(clients, args.requests, args.seconds)
+                rows.append({"part": "throughput", "batching": batching, **row})
+                print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def soak(args, sentences) -> dict:
+    rng = random.Random(1)
+    good = embed_bodies(sentences, args.sentences_per_request)
+    bodies = [(rng.choice(MALFORMED), 0, 0) if rng.random() < 0.05 else good[i % len(good)]
+              for i in range(args.soak_requests)]
+    with ServerProcess(server_args(args)) as server:
+        pid = server.process.pid
+        load = Load(server.url, "/v1/embed", bodies, HEADERS)
+        samples: list[tuple[float, float]] = []
+        done = threading.Event()
+
+        def sample() -> None:
+            start = time.monotonic()
+            while not done.wait(1.0):
+                samples.append((round(time.monotonic() - start, 1), round(rss_mib(pid), 1)))
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        result = load.run(16, args.soak_requests, args.soak_seconds)
+        done.set()
+        sampler.join()
+        crashed = server.process.poll() is not None
+    warm = samples[max(0, len(samples) // 10 - 1)][1] if samples else float("nan")
+    final = samples[-1][1] if samples else float("nan")
+    five_xx = sum(n for s, n in result["statuses"].items() if isinstance(s, int) and s >= 500)
+    return {"part": "soak", **result, "crashed": crashed, "5xx": five_xx,
+            "rss_after_warmup_mib": warm, "rss_final_mib": final,
+            "rss_growth": round(final / warm - 1, 4) if samples else None, "rss_samples": samples}
+
+
+def compare(args, sentences) -> list[dict]:
+    rows = []
+    bodies = openai_bodies(sentences, args.compare_model)
+    targets = [("contextvec", None)] + ([("other", args.compare_url)] if args.compare_url else [])
+    for name, url in targets:
+        if url is None:
+            with ServerProcess(server_args(args, "--openai-layers", "top")) as server:
+                load = Load(server.url, "/v1/embeddings", bodies, HEADERS)
+                load.run(4, 40, 10)
+                row = load.run(16, args.requests, args.seconds)
+        else:
+            load = Load(url, urlsplit(url).path or "/v1/embeddings", bodies, HEADERS)
+            load.run(4, 40, 10)
+            row = load.run(16, args.requests, args.seconds)
+        rows.append({"part": "compare", "server": name, **row})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", help="model path (default: the bundled model)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads of the server (1)")
+    p.add_argument("--only", nargs="+", choices=("lone", "throughput", "soak", "compare"),
+                   default=["lone", "throughput", "soak"])
+    p.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16, 64])
+    p.add_argument("--requests", type=int, default=1000, help="requests per level at most (1000)")
+    p.add_argument("--seconds", type=float, default=60.0, help="seconds per level at most (60)")
+    p.add_argument("--sentences-per-request", type=int, default=1)
+    p.add_argument("--lone-repeats", type=int, default=100)
+    p.add_argument("--soak-requests", type=int, default=10_000)
+    p.add_argument("--soak-seconds", type=float, default=1800.0)
+    p.add_argument("--compare-url", help="the embeddings URL of another OpenAI-compatible server, e.g. "
+                   "Infinity's http://127.0.0.1:7997/embeddings")
+    p.add_argument("--compare-model", default="all-MiniLM-L6-v2", help="model field sent to it")
+    p.add_argument("--out", help="write all results as JSON here")
+    args = p.parse_args()
+    sentences = load_sentences()
+    print(f"{len(sentences)} sentences, mean {statistics.mean(len(s.split()) for s in sentences):.1f} tokens",
+          flush=True)
+    results: list[dict] = []
+    if "lone" in args.only:
+        results.append(lone(args, sentences))
+        print(json.dumps(results[-1]), flush=True)
+    if "throughput" in args.only:
+        results += throughput(args, sentences)
+    if "soak" in args.only:
+        results.append(soak(args, sentences))
+        print(json.dumps({k: v for k, v in results[-1].items() if k != "rss_samples"}), flush=True)
+    if "compare" in args.only:
+        results += compare(args, sentences)
+    print_table(results)
+    if args.out:
+        with atomic_path(args.out) as tmp:
+            tmp.write_text(json.dumps(results, indent=1), encoding="utf-8")
+
+
+def print_table(results: list[dict]) -> None:
+    rows = [r for r in results if r["part"] in ("throughput", "compare")]
+    if rows:
+        print("\n| server | batching | clients | sentences/s | tokens/s | p50 ms | p99 ms | statuses |")
+        print("|---|---|---:|---:|---:|---:|---:|---|")
+        for r in rows:
+            print(f"| {r.get('server', 'contextvec')} | {'on' if r.get('batching', True) else 'off'} | "
+                  f"{r['clients']} | {r['sentences_per_s']} | {r['tokens_per_s']} | {r['p50_ms']} | "
+                  f"{r['p99_ms']} | {r['statuses']} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,175 @@
+"""``contextvec serve``: serve a model's contextual vectors over HTTP (FastAPI on uvicorn)."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+
+from contextvec.api import DEFAULT_MODEL
+from contextvec.cli.common import (
+    add_model_arguments,
+    load_model,
+    non_negative_float,
+    positive_float,
+    positive_int,
+)
+from contextvec.encoders.base import Encoder
+
+HELP = "serve contextual vectors over HTTP (/v1/embed, OpenAI-compatible /v1/embeddings)"
+WARMUP = ["The", "quick brown fox jumps over the lazy dog .",
+          " ".join(["Contextual representations of every layer for every word ."] * 4)]
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("serve", help=HELP, description=HELP)
+    add_model_arguments(p)
+    p.add_argument("--model-name", help="id in responses and /v1/models (default: the model's name)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1: this machine only)")
+    p.add_argument("--port", type=port_number, default=8080, help="port (8080; 0: any free port)")
+    p.add_argument("--api-key", default=os.environ.get("CONTEXTVEC_API_KEY"),
+                   help="require 'Authorization: Bearer KEY' (default: $CONTEXTVEC_API_KEY)")
+    batching = p.add_argument_group("batching")
+    batching.add_argument("--max-batch-tokens", type=positive_int, default=4096,
+                          help="padded tokens (longest x sentences) per forward pass (4096)")
+    batching.add_argument("--max-wait-ms", type=non_negative_float, default=5.0,
+                          help="under load, how long the oldest request waits for partners (5)")
+    batching.add_argument("--no-batching", dest="batching", action="store_false",
+                          help="one request per forward pass (for comparison)")
+    batching.add_argument("--max-queue", type=positive_int, default=512,
+                          help="queued requests before answering 429 (512)")
+    limits = p.add_argument_group("limits")
+    limits.add_argument("--request-timeout", type=positive_float, default=30.0,
+                        help="seconds a request may take, queue included, before a 504 (30)")
+    limits.add_argument("--max-sentences", type=positive_int, default=256,
+                        help="sentences per request (256; more: 413)")
+    limits.add_argument("--max-sentence-tokens", type=positive_int, default=512,
+                        help="tokens per sentence (512; more: 413)")
+    limits.add_argument("--max-body-bytes", type=positive_int, default=4 * 1024 * 1024,
+                        help="request body size (4 MiB; more: 413)")
+    limits.add_argument("--grace-period", type=non_negative_float, default=30.0,
+                        help="seconds to finish in-flight work on SIGTERM/SIGINT (30)")
+    p.add_argument("--tokenizer", choices=("whitespace", "moses"), default="whitespace",
+                   help="how string sentences are split unless a request says (whitespace)")
+    openai = p.add_argument_group("/v1/embeddings (pooled sentence vectors)")
+    openai.add_argument("--openai-layers", default="average",
+                        help="top, average (default) or comma-separated scalar-mix weights, one per layer")
+    openai.add_argument("--openai-gamma", type=positive_float, default=1.0, help="scalar-mix gamma (1.0)")
+    openai.add_argument("--openai-pool", choices=("mean", "max", "first"), default="mean",
+                        help="pooling over the tokens (mean)")
+    openai.add_argument("--openai-normalize", action="store_true", help="unit-length vectors")
+    p.add_argument("--access-log", action="store_true",
+                   help="log each request's method, path and status (never its text)")
+    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    p.set_defaults(run=run)
+
+
+def port_number(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number 0..65535, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number 0..65535, got {value}")
+    return value
+
+
+def _openai_layers(text: str) -> str | tuple[float, ...]:
+    if text in ("top", "average"):
+        return text
+    try:
+        return tuple(float(w) for w in text.split(","))
+    except ValueError:
+        raise ValueError(f"--openai-layers: top, average or comma-separated numbers, not {text!r}") from None
+
+
+def _model_name(args: argparse.Namespace) -> str:
+    if args.model_name:
+        return args.model_name
+    if args.model:
+        return Path(args.model).name or str(args.model)
+    if args.options_file:
+        return Path(args.options_file).parent.name or "bilm-tf"
+    return DEFAULT_MODEL
+
+
+def warm_up(encoder: Encoder) -> None:
+    """Run a few batches so the first request is not slow (allocator, kernels, caches)."""
+    sentences = [s.split() for s in WARMUP]
+    for _ in range(2):
+        for _ in encoder.embed_batches(sentences, len(sentences), None):
+            pass
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A bound socket (listening starts when the app is ready, so early clients are refused)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise ValueError(f"cannot bind {host}:{port}: {e.strerror}") from None
+    return sock
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def run(args: argparse.Namespace) -> None:
+    try:
+        import uvicorn
+
+        from contextvec.server.app import create_app
+        from contextvec.server.settings import ServerSettings
+    except ImportError as e:
+        raise RuntimeError(f"contextvec serve needs the server extra ({e.name} is missing): "
+                           'pip install "contextvec[server]"') from None
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = ServerSettings(
+        model_name=_model_name(args), api_key=args.api_key or None,
+        max_batch_tokens=args.max_batch_tokens, max_wait_ms=args.max_wait_ms,
+        batching=args.batching, max_queue=args.max_queue, request_timeout=args.request_timeout,
+        max_sentences=args.max_sentences, max_sentence_tokens=args.max_sentence_tokens,
+        max_body_bytes=args.max_body_bytes, tokenizer=args.tokenizer,
+        openai_layers=_openai_layers(args.openai_layers), openai_gamma=args.openai_gamma,
+        openai_pool=args.openai_pool, openai_normalize=args.openai_normalize,
+    )
+    if not _is_loopback(args.host) and not settings.api_key:
+        print(f"contextvec serve: warning: listening on {args.host} without --api-key",
+              file=sys.stderr)
+    start = time.perf_counter()
+    encoder = load_model(args)
+    warm_up(encoder)
+    sock = bind(args.host, args.port)
+    host, port = sock.getsockname()[:2]
+    server: uvicorn.Server | None = None
+    app = create_app(encoder, settings, is_stopping=lambda: bool(server and server.should_exit),
+                     grace_period=args.grace_period)
+    config = uvicorn.Config(app, log_level=args.log_level, access_log=args.access_log,
+                            timeout_graceful_shutdown=int(args.grace_period), lifespan="on")
+    server = uvicorn.Server(config)
+    url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    print(f"contextvec serve: {settings.model_name} loaded and warmed in "
+          f"{time.perf_counter() - start:.1f} s; serving on {url}", file=sys.stderr, flush=True)
+    stopped_by: list[int] = []
+    # uvicorn re-raises the signal that stopped it once it has shut down gracefully; these
+    # handlers receive it, so a SIGTERM ends the process with status 0, not -15.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, frame: stopped_by.append(signum))
+    server.run(sockets=[sock])
+    reason = f" ({signal.Signals(stopped_by[0]).name})" if stopped_by else ""
+    print(f"contextvec serve: stopped{reason}", file=sys.stderr, flush=True)
+

@@ -1,0 +1,259 @@
+"""Dynamic batching: one bounded queue of jobs, one worker thread running the encoder.
+
+Different clients' sentences run in the same forward pass; the encoder is stateless (every
+sentence starts from the zero state, padding is masked), so each sentence's vectors are the
+ones ``Encoder.embed`` gives it alone, up to float rounding.
+
+The worker's rule:
+
+- **Idle is not taxed.** When only one job is queued, it runs at once.
+- **Under load it batches.** With several jobs queued it waits until their sentences fill
+  ``max_batch_tokens`` (padded: longest x count) or the oldest job has waited ``max_wait_s``,
+  then takes sentences in arrival order while they fit; a sentence over the budget runs alone,
+  a job over the budget is split across batches. The encoder sorts each batch by length.
+- **Dead work is dropped.** Jobs whose client went away or whose deadline passed are skipped.
+- **One bad job does not fail its partners**: if a batch raises, its jobs are run one by one and
+  only the failing one gets the exception.
+
+With ``batching=False`` the worker takes one job at a time (one request = one forward when it
+fits the budget): the baseline of ``benchmarks/serve_load.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from contextvec.encoders.base import Encoder
+
+logger = logging.getLogger("contextvec.server")
+
+
+class QueueFull(Exception):
+    """The queue holds ``max_queue`` jobs: the caller answers 429."""
+
+
+class ShuttingDown(Exception):
+    """The batcher no longer accepts jobs: the caller answers 503."""
+
+
+@dataclass(eq=False)
+class Job:
+    """One request's sentences; ``future`` gets the list of (num_layers, tokens, dim) arrays."""
+
+    sentences: list[list[str]]
+    deadline: float
+    enqueued: float = field(default_factory=time.monotonic)
+    future: Future = field(default_factory=Future)
+    results: list[np.ndarray | None] = field(default_factory=list)
+    pending: list[int] = field(default_factory=list)   # sentence indices not yet taken
+    remaining: int = 0                                  # sentences without a result
+    cancelled: bool = False
+
+    def cancel(self) -> None:
+        """The client is gone or timed out: its sentences not yet run are dropped."""
+        self.cancelled = True
+
+    def dead(self, now: float) -> bool:
+        return self.cancelled or now >= self.deadline or self.future.done()
+
+
+BatchObserver = Callable[[int, int, float], None]
+"""Called after each forward with (sentences, padded tokens, seconds)."""
+
+
+class Batcher:
+    """Runs jobs on ``encoder`` in a worker thread; :meth:`submit` from any thread."""
+
+    def __init__(
+        self,
+        encoder: Encoder,
+        max_batch_tokens: int = 4096,
+        max_wait_s: float = 0.005,
+        max_queue: int = 512,
+        batching: bool = True,
+        on_batch: BatchObserver | None = None,
+    ) -> None:
+        self.encoder = encoder
+        self.max_batch_tokens = max_batch_tokens
+        self.max_wait_s = max_wait_s
+        self.max_queue = max_queue
+        self.batching = batching
+        self.on_batch = on_batch
+        self._queue: deque[Job] = deque()
+        self._queued_sentences = 0
+        self._cond = threading.Condition()
+        self._closing = False
+        self._free_since = 0.0  # when the last forward ended: the answered clients come back
+        self._thread = threading.Thread(target=self._run, name="contextvec-batcher", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    @property
+    def depth(self) -> int:
+        """Sentences waiting in the queue."""
+        return self._queued_sentences
+
+    @property
+    def accepting(self) -> bool:
+        return not self._closing and self._thread.is_alive()
+
+    def submit(self, sentences: list[list[str]], deadline: float) -> Job:
+        """Queue a job; raises :class:`QueueFull` or :class:`ShuttingDown`."""
+        job = Job(sentences, deadline)
+        job.results = [None] * len(sentences)
+        empty = np.zeros((self.encoder.num_layers, 0, self.encoder.output_dim), dtype=np.float32)
+        for i, tokens in enumerate(sentences):
+            if tokens:
+                job.pending.append(i)
+            else:
+                job.results[i] = empty
+        job.remaining = len(job.pending)
+        if not job.pending:
+            job.future.set_result(job.results)
+            return job
+        with self._cond:
+            if not self.accepting:
+                raise ShuttingDown("the server is shutting down")
+            if len(self._queue) >= self.max_queue:
+                self._purge_dead()
+            if len(self._queue) >= self.max_queue:
+                raise QueueFull(f"the queue is full ({self.max_queue} requests)")
+            self._queue.append(job)
+            self._queued_sentences += len(job.pending)
+            self._cond.notify()
+        return job
+
+    def close(self, timeout: float | None = None) -> None:
+        """Stop accepting; the worker finishes the queued jobs, then exits (waits ``timeout``)."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    # -- worker --------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._closing:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                self._wait_for_partners()
+                batch = self._take()
+            if batch:
+                try:
+                    self._forward(batch)
+                except Exception:  # never let the worker die: the queue would hang
+                    logger.exception("batch of %d sentences failed", len(batch))
+                    for job, _ in batch:
+                        _fail(job, RuntimeError("internal error while running the batch"))
+                self._free_since = time.monotonic()
+
+    def _wait_for_partners(self) -> None:
+        """Under load (several jobs queued) wait for a full budget, or ``max_wait_s`` after the
+        oldest job's arrival or the end of the last forward, whichever is later: the clients
+        answered by that forward send their next requests then, and join this batch."""
+        if not self.batching:
+            return
+        while len(self._queue) > 1 and not self._closing:
+            since = max(self._queue[0].enqueued, self._free_since)
+            left = since + self.max_wait_s - time.monotonic()
+            if left <= 0 or self._queued_padded_tokens() >= self.max_batch_tokens:
+                return
+            self._cond.wait(left)
+
+    def _queued_padded_tokens(self) -> int:
+        longest = count = 0
+        for job in self._queue:
+            for i in job.pending:
+                longest = max(longest, len(job.sentences[i]))
+                count += 1
+        return longest * count
+
+    def _take(self) -> list[tuple[Job, int]]:
+        """Sentences in arrival order while they fit the budget (at least one)."""
+        now = time.monotonic()
+        batch: list[tuple[Job, int]] = []
+        longest = 0
+        while self._queue:
+            job = self._queue[0]
+            if job.dead(now):
+                self._drop(job)
+                continue
+            while job.pending:
+                n = len(job.sentences[job.pending[0]])
+                if batch and max(longest, n) * (len(batch) + 1) > self.max_batch_tokens:
+                    return batch
+                longest = max(longest, n)
+                batch.append((job, job.pending.pop(0)))
+                self._queued_sentences -= 1
+            self._queue.popleft()
+            if not self.batching:
+                return batch
+        return batch
+
+    def _purge_dead(self) -> None:
+        """Dropped jobs (client gone, deadline passed) no longer count against ``max_queue``."""
+        now = time.monotonic()
+        for job in [job for job in self._queue if job.dead(now)]:
+            self._queue.remove(job)
+            self._queued_sentences -= len(job.pending)
+            job.pending.clear()
+
+    def _drop(self, job: Job) -> None:
+        self._queue.popleft()
+        self._queued_sentences -= len(job.pending)
+        job.pending.clear()
+
+    def _forward(self, batch: list[tuple[Job, int]]) -> None:
+        start = time.perf_counter()
+        try:
+            self._run_batch(batch)
+        except Exception as error:
+            jobs = list(dict.fromkeys(job for job, _ in batch))
+            if len(jobs) == 1:
+                _fail(jobs[0], error)
+            else:  # find the job at fault: the others still get their vectors
+                for job in jobs:
+                    self._run_alone(job, [(j, i) for j, i in batch if j is job])
+        if self.on_batch is not None:
+            longest = max(len(job.sentences[i]) for job, i in batch)
+            self.on_batch(len(batch), longest * len(batch), time.perf_counter() - start)
+
+    def _run_alone(self, job: Job, batch: list[tuple[Job, int]]) -> None:
+        try:
+            self._run_batch(batch)
+        except Exception as error:
+            _fail(job, error)
+
+    def _run_batch(self, batch: list[tuple[Job, int]]) -> None:
+        sentences = [job.sentences[i] for job, i in batch]
+        budget = self.max_batch_tokens if self.batching else None
+        for k, array in self.encoder.embed_batches(sentences, len(sentences), budget):
+            job, i = batch[k]
+            job.results[i] = array
+            job.remaining -= 1
+            if job.remaining == 0:
+                _settle(job.future.set_result, job.results)
+
+
+def _fail(job: Job, error: Exception) -> None:
+    _settle(job.future.set_exception, error)
+
+
+def _settle(setter: Callable[[object], None], value: object) -> None:
+    # The waiting side may have cancelled the future meanwhile (client gone, shutdown).
+    with contextlib.suppress(InvalidStateError):
+        setter(value)

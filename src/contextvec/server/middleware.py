@@ -1,0 +1,131 @@
+"""Pure ASGI middleware, outermost first: request id + metrics, API key, body reading (size limit, UTF-8).
+
+Plain ASGI (not Starlette's BaseHTTPMiddleware) so a client's disconnect still reaches the
+handler and nothing is buffered twice.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+import uuid
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from contextvec.server.errors import error_bytes
+from contextvec.server.metrics import Metrics
+
+OPEN_PATHS = {"/health"}
+"""Paths that need no API key (liveness probes)."""
+
+
+async def send_error(send: Send, status: int, message: str,
+                     headers: list[tuple[bytes, bytes]] | None = None, param: str | None = None) -> None:
+    body = error_bytes(status, message, param)
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()), *(headers or [])]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class RequestContext:
+    """Gives each request an id (``X-Request-ID``), counts it and times it."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = uuid.uuid4().hex[:16]
+        scope.setdefault("state", {})["request_id"] = request_id
+        start = time.perf_counter()
+        status = 500
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message["headers"] = [*message.get("headers", []),
+                                      (b"x-request-id", request_id.encode())]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            self.metrics.observe_request(scope["path"], status, time.perf_counter() - start)
+
+
+class ApiKey:
+    """``Authorization: Bearer KEY`` on every path but :data:`OPEN_PATHS`, compared in constant time."""
+
+    def __init__(self, app: ASGIApp, api_key: str) -> None:
+        self.app = app
+        self.expected = api_key.encode("utf-8")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] not in OPEN_PATHS:
+            scheme, _, token = dict(scope["headers"]).get(b"authorization", b"").partition(b" ")
+            # The scheme is case-insensitive (RFC 9110); the key is compared in constant time.
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(token.strip(), self.expected):
+                await send_error(send, 401, "missing or wrong API key: send 'Authorization: Bearer KEY'",
+                                 [(b"www-authenticate", b"Bearer")])
+                return
+        await self.app(scope, receive, send)
+
+
+class BodyReader:
+    """413 for a body over ``max_bytes``, declared (Content-Length) or streamed (chunked); 422
+    for one that is not UTF-8. The body is parsed as JSON whatever content type was declared.
+
+    The body is read here, up to the limit, and replayed to the app; later ``receive`` calls go
+    to the server, so the app still learns of a disconnect.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
+            await self.app(scope, receive, send)
+            return
+        too_large = f"request body over the limit of {self.max_bytes} bytes (--max-body-bytes)"
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await send_error(send, 413, too_large, [(b"connection", b"close")])
+            return
+        # The API only takes JSON: a body sent without a JSON content type (curl -d) is read as
+        # JSON rather than refused with a misleading "not an object".
+        scope["headers"] = [(k, v) for k, v in scope["headers"] if k != b"content-type"]
+        scope["headers"].append((b"content-type", b"application/json"))
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                await send_error(send, 413, too_large, [(b"connection", b"close")])
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError as e:
+            await send_error(send, 422, f"malformed JSON: the body is not valid UTF-8 (byte {e.start})",
+                             param="body")
+            return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)

@@ -1,0 +1,127 @@
+"""Request and response bodies of the HTTP API (pydantic v2; they make the OpenAPI schema).
+
+Requests are strict: wrong types are not coerced (``"1"`` is not a layer index, ``1`` is not a
+sentence) and unknown fields are refused, so a typo gives a 422 naming the field instead of a
+silently ignored option.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
+
+Strict = ConfigDict(extra="forbid", strict=True)
+
+LayerMode = Literal["all", "top", "average"]
+PoolMode = Literal["mean", "max", "first"]
+Encoding = Literal["float", "base64"]
+TokenizerName = Literal["whitespace", "moses"]
+# Bounded so that the mixed vectors stay finite in float32 (JSON has no inf/NaN).
+FiniteFloat = Annotated[StrictFloat | StrictInt, Field(allow_inf_nan=False, ge=-1e30, le=1e30)]
+
+
+class ScalarMixSpec(BaseModel):
+    """``gamma * sum_k softmax(weights)_k * layer_k`` (ELMo's scalar mix, fixed weights)."""
+
+    model_config = Strict
+    weights: list[FiniteFloat] = Field(min_length=1, description="one raw weight per layer")
+    gamma: FiniteFloat = 1.0
+
+
+LayerSpec = LayerMode | Annotated[list[StrictInt], Field(min_length=1)] | ScalarMixSpec
+
+
+class EmbedRequest(BaseModel):
+    """``POST /v1/embed``: per-token vectors of chosen layers, or pooled sentence vectors."""
+
+    model_config = Strict
+    sentences: list[StrictStr | list[StrictStr]] = Field(
+        min_length=1,
+        description="strings (split on whitespace, or by `tokenizer`) or token lists",
+    )
+    layers: LayerSpec = Field(
+        "all",
+        description='"all" (layers, tokens, dim), "top" or "average" (tokens, dim), a list of '
+        "layer indices (len, tokens, dim; negative counts from the top) or a scalar mix "
+        "{weights, gamma} (tokens, dim)",
+    )
+    pool: PoolMode | None = Field(None, description="one vector per sentence over its tokens")
+    encoding: Encoding = Field("float", description='"base64": little-endian float32 bytes')
+    tokenizer: TokenizerName | None = Field(
+        None, description="how string sentences are split (default: the server's --tokenizer)"
+    )
+
+
+class SentenceVectors(BaseModel):
+    """One sentence's tokens and vectors (nested lists, or base64 of float32 in C order)."""
+
+    index: int
+    tokens: list[str]
+    shape: list[int]
+    vectors: list | str
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    total_tokens: int
+
+
+class EmbedResponse(BaseModel):
+    model: str
+    encoding: Encoding
+    embeddings: list[SentenceVectors]
+    usage: Usage
+
+
+class EmbeddingsRequest(BaseModel):
+    """``POST /v1/embeddings`` (OpenAI-compatible): pooled vectors with the server's mix."""
+
+    model_config = ConfigDict(strict=True)  # OpenAI clients may send fields we do not use
+    input: StrictStr | Annotated[list[StrictStr], Field(min_length=1)] = Field(
+        description="a text or a list of texts (token-id arrays are not supported)"
+    )
+    model: StrictStr | None = None
+    encoding_format: Encoding = "float"
+    dimensions: StrictInt | None = Field(None, description="if given, must equal the model's")
+    user: StrictStr | None = None
+
+
+class EmbeddingItem(BaseModel):
+    object: Literal["embedding"] = "embedding"
+    index: int
+    embedding: list[float] | str
+
+
+class EmbeddingsResponse(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[EmbeddingItem]
+    model: str
+    usage: Usage
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str = "contextvec"
+    num_layers: int
+    dim: int
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+class ErrorBody(BaseModel):
+    message: str
+    type: str
+    param: str | None = None
+    code: int
+
+
+class ErrorResponse(BaseModel):
+    """Every 4xx/5xx: OpenAI's error shape, ``param`` naming the offending field."""
+
+    error: ErrorBody

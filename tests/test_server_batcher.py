@@ -1,0 +1,108 @@
+"""The server's batcher on its own: idle requests run at once, queued ones batch, dead ones drop."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+
+import pytest
+import torch
+
+pytest.importorskip("fastapi", reason="the server extra is not installed: pip install -e '.[server]'")
+
+from contextvec.encoders.base import Encoder, EncoderOutput  # noqa: E402
+from contextvec.server.batcher import Batcher, QueueFull  # noqa: E402
+
+
+class Recording(Encoder):
+    """Vectors = the token's length, per layer; records each forward's sentences; can be held."""
+
+    num_layers, output_dim = 2, 3
+
+    def __init__(self, fail_on: str | None = None) -> None:
+        super().__init__()
+        self.calls: list[list[list[str]]] = []
+        self.gate = threading.Event()
+        self.gate.set()
+        self.fail_on = fail_on
+
+    def forward(self, sentences: Sequence[Sequence[str]]) -> EncoderOutput:
+        self.gate.wait(10)
+        self.calls.append([list(s) for s in sentences])
+        if any(self.fail_on in s for s in sentences):
+            raise ValueError(f"cannot encode {self.fail_on!r}")
+        width = max(len(s) for s in sentences)
+        out = torch.zeros(2, len(sentences), width, 3)
+        for b, sentence in enumerate(sentences):
+            for t, token in enumerate(sentence):
+                out[:, b, t] = len(token)
+        mask = torch.tensor([[t < len(s) for t in range(width)] for s in sentences])
+        return EncoderOutput(out, mask)
+
+
+def batcher(encoder: Encoder, **kwargs) -> Batcher:
+    b = Batcher(encoder, **kwargs)
+    b.start()
+    return b
+
+
+def test_a_lone_request_does_not_wait_for_partners():
+    encoder = Recording()
+    b = batcher(encoder, max_wait_s=2.0)
+    start = time.monotonic()
+    result = b.submit([["ab", "c"]], time.monotonic() + 10).future.result(5)
+    assert time.monotonic() - start < 1.0
+    assert result[0].shape == (2, 2, 3) and result[0][0, :, 0].tolist() == [2, 1]
+    b.close(5)
+
+
+def test_queued_requests_share_a_forward_and_get_their_own_rows():
+    encoder = Recording()
+    b = batcher(encoder, max_wait_s=0.01, max_batch_tokens=1000)
+    encoder.gate.clear()                       # hold the worker inside the first forward
+    first = b.submit([["x"]], time.monotonic() + 10)
+    time.sleep(0.2)
+    jobs = [b.submit([["a" * (i + 1)] * (i + 1)], time.monotonic() + 10) for i in range(4)]
+    encoder.gate.set()
+    results = [job.future.result(5) for job in jobs]
+    first.future.result(5)
+    assert len(encoder.calls) == 2 and len(encoder.calls[1]) == 4
+    for i, result in enumerate(results):
+        assert result[0].shape == (2, i + 1, 3) and (result[0] == i + 1).all()
+    b.close(5)
+
+
+def test_budget_splits_a_large_request_and_queue_bound_gives_queue_full():
+    encoder = Recording()
+    b = batcher(encoder, max_batch_tokens=8, max_queue=1)
+    encoder.gate.clear()
+    b.submit([["x"]], time.monotonic() + 10)
+    time.sleep(0.2)
+    big = b.submit([["t"] * 4] * 5, time.monotonic() + 10)     # 20 tokens: 2 sentences a batch
+    with pytest.raises(QueueFull):
+        b.submit([["y"]], time.monotonic() + 10)
+    encoder.gate.set()
+    assert len(big.future.result(5)) == 5
+    assert [len(c) for c in encoder.calls[1:]] == [2, 2, 1]
+    b.close(5)
+
+
+def test_dead_jobs_are_dropped_and_a_failing_job_does_not_fail_its_partners():
+    encoder = Recording(fail_on="BAD")
+    b = batcher(encoder, max_wait_s=0.05)
+    encoder.gate.clear()
+    b.submit([["x"]], time.monotonic() + 10)
+    time.sleep(0.2)
+    expired = b.submit([["late"]], time.monotonic() - 1)
+    gone = b.submit([["gone"]], time.monotonic() + 10)
+    gone.cancel()
+    bad = b.submit([["BAD"]], time.monotonic() + 10)
+    good = b.submit([["fine", "words"]], time.monotonic() + 10)
+    encoder.gate.set()
+    assert good.future.result(5)[0].shape == (2, 2, 3)
+    with pytest.raises(ValueError, match="BAD"):
+        bad.future.result(5)
+    seen = [token for call in encoder.calls for sentence in call for token in sentence]
+    assert "late" not in seen and "gone" not in seen and not expired.future.done()
+    b.close(5)

