@@ -1,0 +1,156 @@
+"""``Elmo``: allennlp's ELMo module (same arguments, outputs and shapes) on contextvec's biLM."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from contextvec.allennlp.bilm import BiLmActivations
+from contextvec.allennlp.models import PathLike, load_elmo_encoder
+from contextvec.embedder import ScalarMix
+from contextvec.encoders.bilm import ElmoBiLM, ElmoEncoder
+from contextvec.text.chars import batch_to_char_ids
+
+logger = logging.getLogger(__name__)
+
+
+def batch_to_ids(batch: list[list[str]]) -> torch.Tensor:
+    """Character ids ``(len(batch), longest sentence, 50)`` of tokenized sentences, as allennlp's.
+
+    UTF-8 bytes + 1 between begin/end-of-word marks, tokens cut to 48 bytes; padded tokens are
+    all zeros. A sentence given as a string is refused (allennlp would have read it as a list of
+    one-character tokens).
+    """
+    for index, sentence in enumerate(batch):
+        if isinstance(sentence, str):
+            raise TypeError(f"batch_to_ids: sentence {index} is a str; pass a list of tokens")
+        for position, token in enumerate(sentence):
+            if not isinstance(token, str):
+                raise TypeError(
+                    f"batch_to_ids: sentence {index}, token {position} is a "
+                    f"{type(token).__name__}, not a str"
+                )
+    return batch_to_char_ids(batch)
+
+
+def remove_sentence_boundaries(
+    tensor: torch.Tensor, mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Drop the ``<S>``/``</S>`` rows: ``(batch, time + 2, dim)`` -> ``(batch, time, dim)``.
+
+    As allennlp's function of that name: the rows past each sentence's end are zero and the new
+    mask (bool) covers the tokens only. ``mask`` must mark a prefix of each row.
+    """
+    inner = mask[:, 2:]
+    return tensor[:, 1:-1] * inner.unsqueeze(-1).to(tensor.dtype), inner
+
+
+class Elmo(nn.Module):
+    """ELMo representations: ``num_output_representations`` learned scalar mixes of the biLM layers.
+
+    Arguments as allennlp's ``Elmo``. ``options_file``/``weight_file`` are bilm-tf files, or
+    ``options_file`` alone is a contextvec model name or directory (both ``None``: the bundled
+    model); ``module`` may instead be a contextvec ELMo encoder or biLM (its parameters keep
+    their ``requires_grad``). ``requires_grad`` fine-tunes the biLM; otherwise only the mixes
+    learn. ``scalar_mix_parameters`` fixes every
+    mix's (pre-softmax) weights and leaves them untrainable. ``dropout`` applies to each output.
+
+    ``forward(inputs, word_inputs=None)`` takes ``batch_to_ids`` output ``(batch, timesteps,
+    50)`` (or with more leading dimensions) and returns ``{"elmo_representations": [(batch,
+    timesteps, dim)] * num_output_representations, "mask": (batch, timesteps) bool}``; with
+    ``keep_sentence_boundaries`` timesteps grow by 2 for ``<S>`` and ``</S>``. Unlike allennlp,
+    the biLM keeps no state between calls: a sentence gets the same vectors in any batch.
+    """
+
+    def __init__(
+        self,
+        options_file: PathLike | None,
+        weight_file: PathLike | None,
+        num_output_representations: int,
+        requires_grad: bool = False,
+        do_layer_norm: bool = False,
+        dropout: float = 0.5,
+        vocab_to_cache: list[str] | None = None,
+        keep_sentence_boundaries: bool = False,
+        scalar_mix_parameters: Sequence[float] | None = None,
+        module: ElmoEncoder | ElmoBiLM | None = None,
+    ) -> None:
+        super().__init__()
+        bilm = _bilm(options_file, weight_file, module)
+        if module is None:  # as in allennlp, a given module keeps its own requires_grad
+            bilm.requires_grad_(requires_grad)
+        if requires_grad and vocab_to_cache:
+            logger.warning("fine-tuning ELMo: the cached vocabulary is not used while gradients flow")
+        self._elmo_lstm = BiLmActivations(bilm, vocab_to_cache)
+        self._has_cached_vocab = vocab_to_cache is not None
+        self._keep_sentence_boundaries = keep_sentence_boundaries
+        self._dropout = nn.Dropout(p=dropout)
+        self._scalar_mixes: list[ScalarMix] = []
+        for k in range(num_output_representations):
+            mix = ScalarMix(
+                self._elmo_lstm.num_layers,
+                layer_norm=do_layer_norm,
+                initial_weights=scalar_mix_parameters,
+                trainable=scalar_mix_parameters is None,
+            )
+            self.add_module(f"scalar_mix_{k}", mix)
+            self._scalar_mixes.append(mix)
+
+    def get_output_dim(self) -> int:
+        """Width of each representation: ``2 * projection_dim``."""
+        return self._elmo_lstm.get_output_dim()
+
+    def forward(
+        self, inputs: torch.Tensor, word_inputs: torch.Tensor | None = None
+    ) -> dict[str, list[torch.Tensor] | torch.Tensor]:
+        """ELMo representations and their mask for character ids ``(..., timesteps, 50)``."""
+        original_shape = inputs.shape
+        reshaped = inputs.reshape(-1, *original_shape[-2:]) if inputs.dim() > 3 else inputs
+        word_shape = None
+        if word_inputs is not None:
+            word_shape = word_inputs.shape
+            if not self._has_cached_vocab:
+                logger.warning("Word inputs were passed to ELMo but it does not have a cached vocab.")
+                word_inputs = None
+            elif word_inputs.dim() > 2:
+                word_inputs = word_inputs.reshape(-1, word_shape[-1])
+
+        layers, mask_with_boundaries = self._elmo_lstm.layers_and_mask(reshaped, word_inputs)
+        keep = self._keep_sentence_boundaries
+        mask = mask_with_boundaries if keep else mask_with_boundaries[:, 2:]
+        representations = []
+        for mix in self._scalar_mixes:
+            # Mixed with the boundaries in place: with do_layer_norm they count in the statistics.
+            representation = mix(layers, mask_with_boundaries)
+            if not keep:
+                representation, _ = remove_sentence_boundaries(representation, mask_with_boundaries)
+            representations.append(self._dropout(representation))
+
+        if word_shape is not None and len(word_shape) > 2 and self._has_cached_vocab:
+            leading = tuple(word_shape[:-1])
+        elif len(original_shape) > 3:
+            leading = tuple(original_shape[:-2])
+        else:
+            return {"elmo_representations": representations, "mask": mask}
+        steps = mask.shape[-1]
+        return {
+            "elmo_representations": [r.reshape(*leading, steps, -1) for r in representations],
+            "mask": mask.reshape(*leading, steps),
+        }
+
+
+def _bilm(
+    options_file: PathLike | None, weight_file: PathLike | None, module: ElmoEncoder | ElmoBiLM | None
+) -> ElmoBiLM:
+    if module is None:
+        return load_elmo_encoder(options_file, weight_file).bilm
+    if options_file is not None or weight_file is not None:
+        raise ValueError("give either options_file/weight_file or module, not both")
+    if isinstance(module, ElmoEncoder):
+        return module.bilm
+    if isinstance(module, ElmoBiLM):
+        return module
+    raise TypeError(f"module must be a contextvec ElmoEncoder or ElmoBiLM, not {type(module).__name__}")

@@ -1,0 +1,60 @@
+"""allennlp's ``options_file``/``weight_file`` arguments -> a contextvec ELMo encoder.
+
+allennlp downloaded its default models from URLs; contextvec never downloads. The two arguments
+take bilm-tf files (as in allennlp), or ``options_file`` alone names a contextvec model (a
+bundled model's name or a model directory); both ``None`` give the bundled default model.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+import contextvec
+from contextvec.api import DEFAULT_MODEL
+from contextvec.encoders.bilm import ElmoEncoder
+
+PathLike = str | os.PathLike
+_URL_PREFIXES = ("http://", "https://", "s3://", "gs://")
+
+
+def _refuse_url(name: str, value: PathLike | None) -> None:
+    if isinstance(value, str) and value.startswith(_URL_PREFIXES):
+        raise ValueError(
+            f"{name}={value!r} is a download URL; contextvec never downloads: fetch the file once "
+            f"and pass its path, or pass a contextvec model name or directory (options_file=None "
+            f"gives the bundled {DEFAULT_MODEL})"
+        )
+
+
+def load_elmo_encoder(
+    options_file: PathLike | None = None,
+    weight_file: PathLike | None = None,
+    device: str | torch.device = "cpu",
+) -> ElmoEncoder:
+    """The ELMo encoder that allennlp's ``(options_file, weight_file)`` pair denotes.
+
+    * both given: bilm-tf ``options.json`` and ``weights.hdf5`` (allennlp's use);
+    * ``options_file`` alone: a contextvec model name or directory (bilm-tf files or native);
+    * neither: the bundled default model.
+    """
+    _refuse_url("options_file", options_file)
+    _refuse_url("weight_file", weight_file)
+    if weight_file is not None and options_file is None:
+        raise ValueError("weight_file given without options_file (the bilm-tf options.json)")
+    if weight_file is not None:
+        if Path(options_file).is_dir():
+            raise ValueError(
+                f"options_file={str(options_file)!r} is a model directory: pass it with weight_file=None"
+            )
+        encoder = contextvec.load(options_file=options_file, weight_file=weight_file, device=device)
+    else:
+        encoder = contextvec.load(options_file, device=device)
+    if not isinstance(encoder, ElmoEncoder):
+        raise TypeError(
+            f"options_file={str(options_file)!r} is a {type(encoder).__name__} model; "
+            "the allennlp ELMo API needs an ELMo biLM"
+        )
+    return encoder
