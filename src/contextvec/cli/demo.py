@@ -102,13 +102,14 @@ def run(args: argparse.Namespace) -> None:
 
     bank = [(i, s.index("bank")) for i, s in enumerate(sentences) if "bank" in s]
     print("\n2. cosine similarity of 'bank' in sentence 0 (money) with 'bank' in the others:")
-    print("   layer        " + "  ".join(f"sent {i}" for i, _ in bank[1:]))
     separated = []
     layer_names, base, context_free = _layer_names(encoder)
+    width = max(12, *map(len, layer_names))
+    print(f"   {'layer':<{width}} " + "  ".join(f"sent {i}" for i, _ in bank[1:]))
     for layer, label in enumerate(layer_names):
         ref = _unit(vectors[0][layer, bank[0][1]])
         sims = [float(ref @ _unit(vectors[i][layer, j])) for i, j in bank[1:]]
-        print(f"   {label:<12} " + "  ".join(f"{s:6.3f}" for s in sims))
+        print(f"   {label:<{width}} " + "  ".join(f"{s:6.3f}" for s in sims))
         if layer > 0 and sims[1] > max(sims[0], sims[2]):
             separated.append(label.split(maxsplit=1)[-1])
     if context_free:

@@ -40,8 +40,30 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class DefaultsFormatter(argparse.HelpFormatter):
+    """Every option's help states its default, unless it already says "default"."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (action.option_strings and action.default not in (None, False, argparse.SUPPRESS)
+                and action.help != argparse.SUPPRESS and "default" not in text.lower()):
+            text += " (default: %(default)s)"
+        return text
+
+
+class RawDescriptionDefaultsFormatter(DefaultsFormatter, argparse.RawDescriptionHelpFormatter):
+    """:class:`DefaultsFormatter` for commands whose description is laid out by hand."""
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse, with usage errors on one line (and exit code 2)."""
+    """argparse, with usage errors on one line (and exit code 2) and defaults in every help."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        given = kwargs.get("formatter_class", argparse.HelpFormatter)
+        kwargs["formatter_class"] = (RawDescriptionDefaultsFormatter
+                                     if issubclass(given, argparse.RawDescriptionHelpFormatter)
+                                     else DefaultsFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
