@@ -3,18 +3,29 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
-from contextvec.bulk import embed_file
-from contextvec.cli.common import add_model_arguments, load_model
+from contextvec.cli.common import add_model_arguments, add_overwrite_argument, load_model, positive_int
+from contextvec.encoders.outputs import POOL_MODES
 from contextvec.io.text_lines import EMPTY_LINE_POLICIES, INVALID_UTF8_POLICIES
 
+ENGINES = ("local", "ray")
 HELP = "embed a file of whitespace-tokenized sentences into HDF5 (allennlp `elmo` layout)"
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("embed", help=HELP, description=HELP)
-    p.add_argument("input_file", help="UTF-8 text, one whitespace-tokenized sentence per line")
-    p.add_argument("output_file", help="HDF5 file to write")
+    p.add_argument("input_file", nargs="+", metavar="INPUT",
+                   help="UTF-8 text (plain or .gz), one whitespace-tokenized sentence per line; "
+                        "- reads standard input; several inputs (--engine ray) are one corpus, "
+                        "keyed by line number through the files in order")
+    p.add_argument("output_file", metavar="OUTPUT",
+                   help="HDF5 file to write (--engine ray: a folder of shards, or with --merge a file)")
     layers = p.add_mutually_exclusive_group(required=True)
     layers.add_argument("--all", dest="layers", action="store_const", const="all",
                         help="every layer: datasets of shape (layers, tokens, dim)")
@@ -22,33 +33,102 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="the top layer: (tokens, dim)")
     layers.add_argument("--average", dest="layers", action="store_const", const="average",
                         help="the mean of the layers: (tokens, dim)")
+    p.add_argument("--pool", choices=POOL_MODES,
+                   help="one vector per sentence: pool the tokens away (default: token vectors)")
     add_model_arguments(p)
-    p.add_argument("--batch-size", type=int, default=64, help="sentences per batch (64)")
-    p.add_argument("--max-tokens", type=int, default=4096,
-                   help="padded tokens per batch at most (4096); longer sentences run alone")
+    p.add_argument("--batch-size", type=positive_int, default=64,
+                   help="sentences per batch (default: 64)")
+    p.add_argument("--max-tokens", type=positive_int, default=4096,
+                   help="padded tokens per batch at most (default: 4096); longer sentences run alone")
     p.add_argument("--use-sentence-keys", action="store_true",
                    help="key datasets by sentence text instead of line index (no '/', unique)")
     p.add_argument("--forget-sentences", action="store_true",
                    help="do not write the sentence_to_index dataset")
     p.add_argument("--resume", action="store_true",
-                   help="finish an interrupted run, computing only what is missing")
+                   help="finish an interrupted run of the same input, model and settings")
+    add_overwrite_argument(p)
     p.add_argument("--empty-lines", choices=EMPTY_LINE_POLICIES, default="error",
                    help="error (default): refuse, naming the lines; keep: a 0-token dataset")
     p.add_argument("--invalid-utf8", choices=INVALID_UTF8_POLICIES, default="error",
                    help="error (default): refuse, naming the lines; replace: decode with U+FFFD")
-    p.add_argument("--chunk-lines", type=int, default=2048,
-                   help="lines per resumable shard (2048); a resumed run keeps the first value")
+    p.add_argument("--chunk-lines", type=positive_int, default=2048,
+                   help="lines per resumable shard (default: 2048); a resumed run keeps the first value")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    engine = p.add_argument_group("engine (see docs/ray.md)")
+    engine.add_argument("--engine", choices=ENGINES, default="local",
+                        help="local (default): this process; ray: workers on a Ray cluster")
+    engine.add_argument("--ray-address",
+                        help="a running Ray cluster, e.g. 10.0.0.1:6379 or auto (default: start one here)")
+    engine.add_argument("--workers", type=positive_int,
+                        help="Ray workers, each loading the model once (default: one per CPU, or per GPU "
+                             "with --device cuda); --threads is per worker (default: 1)")
+    engine.add_argument("--merge", action="store_true",
+                        help="Ray: merge the shards into one HDF5 file in the local engine's layout")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> None:
+    if args.engine == "ray":
+        return _run_ray(args)
+    ray_only = [flag for flag, given in (("--ray-address", args.ray_address), ("--workers", args.workers),
+                                         ("--merge", args.merge)) if given]
+    if ray_only:
+        raise ValueError(f"{', '.join(ray_only)} need(s) --engine ray")
+    if len(args.input_file) > 1:
+        raise ValueError("several inputs need --engine ray (or concatenate them into one file)")
+    from contextvec.bulk import embed_file
+
+    output = Path(args.output_file)
+    if output.exists() and not (args.overwrite or args.resume):  # before the model loads
+        raise FileExistsError(f"{output} exists; pass --overwrite to replace it")
     encoder = load_model(args)
-    path = embed_file(
-        encoder, args.input_file, args.output_file, layers=args.layers,
-        batch_size=args.batch_size, max_tokens=args.max_tokens,
-        sentence_keys=args.use_sentence_keys, forget_sentences=args.forget_sentences,
-        resume=args.resume, empty_lines=args.empty_lines, invalid_utf8=args.invalid_utf8,
-        chunk_lines=args.chunk_lines, progress=not args.quiet,
-    )
+    with _spooled(args.input_file) as sources:
+        path = embed_file(
+            encoder, sources[0], output, layers=args.layers, pool=args.pool,
+            batch_size=args.batch_size, max_tokens=args.max_tokens,
+            sentence_keys=args.use_sentence_keys, forget_sentences=args.forget_sentences,
+            resume=args.resume, overwrite=args.overwrite, empty_lines=args.empty_lines,
+            invalid_utf8=args.invalid_utf8, chunk_lines=args.chunk_lines, progress=not args.quiet,
+        )
     print(f"wrote {path}")
+
+
+@contextlib.contextmanager
+def _spooled(inputs: list[str]) -> Iterator[list[str | Path]]:
+    """The inputs, with ``-`` (standard input, at most once) copied to a temporary file: the
+    lines are read twice (checked, then embedded)."""
+    if inputs.count("-") > 1:
+        raise ValueError("standard input (-) can be read only once")
+    with tempfile.TemporaryDirectory() as spool:
+        sources: list[str | Path] = list(inputs)
+        if "-" in inputs:
+            stdin = Path(spool) / "stdin.txt"
+            with open(stdin, "wb") as f:
+                shutil.copyfileobj(sys.stdin.buffer, f)
+            sources[inputs.index("-")] = stdin
+        yield sources
+
+
+def _run_ray(args: argparse.Namespace) -> None:
+    """``--engine ray``: Ray is imported only now, and its absence is one line (exit 2)."""
+    from contextvec.distributed import ModelSpec, embed_ray, require_ray
+
+    require_ray()
+    if not args.merge and Path(args.output_file).suffix in (".h5", ".hdf5") \
+            and not Path(args.output_file).is_dir():
+        raise ValueError(f"--engine ray writes a folder of shards: name a folder, not "
+                         f"{args.output_file}, or pass --merge for one HDF5 file")
+    spec = ModelSpec(args.model, args.options_file, args.weight_file, args.device, args.threads or 1)
+    with _spooled(args.input_file) as sources:
+        summary = embed_ray(
+            sources, args.output_file, spec, layers=args.layers, pool=args.pool,
+            batch_size=args.batch_size, max_tokens=args.max_tokens,
+            sentence_keys=args.use_sentence_keys, forget_sentences=args.forget_sentences,
+            empty_lines=args.empty_lines, invalid_utf8=args.invalid_utf8,
+            chunk_lines=args.chunk_lines, merge=args.merge, resume=args.resume,
+            overwrite=args.overwrite, workers=args.workers, address=args.ray_address,
+            progress=not args.quiet,
+        )
+    rate = f", {summary.tokens / summary.seconds:.0f} tokens/s" if summary.seconds else ""
+    print(f"wrote {summary.output} ({summary.blocks_run} of {summary.blocks} blocks computed now on "
+          f"{summary.workers} workers{rate})")

@@ -1,0 +1,13 @@
+"""Embedding a corpus across machines on Ray: resumable, fault tolerant, byte-identical to the
+local engine (:func:`contextvec.bulk.embed_file`).
+
+Ray is an optional extra (``pip install -e ".[ray]"``) and is imported only when a run starts.
+Modules: ``spec`` (the model as workers load it), ``inputs`` (several files as one corpus, cut
+into blocks), ``worker`` (the actor's work), ``schedule`` (dealing blocks, retrying lost ones),
+``outputs`` (shard folder or merged file), ``engine`` (:func:`embed_ray`).
+"""
+
+from contextvec.distributed.engine import INSTALL_HINT, RayNotInstalled, RunSummary, embed_ray, require_ray
+from contextvec.distributed.spec import ModelSpec
+
+__all__ = ["INSTALL_HINT", "ModelSpec", "RayNotInstalled", "RunSummary", "embed_ray", "require_ray"]

@@ -1,0 +1,96 @@
+"""The work of one Ray actor: load the model once, then embed blocks into shards.
+
+This module does not import Ray: :func:`contextvec.distributed.engine.embed_ray` wraps
+:class:`EmbedWorker` with ``ray.remote``, so the class is tested and read as plain Python.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from contextvec.bulk import embed_chunk, write_shard
+from contextvec.distributed.inputs import Lines
+from contextvec.distributed.spec import ModelSpec
+from contextvec.encoders.fingerprint import model_identity
+
+FAULT_ENV = "CONTEXTVEC_RAY_TEST_FAULT"
+"""Test hook: a file path. A worker that finds that file when a block arrives deletes it and
+dies at once (``os._exit``), as a preempted node would; only one worker can claim it."""
+
+
+@dataclass(frozen=True)
+class BlockDone:
+    """What a worker reports for one finished block (its shard is written)."""
+
+    number: int
+    lines: int
+    tokens: int
+    seconds: float
+    cpu_seconds: float
+    """CPU time of the worker process for the block: far below ``seconds`` = waiting for a core."""
+    node: str
+
+
+class EmbedWorker:
+    """Loads the model from ``spec`` once; :meth:`embed_block` embeds with the run's settings.
+
+    A loading error is kept and raised by every call, so the driver gets it as a normal
+    exception (with its message) rather than as a dead actor.
+    """
+
+    def __init__(self, spec: ModelSpec, settings: dict) -> None:
+        self.settings = settings
+        self.node = platform.node()
+        try:
+            self.encoder = spec.load()
+            self.identity = model_identity(self.encoder)
+            self.error: Exception | None = None
+        except Exception as e:  # noqa: BLE001 - reported on the first call, see the docstring
+            self.error = e
+
+    def model_identity(self) -> str:
+        """The fingerprint of the model this worker loaded."""
+        if self.error is not None:
+            raise RuntimeError(f"a worker on {self.node} could not load the model: {self.error}")
+        return self.identity
+
+    def embed_block(self, number: int, lines: Lines, shard: str, identity: str) -> BlockDone:
+        """Embed ``lines`` and write them atomically to ``shard``; refuses if this worker's
+        model is not the run's (a restarted worker may land on a node with other files)."""
+        if self.model_identity() != identity:
+            raise RuntimeError(f"the worker on {self.node} loaded another model than the run's "
+                               "(its files differ on that node)")
+        _fault_hook()
+        _forget_token_cache(self.encoder)
+        start, cpu = time.perf_counter(), time.process_time()
+        items = embed_chunk(self.encoder, lines, **self.settings)
+        write_shard(Path(shard), items)
+        return BlockDone(number, len(lines), sum(len(text.split()) for _, text in lines),
+                         time.perf_counter() - start, time.process_time() - cpu, self.node)
+
+
+def _forget_token_cache(encoder) -> None:
+    """Empty ELMo's char-CNN token cache, so that a block's bytes depend on the block alone.
+
+    With a warm cache a token's vector comes from the CNN batch of an earlier block, whose size
+    can change the last bits (about 1e-6, a few lines in hundreds): which earlier blocks a
+    worker ran would show in the output. ``_cache`` is private to ElmoEncoder; a public reset
+    on Encoder, called by ``bulk.embed_chunk`` for every engine, should replace this.
+    """
+    cache = getattr(encoder, "_cache", None)
+    if cache is not None:
+        cache.clear()
+
+
+def _fault_hook() -> None:
+    marker = os.environ.get(FAULT_ENV)
+    if marker:
+        try:
+            os.unlink(marker)
+        except FileNotFoundError:
+            return
+        os._exit(1)
