@@ -16,7 +16,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from contextvec.training.lm import _ChunkedSoftmaxNLL
+from contextvec.training.bilm.lm import _ChunkedSoftmaxNLL
 
 # (name, targets per step, hidden width, vocabulary): the bundled elmo-en-small run (64 x 20
 # windows, both directions) and Kim-small on PTB (20 x 35, forward only).

@@ -28,10 +28,10 @@ import torch
 from flops import CnnWork, lstm_flops, matmul_peak
 
 from contextvec.encoders.bilm.config import BiLMConfig
-from contextvec.training.batcher import StreamBatcher
-from contextvec.training.config import PRESETS, TrainConfig
+from contextvec.training.bilm.batcher import StreamBatcher
+from contextvec.training.bilm.config import PRESETS, TrainConfig
+from contextvec.training.bilm.trainer import Trainer
 from contextvec.training.corpus import read_sentences
-from contextvec.training.trainer import Trainer
 
 PTB = Path(__file__).resolve().parents[2] / "shared" / "data" / "corpora" / "ptb"
 

@@ -23,16 +23,12 @@ import contextvec
 from contextvec.cli.main import main
 from contextvec.encoders.bert import BertEncoder, WordPieceTokenizer
 from contextvec.encoders.bert.heads import BertForPreTraining, load_pretraining_model
-from contextvec.training.bert_data import (
-    IGNORE_INDEX,
-    IS_NEXT,
-    NOT_NEXT,
-    SPECIAL_TOKENS,
-    Masker,
-    PretrainingStream,
-    collate,
-)
-from contextvec.training.bert_trainer import PRESETS, BertTrainer, evaluate
+from contextvec.training.bert.config import PRESETS
+from contextvec.training.bert.evaluate import evaluate
+from contextvec.training.bert.instances import IGNORE_INDEX, IS_NEXT, NOT_NEXT, Masker, collate
+from contextvec.training.bert.stream import PretrainingStream
+from contextvec.training.bert.trainer import BertTrainer
+from contextvec.training.bert.wordpiece import SPECIAL_TOKENS
 
 WIKI = SHARED / "corpora" / "wikipedia-en-2015" / "part-000.txt.gz"
 

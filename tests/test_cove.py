@@ -29,15 +29,11 @@ from contextvec.io.word_vectors import (
     load_word_vectors,
     save_word_vectors,
 )
-from contextvec.training.mt import (
-    CHECKPOINT,
-    MTTrainConfig,
-    MTTrainer,
-    load_translator,
-    perplexity,
-    read_parallel,
-    translate,
-)
+from contextvec.training.loop import CHECKPOINT
+from contextvec.training.mt.config import MTTrainConfig
+from contextvec.training.mt.data import read_parallel
+from contextvec.training.mt.trainer import MTTrainer
+from contextvec.training.mt.translator import load_translator, perplexity, translate
 
 WORDS = [f"w{i}" for i in range(10)]
 
@@ -265,7 +261,7 @@ def test_resume_is_exact(tmp_path):
     keys = ("train_loss", "valid_perplexity", "valid_bleu", "lr")
     assert [[h[k] for k in keys] for h in resumed.history] == [[h[k] for k in keys] for h in straight.history]
     changed = MTTrainConfig(**{**config.to_dict(), "lr": 0.5})
-    with pytest.raises(ValueError, match="other settings \\(lr\\)"):
+    with pytest.raises(ValueError, match="another training config \\(lr differ"):
         MTTrainer(changed, *files, tmp_path / "resumed", *valid, progress=False,
                   log=lambda message: None).train(resume=True)
 

@@ -18,18 +18,18 @@ from safetensors.torch import load_file
 import contextvec
 from contextvec.cli.main import main
 from contextvec.encoders.bilm.config import ConfigError
-from contextvec.io.bilm_tf import load_bilm_tf, read_options
+from contextvec.encoders.bilm.loader import load_bilm_tf, read_options
 from contextvec.text.chars import BOS_TOKEN, EOS_TOKEN
 from contextvec.training import PRESETS, TrainConfig, Trainer, Vocabulary, evaluate, load_model
-from contextvec.training.batcher import StreamBatcher
-from contextvec.training.corpus import expand_paths, read_sentences
-from contextvec.training.lm import (
+from contextvec.training.bilm.batcher import StreamBatcher
+from contextvec.training.bilm.lm import (
     LanguageModel,
     _ChunkedSoftmaxNLL,
     log_uniform_log_prob,
     sample_log_uniform,
 )
-from contextvec.training.trainer import Perplexity, _init_weights
+from contextvec.training.bilm.model_files import Perplexity, init_weights
+from contextvec.training.corpus import expand_paths, read_sentences
 
 PTB = SHARED / "corpora" / "ptb"
 
@@ -200,7 +200,7 @@ def test_training_lowers_perplexity_and_cli_reports_it(corpus, tmp_path, capsys)
     model, vocab = load_model(out / "model")
     ppl = evaluate(model, lambda: read_sentences([corpus / "valid.txt"]), vocab)
     untrained = LanguageModel(model.config, len(vocab))
-    _init_weights(untrained, 0)
+    init_weights(untrained, 0)
     baseline = evaluate(untrained, lambda: read_sentences([corpus / "valid.txt"]), vocab)
     assert ppl.average < 0.7 * baseline.average
     assert main(["perplexity", str(corpus / "valid.txt"), "--model", str(out / "model"),
@@ -270,7 +270,7 @@ def test_two_process_ddp_equals_one_process(corpus, tmp_path):
     two = load_file(ddp / "model" / "model.safetensors")
     assert one.keys() == two.keys()
     initial = LanguageModel(PRESETS["tiny"].model, len(Vocabulary.load(single / "vocab.txt")))
-    _init_weights(initial, PRESETS["tiny"].seed)
+    init_weights(initial, PRESETS["tiny"].seed)
     assert not torch.equal(initial.softmax.weight, one["softmax.weight"])  # it did train
     for key in one:
         torch.testing.assert_close(two[key], one[key], atol=1e-5, rtol=1e-4, msg=key)
@@ -278,7 +278,7 @@ def test_two_process_ddp_equals_one_process(corpus, tmp_path):
 
 def test_sentence_boundaries_train_with_the_encoders_characters():
     from contextvec.text.chars import BOS_IDS, EOS_IDS
-    from contextvec.training.lm import _char_ids
+    from contextvec.training.bilm.lm import _char_ids
 
     assert (_char_ids(BOS_TOKEN) == BOS_IDS).all() and (_char_ids(EOS_TOKEN) == EOS_IDS).all()
     assert _char_ids("<S>x")[1] == ord("<") + 1
@@ -313,16 +313,12 @@ def test_sigint_saves_a_resumable_checkpoint_and_model(corpus, tmp_path):
     straight = Trainer(config, train, tmp_path / "a", progress=False, log=lambda m: None)
     straight.train()
 
-    stopped = Trainer(config, train, tmp_path / "b", progress=False, log=lambda m: None)
-    original = stopped._train_step
-
-    def step_then_interrupt(batcher):
-        result = original(batcher)
-        if stopped.step == 7:
+    def interrupt_after_step_7(trainer):
+        if trainer.step == 7:
             signal.raise_signal(signal.SIGINT)
-        return result
 
-    stopped._train_step = step_then_interrupt
+    stopped = Trainer(config, train, tmp_path / "b", progress=False, log=lambda m: None,
+                      on_step=interrupt_after_step_7)
     with pytest.raises(KeyboardInterrupt):
         stopped.train()
     record = json.loads((tmp_path / "b" / "model" / "training.json").read_text())
@@ -447,16 +443,12 @@ def test_a_stopped_run_keeps_the_best_validated_model(corpus, tmp_path):
 
     valid = [str(corpus / "valid.txt")]
     config = _config(epochs=3, checkpoint_every=0)
-    trainer = Trainer(config, valid, tmp_path, valid, progress=False, log=lambda m: None)
-    original = trainer._train_step
-
-    def step_then_interrupt(batcher):
-        result = original(batcher)
+    def interrupt_in_epoch_2(trainer):
         if trainer.epoch == 1 and trainer.step % 5 == 0:  # inside the second epoch
             signal.raise_signal(signal.SIGINT)
-        return result
 
-    trainer._train_step = step_then_interrupt
+    trainer = Trainer(config, valid, tmp_path, valid, progress=False, log=lambda m: None,
+                      on_step=interrupt_in_epoch_2)
     with pytest.raises(KeyboardInterrupt):
         trainer.train()
     record = json.loads((tmp_path / "model" / "training.json").read_text())
@@ -485,7 +477,7 @@ def test_weight_drop_masks_the_recurrent_weights_in_training_only():
 
 
 def test_locked_dropout_shares_one_mask_across_the_steps_of_a_row():
-    from contextvec.training.lm import LockableDropout
+    from contextvec.training.bilm.lm import LockableDropout
 
     torch.manual_seed(0)
     x = torch.ones(2, 8, 30, 16)

@@ -23,7 +23,7 @@ import contextvec
 from contextvec.api import DEFAULT_MODEL, bundled_models
 from contextvec.bulk import embed_file
 from contextvec.cli.common import positive_int
-from contextvec.training.trainer import TRAINING_RECORD
+from contextvec.training.loop import TRAINING_RECORD
 
 HELP = "show contextual vectors at work on the bundled model (or --model)"
 # What layer 0 and the layers above it are, by encoder family; the demo's words follow them.

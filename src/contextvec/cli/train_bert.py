@@ -6,72 +6,76 @@ import argparse
 import dataclasses
 import time
 
-import torch
-
-from contextvec.training.bert_trainer import PRESETS, BertTrainConfig, BertTrainer
+from contextvec.cli import common
+from contextvec.cli import training_options as options
+from contextvec.training.bert.config import PRESETS, BertTrainConfig
+from contextvec.training.bert.trainer import BertTrainer
 
 HELP = "pretrain a BERT (masked LM + next sentence prediction) on document-structured text"
-OVERRIDES = ("batch_size", "max_steps", "lr", "warmup_steps", "weight_decay", "clip", "max_seq_length",
-             "masked_lm_prob", "whole_word_mask", "short_seq_prob", "bf16", "checkpoint_every",
-             "seed", "lowercase", "sentences", "pool_size")
+VALUES = {  # type: {field: help}; overrides of the preset/config
+    common.positive_int: {
+        "batch_size": "global batch of sentence pairs",
+        "max_steps": "updates (the learning rate reaches 0 there)",
+        "max_seq_length": "pieces per pair, [CLS] and [SEP]s included",
+        "pool_size": "runs kept for random next segments",
+    },
+    common.non_negative_int: {
+        "warmup_steps": "steps of linear warmup",
+        "checkpoint_every": "steps between checkpoints (0: at the end only)",
+        "seed": "random seed",
+    },
+    common.positive_float: {"lr": "peak learning rate"},
+    common.non_negative_float: {"weight_decay": "AdamW weight decay",
+                                "clip": "gradient norm clipping (0: off)"},
+    common.probability: {"masked_lm_prob": "share of pieces predicted",
+                         "short_seq_prob": "share of pairs with a random shorter length"},
+}
+OVERRIDES = [(name, kind, text) for kind, fields in VALUES.items() for name, text in fields.items()]
+FLAGS = {  # field: help
+    "whole_word_mask": "mask all pieces of a word together",
+    "bf16": "bfloat16 autocast",
+    "lowercase": "lower-case (uncased) vocabulary trained without --vocab",
+    "sentences": "split lines into sentences (--no-sentences: a line is a segment)",
+}
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("train-bert", help=HELP, description=HELP)
+    p = options.add_command(subparsers, "train-bert", HELP)
     p.add_argument("--train", nargs="+", required=True,
                    help="corpus files or globs (plain or .gz): a paragraph or sentence per line, a "
                    "blank line between documents")
     p.add_argument("--valid", nargs="+", help="held-out files: MLM/NSP scores at the end")
     p.add_argument("--output-dir", required=True, help="checkpoint, tokenizer/ and model/")
-    p.add_argument("--vocab", help="a tokenizer directory (contextvec train-wordpiece); default: "
-                   "train one of --vocab-size on the training files")
-    p.add_argument("--preset", choices=sorted(PRESETS), default="bert-tiny")
-    p.add_argument("--config", help="JSON training config (overrides --preset)")
-    p.add_argument("--resume", action="store_true", help="continue from the output's checkpoint")
-    p.add_argument("--threads", type=int, help="torch CPU threads")
-    p.add_argument("--quiet", action="store_true")
-    group = p.add_argument_group("overrides of the preset/config")
-    group.add_argument("--batch-size", type=int, help="global batch of sentence pairs")
-    group.add_argument("--max-steps", type=int, help="updates (the learning rate reaches 0 there)")
-    group.add_argument("--lr", type=float, help="peak learning rate")
-    group.add_argument("--warmup-steps", type=int)
-    group.add_argument("--weight-decay", type=float)
-    group.add_argument("--clip", type=float, help="gradient norm clipping (0: off)")
-    group.add_argument("--max-seq-length", type=int, help="pieces per pair, [CLS] and [SEP]s included")
-    group.add_argument("--masked-lm-prob", type=float)
-    group.add_argument("--whole-word-mask", action=argparse.BooleanOptionalAction, default=None,
-                       help="mask all pieces of a word together")
-    group.add_argument("--short-seq-prob", type=float, help="share of pairs with a random shorter length")
-    group.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
-                       help="bfloat16 autocast")
-    group.add_argument("--dropout", type=float, help="hidden and attention dropout")
-    group.add_argument("--vocab-size", type=int, help="size of the vocabulary trained without --vocab")
-    group.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=None,
-                       help="lower-case (uncased) vocabulary trained without --vocab")
-    group.add_argument("--sentences", action=argparse.BooleanOptionalAction, default=None,
-                       help="split lines into sentences (--no-sentences: a line is a segment)")
-    group.add_argument("--pool-size", type=int, help="runs kept for random next segments")
-    group.add_argument("--checkpoint-every", type=int, help="steps between checkpoints")
-    group.add_argument("--seed", type=int)
+    p.add_argument("--vocab", help="a tokenizer directory (contextvec train-wordpiece) (default: "
+                   "train one of --vocab-size on the training files)")
+    p.add_argument("--preset", choices=sorted(PRESETS), default="bert-tiny", help="training settings")
+    p.add_argument("--config", help="JSON training config (default: --preset's)")
+    options.add_run_arguments(p)
+    options.add_overrides(p, OVERRIDES, flags=FLAGS)
+    group = p.add_argument_group("model overrides")
+    group.add_argument("--dropout", type=common.probability,
+                       help="hidden and attention dropout" + options.FROM_PRESET)
+    group.add_argument("--vocab-size", type=common.positive_int,
+                       help="size of the vocabulary trained without --vocab" + options.FROM_PRESET)
     p.set_defaults(run=run)
 
 
 def config_from_args(args: argparse.Namespace) -> BertTrainConfig:
     config = BertTrainConfig.from_file(args.config) if args.config else PRESETS[args.preset]
-    changes = {k: getattr(args, k) for k in OVERRIDES if getattr(args, k) is not None}
+    config = options.overrides(config, args, [*(name for name, *_ in OVERRIDES), *FLAGS])
     model = {}
     if args.dropout is not None:
         model = {"hidden_dropout_prob": args.dropout, "attention_probs_dropout_prob": args.dropout}
     if args.vocab_size is not None:
         model["vocab_size"] = args.vocab_size
-    if model:
-        changes["model"] = dataclasses.replace(config.model, **model)
-    return dataclasses.replace(config, **changes)
+    return dataclasses.replace(config, model=dataclasses.replace(config.model, **model))
 
 
 def run(args: argparse.Namespace) -> None:
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    options.set_threads(args)
+    options.prepare_output(args.output_dir, [args.train, args.valid], overwrite=args.overwrite,
+                   resume=args.resume, directory=True)
+    options.overwrite_outputs(args, args.output_dir, BertTrainer.outputs)
     start = time.perf_counter()
     trainer = BertTrainer(config_from_args(args), args.train, args.output_dir, args.valid,
                           vocab=args.vocab, progress=not args.quiet)

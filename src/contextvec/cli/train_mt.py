@@ -5,20 +5,38 @@ from __future__ import annotations
 import argparse
 import time
 
-import torch
-
-from contextvec.training.mt import MTTrainConfig, MTTrainer
+from contextvec.cli import common
+from contextvec.cli import training_options as options
+from contextvec.training.corpus import expand_paths
+from contextvec.training.mt.config import MTTrainConfig
+from contextvec.training.mt.trainer import MTTrainer
 
 HELP = "train CoVe's attentional seq2seq translation model (MT-LSTM encoder) on parallel files"
-OVERRIDES = ("hidden_size", "num_layers", "target_dim", "dropout", "trainable_unk", "lowercase",
-             "max_word_vectors", "min_count", "max_vocab", "batch_size", "max_length", "optimizer",
-             "lr", "lr_halving", "clip", "epochs", "max_steps", "checkpoint_every", "valid_beam",
-             "select", "bleu_tokenize", "tokenizer", "seed")
+MODEL = (  # option, type, help
+    ("hidden_size", common.positive_int, "MT-LSTM units per direction; the decoder has twice as many"),
+    ("num_layers", common.positive_int, "encoder and decoder layers"),
+    ("target_dim", common.positive_int, "target embedding size"),
+    ("dropout", common.probability, "dropout"),
+    ("max_word_vectors", common.positive_int, "read only the first N word vectors (default: all)"),
+    ("min_count", common.positive_int, "target vocabulary: minimum count"),
+    ("max_vocab", common.positive_int, "target vocabulary: maximum size (default: no limit)"),
+)
+TRAINING = (
+    ("batch_size", common.positive_int, "sentence pairs per step"),
+    ("max_length", common.positive_int, "leave out training pairs with a longer side (default: none)"),
+    ("lr", common.positive_float, "learning rate (default: 0.001 with adam, 1.0 with sgd)"),
+    ("clip", common.non_negative_float, "gradient norm clipping, 0: off"),
+    ("epochs", common.positive_int, "passes over the training pairs"),
+    ("max_steps", common.positive_int, "stop after this many steps (default: none)"),
+    ("checkpoint_every", common.non_negative_int, "steps between checkpoints (0: at epoch ends only)"),
+    ("valid_beam", common.positive_int, "beam for the valid BLEU (1: greedy)"),
+    ("seed", common.non_negative_int, "random seed"),
+)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    d = MTTrainConfig()
-    p = subparsers.add_parser("train-mt", help=HELP, description=HELP)
+    defaults = MTTrainConfig()
+    p = options.add_command(subparsers, "train-mt", HELP)
     p.add_argument("--train-src", required=True, help="source (English) training file, plain or .gz")
     p.add_argument("--train-tgt", required=True, help="target (German) training file, line-aligned")
     p.add_argument("--valid-src", help="source validation file (perplexity and BLEU after each epoch)")
@@ -27,50 +45,40 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="fixed source word vectors (GloVe or word2vec text/binary)")
     p.add_argument("--output-dir", required=True,
                    help="checkpoint.pt, vocabularies and model/ (the best model on valid)")
-    p.add_argument("--resume", action="store_true", help="continue from the output's checkpoint")
-    p.add_argument("--threads", type=int, help="torch CPU threads")
-    p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
-    g = p.add_argument_group("model")
-    g.add_argument("--hidden-size", type=int, help=f"MT-LSTM units per direction ({d.hidden_size}); "
-                   "the decoder has twice as many")
-    g.add_argument("--num-layers", type=int, help=f"encoder and decoder layers ({d.num_layers})")
-    g.add_argument("--target-dim", type=int, help=f"target embedding size ({d.target_dim})")
-    g.add_argument("--dropout", type=float, help=f"dropout ({d.dropout})")
-    g.add_argument("--trainable-unk", action=argparse.BooleanOptionalAction, default=None,
-                   help="learn the vector of source words without a word vector (default: zero, fixed)")
+    options.add_run_arguments(p)
+    options.add_device_argument(p)
+    for title, table in (("model", MODEL), ("training", TRAINING)):
+        group = p.add_argument_group(title)
+        for name, kind, text in table:
+            default = None if name == "lr" else getattr(defaults, name)  # lr: the optimizer's
+            group.add_argument("--" + name.replace("_", "-"), type=kind, default=default, help=text)
+    g = p.add_argument_group("choices")
+    g.add_argument("--trainable-unk", action=argparse.BooleanOptionalAction, default=False,
+                   help="learn the vector of source words without a word vector (else zero, fixed)")
     g.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=None,
                    help="look source words up lower-cased (default: if the vectors are all lower-case)")
-    g.add_argument("--max-word-vectors", type=int, help="read only the first N word vectors")
-    g.add_argument("--min-count", type=int, help=f"target vocabulary: minimum count ({d.min_count})")
-    g.add_argument("--max-vocab", type=int, help="target vocabulary: maximum size")
-    g = p.add_argument_group("training")
-    g.add_argument("--batch-size", type=int, help=f"sentence pairs per step ({d.batch_size})")
-    g.add_argument("--max-length", type=int, help="leave out training pairs with a longer side")
-    g.add_argument("--optimizer", choices=("adam", "sgd"), help="adam (default, lr 0.001) or sgd "
-                   "(lr 1.0, halved when valid perplexity rises)")
-    g.add_argument("--lr", type=float)
+    g.add_argument("--optimizer", choices=("adam", "sgd"), default="adam",
+                   help="adam (lr 0.001) or sgd (lr 1.0, halved when valid perplexity rises)")
     g.add_argument("--lr-halving", action=argparse.BooleanOptionalAction, default=None,
                    help="halve the lr after an epoch whose valid perplexity rose (default: with sgd)")
-    g.add_argument("--clip", type=float, help=f"gradient norm clipping, 0: off ({d.clip})")
-    g.add_argument("--epochs", type=int, help=f"({d.epochs})")
-    g.add_argument("--max-steps", type=int)
-    g.add_argument("--checkpoint-every", type=int, help=f"steps between checkpoints ({d.checkpoint_every})")
-    g.add_argument("--valid-beam", type=int, help="beam for the valid BLEU (1: greedy, the default)")
-    g.add_argument("--select", choices=("bleu", "perplexity"),
-                   help="what 'best on valid' means for model/ (default: bleu)")
-    g.add_argument("--bleu-tokenize", choices=("none", "13a"),
-                   help="sacrebleu tokenization: none (default; tokenized BLEU of the given tokens) or 13a")
-    g.add_argument("--tokenizer", choices=("whitespace", "moses"),
-                   help="how lines become tokens (default: whitespace, for pre-tokenized files)")
-    g.add_argument("--seed", type=int)
+    g.add_argument("--select", choices=("bleu", "perplexity"), default="bleu",
+                   help="what 'best on valid' means for model/")
+    g.add_argument("--bleu-tokenize", choices=("none", "13a"), default="none",
+                   help="sacrebleu tokenization: none (tokenized BLEU of the given tokens) or 13a")
+    g.add_argument("--tokenizer", choices=("whitespace", "moses"), default="whitespace",
+                   help="how lines become tokens (whitespace: pre-tokenized files)")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> None:
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    config = MTTrainConfig(**{k: getattr(args, k) for k in OVERRIDES if getattr(args, k) is not None})
+    options.set_threads(args)
+    inputs = [args.train_src, args.train_tgt, args.word_vectors, args.valid_src, args.valid_tgt]
+    expand_paths([path for path in inputs if path is not None])  # each a non-empty file
+    options.prepare_output(args.output_dir, inputs, overwrite=args.overwrite, resume=args.resume,
+                   directory=True)
+    options.overwrite_outputs(args, args.output_dir, MTTrainer.outputs)
+    names = [f.name for f in MTTrainConfig.__dataclass_fields__.values()]
+    config = MTTrainConfig(**{k: getattr(args, k) for k in names})
     start = time.perf_counter()
     trainer = MTTrainer(config, args.train_src, args.train_tgt, args.word_vectors, args.output_dir,
                         args.valid_src, args.valid_tgt, progress=not args.quiet, device=args.device)

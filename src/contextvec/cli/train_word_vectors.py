@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from contextvec.cli import common
+from contextvec.cli import training_options as options
 from contextvec.text.tokenize import Tokenizer
+from contextvec.training.corpus import expand_paths
 from contextvec.training.word2vec import ALGORITHMS, WordVectorConfig, train_word_vectors
 
 HELP = "train static word vectors (word2vec or fastText, via gensim) on a corpus"
@@ -12,35 +15,41 @@ HELP = "train static word vectors (word2vec or fastText, via gensim) on a corpus
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     defaults = WordVectorConfig()
-    p = subparsers.add_parser("train-word-vectors", help=HELP, description=HELP)
+    p = options.add_command(subparsers, "train-word-vectors", HELP)
     p.add_argument("--train", nargs="+", required=True, help="corpus files or globs (plain or .gz)")
     p.add_argument("--output", required=True, help="vectors file (written atomically; .gz: gzipped)")
     p.add_argument("--format", choices=("word2vec", "glove", "word2vec-binary"), default="word2vec",
-                   help="output format (default: word2vec text, with a 'count dim' header)")
-    p.add_argument("--algorithm", choices=ALGORITHMS, default=defaults.algorithm)
-    p.add_argument("--dim", type=int, default=defaults.dim)
-    p.add_argument("--window", type=int, default=defaults.window)
-    p.add_argument("--min-count", type=int, default=defaults.min_count)
-    p.add_argument("--epochs", type=int, default=defaults.epochs)
+                   help="output format (word2vec: text, with a 'count dim' header)")
+    p.add_argument("--algorithm", choices=ALGORITHMS, default=defaults.algorithm, help="gensim model")
+    p.add_argument("--dim", type=common.positive_int, default=defaults.dim, help="vector size")
+    p.add_argument("--window", type=common.positive_int, default=defaults.window, help="context window")
+    p.add_argument("--min-count", type=common.positive_int, default=defaults.min_count,
+                   help="rarer words get no vector")
+    p.add_argument("--epochs", type=common.positive_int, default=defaults.epochs,
+                   help="passes over the corpus")
     p.add_argument("--sg", action="store_true", help="skip-gram (default: CBOW)")
-    p.add_argument("--negative", type=int, default=defaults.negative, help="negative samples")
-    p.add_argument("--max-vocab", type=int, help="keep at most this many most frequent words")
+    p.add_argument("--negative", type=common.non_negative_int, default=defaults.negative,
+                   help="negative samples")
+    p.add_argument("--max-vocab", type=common.positive_int,
+                   help="keep at most this many most frequent words (default: all)")
     p.add_argument("--tokenizer", choices=Tokenizer.NAMES, default=defaults.tokenizer,
-                   help="how lines become tokens (default: moses-sentences, for running text; "
-                   "whitespace for pre-tokenized files)")
+                   help="how lines become tokens (moses-sentences: running text; whitespace: "
+                   "pre-tokenized files)")
+    p.add_argument("--seed", type=common.non_negative_int, default=defaults.seed, help="random seed")
+    p.add_argument("--threads", type=common.positive_int, default=1,
+                   help="gensim worker threads (1: deterministic)")
     p.add_argument("--lowercase", action="store_true", help="lower-case tokens first")
-    p.add_argument("--seed", type=int, default=defaults.seed)
-    p.add_argument("--threads", type=int, default=1,
-                   help="gensim worker threads (1: deterministic; default 1)")
-    p.add_argument("--quiet", action="store_true")
+    options.add_run_arguments(p, resume=False, threads=False)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> None:
+    paths = expand_paths(args.train)
+    options.prepare_output(args.output, [paths], overwrite=args.overwrite)
     config = WordVectorConfig(
         dim=args.dim, algorithm=args.algorithm, window=args.window, min_count=args.min_count,
         epochs=args.epochs, sg=args.sg, negative=args.negative, lowercase=args.lowercase,
         tokenizer=args.tokenizer, max_vocab=args.max_vocab, seed=args.seed,
     )
-    train_word_vectors(args.train, args.output, config, threads=args.threads,
+    train_word_vectors([str(p) for p in paths], args.output, config, threads=args.threads,
                        output_format=args.format, progress=not args.quiet)

@@ -6,17 +6,11 @@ import argparse
 import json
 import sys
 
-import torch
-
+from contextvec.cli import common
+from contextvec.cli import training_options as options
 from contextvec.io.atomic import atomic_path
-from contextvec.training.mt import (
-    bleu,
-    bleu_signature,
-    load_translator,
-    read_lines,
-    tokenize_lines,
-    translate,
-)
+from contextvec.training.mt.data import read_lines, tokenize_lines
+from contextvec.training.mt.translator import bleu, bleu_signature, load_translator, translate
 
 HELP = "translate a file with a model trained by train-mt"
 BLEU_HELP = "translate a source file and score it against references (sacrebleu, uncased)"
@@ -24,39 +18,38 @@ BLEU_HELP = "translate a source file and score it against references (sacrebleu,
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="a train-mt output directory or its model/")
-    p.add_argument("--beam", type=int, default=5, help="beam size (1: greedy; default 5)")
-    p.add_argument("--length-penalty", type=float, default=0.0,
-                   help="GNMT length normalisation alpha for the beam's final choice (default 0)")
-    p.add_argument("--batch-size", type=int, default=64, help="sentences per batch (divided by the beam)")
+    p.add_argument("--beam", type=common.positive_int, default=5, help="beam size (1: greedy)")
+    p.add_argument("--length-penalty", type=common.non_negative_float, default=0.0,
+                   help="GNMT length normalisation alpha for the beam's final choice")
+    p.add_argument("--batch-size", type=common.positive_int, default=64,
+                   help="sentences per batch (divided by the beam)")
     p.add_argument("--tokenizer", choices=("whitespace", "moses"), default="whitespace",
-                   help="how input lines become tokens (default: whitespace, pre-tokenized input)")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--threads", type=int, help="torch CPU threads")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+                   help="how input lines become tokens (whitespace: pre-tokenized input)")
+    options.add_device_argument(p)
+    options.add_run_arguments(p, resume=False)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("translate", help=HELP, description=HELP)
+    p = options.add_command(subparsers, "translate", HELP)
     p.add_argument("input", help="source sentences, one per line (plain or .gz)")
     _common(p)
     p.add_argument("--output", help="output file (written atomically; default: stdout)")
     p.set_defaults(run=run_translate)
 
-    b = subparsers.add_parser("bleu", help=BLEU_HELP, description=BLEU_HELP)
+    b = options.add_command(subparsers, "bleu", BLEU_HELP)
     b.add_argument("--src", required=True, help="source file, one sentence per line")
     b.add_argument("--ref", required=True, help="reference translations, line-aligned")
     _common(b)
     b.add_argument("--tokenize", choices=("none", "13a"), default="none",
-                   help="sacrebleu tokenization: none (tokenized BLEU on the given tokens, the "
-                   "default, for Moses-tokenized references) or 13a")
-    b.add_argument("--output", help="also write the translations here")
+                   help="sacrebleu tokenization: none (tokenized BLEU on the given tokens, for "
+                   "Moses-tokenized references) or 13a")
+    b.add_argument("--output", help="also write the translations here (default: not written)")
     b.add_argument("--json", action="store_true", help="print the score as JSON")
     b.set_defaults(run=run_bleu)
 
 
 def _translate_file(args: argparse.Namespace, path: str) -> list[str]:
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    options.set_threads(args)
     model, vocab = load_translator(args.model, args.device)
     sources = tokenize_lines(read_lines(path), args.tokenizer)
     hyps = translate(model, vocab, sources, beam=args.beam, batch_size=args.batch_size,
@@ -74,10 +67,12 @@ def _write(lines: list[str], output: str | None) -> None:
 
 
 def run_translate(args: argparse.Namespace) -> None:
+    options.prepare_output(args.output, [args.input], overwrite=args.overwrite)
     _write(_translate_file(args, args.input), args.output)
 
 
 def run_bleu(args: argparse.Namespace) -> None:
+    options.prepare_output(args.output, [args.src, args.ref], overwrite=args.overwrite)
     refs = read_lines(args.ref)
     n_src = len(read_lines(args.src))
     if n_src != len(refs):

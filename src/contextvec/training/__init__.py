@@ -1,8 +1,10 @@
-"""biLM training: corpora and vocabulary, LM windows, the LM head, the training loop."""
+"""Training the encoders: the shared loop (``loop``), biLM (``bilm/``), BERT (``bert/``) and
+CoVe's translation model (``mt/``), static word vectors (``word2vec``)."""
 
-from contextvec.training.config import PRESETS, TrainConfig
+from contextvec.training.bilm.config import PRESETS, TrainConfig
+from contextvec.training.bilm.model_files import Perplexity, evaluate, load_model, save_model
+from contextvec.training.bilm.trainer import Trainer
 from contextvec.training.corpus import Vocabulary
-from contextvec.training.trainer import Perplexity, Trainer, evaluate, load_model, save_model
 
 __all__ = ["PRESETS", "Perplexity", "TrainConfig", "Trainer", "Vocabulary", "evaluate",
            "load_model", "save_model"]

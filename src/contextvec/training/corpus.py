@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import glob
-import gzip
 import itertools
 import os
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from contextvec.io.text_lines import open_text
 from contextvec.text.chars import BOS_TOKEN, EOS_TOKEN
 from contextvec.text.tokenize import Tokenizer
 
@@ -18,22 +18,28 @@ SPECIALS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
 
 
 def expand_paths(patterns: Iterable[str | os.PathLike]) -> list[Path]:
-    """Files named by paths or glob patterns, sorted within each pattern; error if none match."""
+    """Files named by paths or glob patterns, sorted within each pattern; error if none match,
+    if one is a directory or an empty (0-byte) file."""
     paths: list[Path] = []
     for pattern in patterns:
         matches = sorted(glob.glob(str(pattern))) if glob.has_magic(str(pattern)) else [pattern]
         if not matches:
             raise FileNotFoundError(f"no file matches {pattern}")
         for match in matches:
-            if not Path(match).is_file():
-                raise FileNotFoundError(f"corpus file not found: {match}")
-            paths.append(Path(match))
+            path = Path(match)
+            if path.is_dir():
+                raise ValueError(f"{path} is a directory; give text files (or a glob like "
+                                 f"'{path}/*.txt')")
+            if not path.is_file():
+                raise FileNotFoundError(f"file not found: {path}")
+            if path.stat().st_size == 0:
+                raise ValueError(f"{path} is empty")
+            paths.append(path)
     return paths
 
 
 def _lines(path: Path, skip: int = 0) -> Iterator[str]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8", errors="replace", newline="\n") as f:
+    with open_text(path, errors="replace") as f:  # .gz and a byte-order mark handled there
         yield from itertools.islice(f, skip, None)
 
 

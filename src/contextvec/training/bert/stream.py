@@ -37,212 +37,17 @@ resumed run reads exactly what an uninterrupted one would have.
 
 from __future__ import annotations
 
-import gzip
-import json
 import os
 import random
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-import torch
-from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors, trainers
-from tokenizers.models import WordPiece
-
-from contextvec.encoders.bert.tokenizer import (
-    SPECIAL_TOKENS_MAP,
-    TOKENIZER_CONFIG,
-    TOKENIZER_JSON,
-    VOCAB_TXT,
-    WordPieceTokenizer,
-)
-from contextvec.io.atomic import atomic_path
+from contextvec.encoders.bert.tokenizer import WordPieceTokenizer
+from contextvec.io.text_lines import open_text
 from contextvec.text.tokenize import split_sentences
-
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
-"""Special tokens of a trained vocabulary, ids 0-4 in this order ([PAD] = 0, as HF expects)."""
-IGNORE_INDEX = -100
-"""The label of pieces that are not predicted (``torch.nn.functional.cross_entropy``'s default)."""
-IS_NEXT, NOT_NEXT = 0, 1
-"""NSP labels as HF's ``BertForPreTraining`` reads them."""
-
-
-# ---------------------------------------------------------------------------- vocabulary
-
-
-def open_text(path: Path) -> IO[str]:
-    """A corpus file as text (``.gz`` transparently; invalid UTF-8 becomes U+FFFD)."""
-    opener: Any = gzip.open if path.suffix == ".gz" else open
-    return opener(path, "rt", encoding="utf-8", errors="replace", newline="\n")
-
-
-def _text_lines(paths: Sequence[Path]) -> Iterator[str]:
-    for path in paths:
-        with open_text(path) as f:
-            for line in f:
-                if line.strip():
-                    yield line
-
-
-def train_wordpiece(
-    paths: Sequence[str | os.PathLike],
-    vocab_size: int,
-    output_dir: str | os.PathLike,
-    lowercase: bool = True,
-    min_frequency: int = 2,
-    limit_alphabet: int = 1000,
-    max_seq_length: int = 512,
-    progress: bool = False,
-) -> Path:
-    """Train a BERT WordPiece vocabulary (``tokenizers``' WordPiece trainer) and save it.
-
-    BERT's normalizer (``lowercase`` also strips accents, as uncased BERT does) and
-    pre-tokenizer; special tokens :data:`SPECIAL_TOKENS` first. Writes ``vocab.txt``,
-    ``tokenizer.json`` (with BERT's ``[CLS] A [SEP] B [SEP]`` post-processor, for HF's fast
-    tokenizer), ``tokenizer_config.json`` and ``special_tokens_map.json``, each atomically;
-    :meth:`WordPieceTokenizer.from_directory` reads the directory. Returns it.
-    """
-    files = [Path(p) for p in paths]
-    tokenizer = Tokenizer(WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
-    tokenizer.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
-                                                      strip_accents=None, lowercase=lowercase)
-    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    trainer = trainers.WordPieceTrainer(
-        vocab_size=vocab_size, min_frequency=min_frequency, limit_alphabet=limit_alphabet,
-        special_tokens=list(SPECIAL_TOKENS), continuing_subword_prefix="##", show_progress=progress,
-    )
-    tokenizer.train_from_iterator(_text_lines(files), trainer)
-    cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
-    )
-    tokenizer.decoder = decoders.WordPiece(prefix="##")
-    output = Path(output_dir)
-    output.mkdir(parents=True, exist_ok=True)
-    vocab = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
-    if [i for _, i in vocab] != list(range(len(vocab))):
-        raise RuntimeError("the trained vocabulary's ids are not 0..n-1")
-    with atomic_path(output / VOCAB_TXT) as tmp:
-        tmp.write_text("".join(f"{token}\n" for token, _ in vocab), encoding="utf-8")
-    with atomic_path(output / TOKENIZER_JSON) as tmp:
-        tokenizer.save(str(tmp))
-    config = {"tokenizer_class": "BertTokenizer", "do_lower_case": lowercase,
-              "strip_accents": None, "tokenize_chinese_chars": True,
-              "model_max_length": max_seq_length}
-    specials = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
-                "cls_token": "[CLS]", "mask_token": "[MASK]"}
-    for name, content in ((TOKENIZER_CONFIG, {**config, **specials}), (SPECIAL_TOKENS_MAP, specials)):
-        with atomic_path(output / name) as tmp:
-            tmp.write_text(json.dumps(content, indent=2) + "\n", encoding="utf-8")
-    return output
-
-
-def copy_tokenizer_files(source: str | os.PathLike, target: str | os.PathLike,
-                         max_seq_length: int | None = None) -> None:
-    """Copy a tokenizer directory's files (those present) into a model directory, atomically;
-    ``max_seq_length`` sets ``model_max_length`` in ``tokenizer_config.json``."""
-    source, target = Path(source), Path(target)
-    for name in (VOCAB_TXT, TOKENIZER_JSON, TOKENIZER_CONFIG, SPECIAL_TOKENS_MAP):
-        if not (source / name).is_file():
-            continue
-        data = (source / name).read_bytes()
-        if name == TOKENIZER_CONFIG and max_seq_length is not None:
-            data = json.dumps({**json.loads(data), "model_max_length": max_seq_length},
-                              indent=2).encode() + b"\n"
-        with atomic_path(target / name) as tmp:
-            tmp.write_bytes(data)
-
-
-# ---------------------------------------------------------------------------- masking
-
-
-class Masker:
-    """Google BERT's masked-LM choice for one ``[CLS] A [SEP] B [SEP]`` sequence (module docstring).
-
-    ``continuation[id]`` says whether a piece continues the previous one's word (``##``);
-    ``special_ids`` are never predicted nor used as random replacements.
-    """
-
-    def __init__(self, vocab: dict[str, int], mask_id: int, special_ids: Iterable[int],
-                 prob: float = 0.15, whole_word: bool = False, prefix: str = "##") -> None:
-        if not 0.0 < prob < 1.0:
-            raise ValueError(f"masked_lm_prob must be in (0, 1), not {prob}")
-        size = max(vocab.values()) + 1
-        self.continuation = [False] * size
-        for token, i in vocab.items():
-            self.continuation[i] = token.startswith(prefix)
-        self.special = frozenset(special_ids)
-        self.replacements = [i for i in range(size) if i not in self.special]
-        self.mask_id = mask_id
-        self.prob = prob
-        self.whole_word = whole_word
-
-    @classmethod
-    def for_tokenizer(cls, tokenizer: WordPieceTokenizer, prob: float = 0.15,
-                      whole_word: bool = False) -> Masker:
-        """A masker for a tokenizer's vocabulary: its special tokens are never predicted."""
-        raw = tokenizer.tokenizer
-        mask_id = raw.token_to_id("[MASK]")
-        if mask_id is None:
-            raise ValueError("the vocabulary has no [MASK] token")
-        vocab = raw.get_vocab(with_added_tokens=True)
-        special = {raw.token_to_id(t) for t in SPECIAL_TOKENS if raw.token_to_id(t) is not None}
-        special |= {tokenizer.cls_id, tokenizer.sep_id, mask_id}
-        return cls(vocab, mask_id, special, prob, whole_word)
-
-    def __call__(self, ids: Sequence[int], rng: random.Random) -> tuple[list[int], list[int]]:
-        """``(input_ids, labels)``: labels hold the original piece where one is predicted, else
-        :data:`IGNORE_INDEX`."""
-        groups: list[list[int]] = []
-        for position, piece in enumerate(ids):
-            if piece in self.special:
-                continue
-            if (self.whole_word and groups and self.continuation[piece]
-                    and groups[-1][-1] == position - 1):
-                groups[-1].append(position)
-            else:
-                groups.append([position])
-        candidates = sum(len(g) for g in groups)
-        # Stochastic rounding keeps the expected fraction exactly ``prob`` on short sequences.
-        wanted = max(1, int(candidates * self.prob + rng.random()))
-        rng.shuffle(groups)
-        chosen: list[int] = []
-        for group in groups:
-            if len(chosen) >= wanted:
-                break
-            if len(chosen) + len(group) <= wanted:
-                chosen.extend(group)
-        inputs, labels = list(ids), [IGNORE_INDEX] * len(ids)
-        for position in sorted(chosen):
-            labels[position] = ids[position]
-            draw = rng.random()
-            if draw < 0.8:
-                inputs[position] = self.mask_id
-            elif draw < 0.9:
-                inputs[position] = self.replacements[rng.randrange(len(self.replacements))]
-        return inputs, labels
-
-
-# ---------------------------------------------------------------------------- instances
-
-
-@dataclass
-class Instance:
-    """One training sequence ``[CLS] A [SEP] B [SEP]`` after masking."""
-
-    input_ids: list[int]
-    token_type_ids: list[int]
-    mlm_labels: list[int]
-    nsp_label: int  # IS_NEXT or NOT_NEXT
-
-    @property
-    def original_ids(self) -> list[int]:
-        """The pieces before masking."""
-        return [i if label == IGNORE_INDEX else label
-                for i, label in zip(self.input_ids, self.mlm_labels, strict=True)]
+from contextvec.training.bert.instances import IS_NEXT, NOT_NEXT, Instance, Masker
 
 
 class _Lines:
@@ -265,7 +70,7 @@ class _Lines:
                     return None
                 self.epoch, self.file, self.line = self.epoch + 1, 0, 0
             if self._handle is None:
-                self._handle = open_text(self.paths[self.file])
+                self._handle = open_text(self.paths[self.file], errors="replace")
                 for _ in range(self.line):  # resuming: skip what was read
                     self._handle.readline()
             text = self._handle.readline()
@@ -566,54 +371,3 @@ def _as_rng_state(state: Any) -> tuple[Any, ...]:
     """``random.Random`` state back from a checkpoint (lists may come back for tuples)."""
     version, internal, gauss = state
     return (version, tuple(internal), gauss)
-
-
-# ---------------------------------------------------------------------------- batches
-
-
-@dataclass
-class Batch:
-    """Padded tensors of a batch of instances, (rows, pieces) unless noted."""
-
-    input_ids: torch.Tensor
-    token_type_ids: torch.Tensor
-    attention_mask: torch.Tensor
-    mlm_labels: torch.Tensor
-    nsp_labels: torch.Tensor  # (rows,)
-
-    def rows(self, start: int, stop: int) -> Batch:
-        """The slice of rows a data-parallel worker computes."""
-        return Batch(self.input_ids[start:stop], self.token_type_ids[start:stop],
-                     self.attention_mask[start:stop], self.mlm_labels[start:stop],
-                     self.nsp_labels[start:stop])
-
-    def to(self, device: torch.device) -> Batch:
-        return Batch(*(t.to(device) for t in (self.input_ids, self.token_type_ids,
-                                              self.attention_mask, self.mlm_labels, self.nsp_labels)))
-
-    @property
-    def n_pieces(self) -> int:
-        """Real (not padding) pieces."""
-        return int(self.attention_mask.sum())
-
-    @property
-    def n_masked(self) -> int:
-        return int((self.mlm_labels != IGNORE_INDEX).sum())
-
-
-def collate(instances: Sequence[Instance], pad_id: int = 0) -> Batch:
-    """Pad instances to the longest one."""
-    length = max(len(i.input_ids) for i in instances)
-    shape = (len(instances), length)
-    ids = torch.full(shape, pad_id, dtype=torch.long)
-    types = torch.zeros(shape, dtype=torch.long)
-    mask = torch.zeros(shape, dtype=torch.long)
-    labels = torch.full(shape, IGNORE_INDEX, dtype=torch.long)
-    for row, instance in enumerate(instances):
-        n = len(instance.input_ids)
-        ids[row, :n] = torch.tensor(instance.input_ids)
-        types[row, :n] = torch.tensor(instance.token_type_ids)
-        mask[row, :n] = 1
-        labels[row, :n] = torch.tensor(instance.mlm_labels)
-    nsp = torch.tensor([i.nsp_label for i in instances], dtype=torch.long)
-    return Batch(ids, types, mask, labels, nsp)

@@ -12,7 +12,7 @@ from torch import nn
 from contextvec.encoders.bilm.config import BiLMConfig
 from contextvec.encoders.bilm.model import ElmoBiLM
 from contextvec.text.chars import BOS_IDS, BOS_TOKEN, EOS_IDS, EOS_TOKEN, token_to_char_ids
-from contextvec.training.batcher import Window
+from contextvec.training.bilm.batcher import Window
 
 LSTMState = list[tuple[torch.Tensor, torch.Tensor]]
 

@@ -34,7 +34,7 @@ class TrainConfig:
     mask across the steps of a window (variational dropout), and ``weight_drop`` p drops that
     fraction of the LSTMs' recurrent weights, one mask per training step (AWD-LSTM). ``contiguous`` gives each
     of the ``rows`` streams a contiguous part of the corpus (the PTB convention; see
-    :class:`~contextvec.training.batcher.StreamBatcher`), for training and validation.
+    :class:`~contextvec.training.bilm.batcher.StreamBatcher`), for training and validation.
     ``interleave`` reads the training files line by line in turn instead of one after the
     other (a corpus in shards of different sources; the ELMo presets). ``skip_lines`` N starts
     every training file at its line N + 1, e.g. to continue a model on the part of its corpus

@@ -1,0 +1,1 @@
+"""BERT pretraining: WordPiece vocabularies, pair instances and masking, the trainer, evaluation."""

@@ -1,0 +1,102 @@
+"""BERT pretraining settings, with named presets."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from contextvec.encoders.bert.config import BertConfig
+from contextvec.encoders.bilm.config import ConfigError
+
+
+@dataclass(frozen=True)
+class BertTrainConfig:
+    """Everything that defines a BERT pretraining run besides the data.
+
+    ``model.vocab_size`` is the size of the vocabulary trained from the corpus when none is given
+    (with ``lowercase``); the model takes the vocabulary's actual size. ``batch_size`` is the
+    global batch (split across processes); ``max_steps`` also sets the learning-rate decay, which
+    ends at 0 there. ``sentences=False`` takes each corpus line as one segment instead of
+    splitting it into sentences. ``pool_size``: runs kept for random next segments.
+    """
+
+    model: BertConfig = field(default_factory=BertConfig)
+    max_seq_length: int = 128
+    """Pieces per instance, ``[CLS]`` and ``[SEP]`` included."""
+    batch_size: int = 32
+    """The global batch of sentence pairs, split across processes."""
+    lr: float = 1e-4
+    warmup_steps: int = 10_000
+    """Peak learning rate, reached by a linear warmup of this many steps."""
+    max_steps: int = 1_000_000
+    weight_decay: float = 0.01
+    clip: float = 1.0
+    """AdamW weight decay (not on biases and LayerNorm weights); gradient-norm clipping."""
+    masked_lm_prob: float = 0.15
+    whole_word_mask: bool = False
+    short_seq_prob: float = 0.1
+    sentences: bool = True
+    pool_size: int = 1000
+    lowercase: bool = True
+    bf16: bool = False
+    checkpoint_every: int = 1000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.max_seq_length > self.model.max_position_embeddings:
+            raise ConfigError(f"max_seq_length {self.max_seq_length} exceeds the model's "
+                              f"max_position_embeddings {self.model.max_position_embeddings}")
+        if self.max_seq_length < 5:
+            raise ConfigError("max_seq_length must be >= 5 ([CLS] A [SEP] B [SEP])")
+        if self.batch_size < 1 or self.max_steps < 1 or self.warmup_steps < 0:
+            raise ConfigError("batch_size and max_steps must be >= 1, warmup_steps >= 0")
+        if not 0.0 < self.masked_lm_prob < 1.0:
+            raise ConfigError(f"masked_lm_prob must be in (0, 1), not {self.masked_lm_prob}")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["model"] = {k: v for k, v in self.model.to_dict().items() if k not in ("model_type",
+                                                                                 "architectures")}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> BertTrainConfig:
+        """Training fields, optionally ``"preset"`` to start from and ``"model"`` (a dict of
+        :class:`BertConfig` fields, over the preset's)."""
+        d = dict(d)
+        base = PRESETS[d.pop("preset")] if "preset" in d else cls()
+        model = d.pop("model", None)
+        unknown = set(d) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ConfigError(f"unknown BERT training config fields: {sorted(unknown)}")
+        if isinstance(model, dict):
+            d["model"] = BertConfig.from_dict({**base.model.to_dict(), **model})
+        return replace(base, **d)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike) -> BertTrainConfig:
+        try:
+            return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{path}: not valid JSON ({e})") from e
+
+
+PRESETS: dict[str, BertTrainConfig] = {
+    # For tests and smoke runs: trains in seconds on a CPU.
+    "bert-tiny": BertTrainConfig(
+        model=BertConfig(vocab_size=1000, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=64),
+        max_seq_length=64, batch_size=8, lr=1e-3, warmup_steps=10, max_steps=200,
+        checkpoint_every=50, pool_size=200,
+    ),
+    # Turc et al.'s BERT-Mini shape (4 layers, 256 wide) at sequence length 128, for CPU training.
+    "bert-mini": BertTrainConfig(
+        model=BertConfig(vocab_size=30522, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+                         intermediate_size=1024, max_position_embeddings=128),
+        max_seq_length=128, batch_size=32, lr=5e-4, warmup_steps=1000, max_steps=100_000,
+        checkpoint_every=500,
+    ),
+}

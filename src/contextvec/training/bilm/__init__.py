@@ -1,0 +1,1 @@
+"""biLM (ELMo) training: LM windows, the LM head, the config and presets, the trainer."""

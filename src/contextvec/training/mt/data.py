@@ -1,0 +1,71 @@
+"""Parallel text for translation training: line-aligned files, tokenized; length-sorted batches."""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Sequence
+from pathlib import Path
+
+from contextvec.io.text_lines import read_lines as text_lines
+from contextvec.io.text_lines import scan_lines
+from contextvec.text.tokenize import Tokenizer
+
+POOL_BATCHES = 50
+
+Pair = tuple[list[str], list[str]]
+
+
+def read_lines(path: str | os.PathLike) -> list[str]:
+    """Lines of a plain or ``.gz`` UTF-8 file, split on ``\\n`` only (``\\r\\n`` tolerated; a
+    byte-order mark dropped); invalid UTF-8 is an error naming the line."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory, not a text file")
+    if not path.is_file():
+        raise FileNotFoundError(f"file not found: {path}")
+    scan = scan_lines(path)
+    if scan.invalid_utf8:
+        raise ValueError(f"{path}, line {scan.invalid_utf8[0] + 1}: invalid UTF-8")
+    return [text for _, text in text_lines(path)]
+
+
+def tokenize_lines(lines: Sequence[str], tokenizer: str = "whitespace") -> list[list[str]]:
+    """One token list per line (``whitespace`` or ``moses``)."""
+    if tokenizer == "whitespace":
+        return [line.split() for line in lines]
+    tokenize = Tokenizer(tokenizer)
+    return [tokenize(line)[0] for line in lines]
+
+
+def read_parallel(source: str | os.PathLike, target: str | os.PathLike,
+                  tokenizer: str = "whitespace") -> list[Pair]:
+    """Tokenized sentence pairs; error on a line-count mismatch or an empty line."""
+    src, tgt = read_lines(source), read_lines(target)
+    for path, lines in ((source, src), (target, tgt)):
+        if not lines:
+            raise ValueError(f"{path} is empty")
+    if len(src) != len(tgt):
+        raise ValueError(f"{source} has {len(src)} lines but {target} has {len(tgt)}")
+    pairs = list(zip(tokenize_lines(src, tokenizer), tokenize_lines(tgt, tokenizer), strict=True))
+    for number, (s, t) in enumerate(pairs, 1):
+        if not s or not t:
+            raise ValueError(f"{source if not s else target}, line {number}: empty sentence")
+    return pairs
+
+
+def epoch_batches(lengths: Sequence[tuple[int, int]], batch_size: int, seed: int,
+                  epoch: int) -> list[list[int]]:
+    """The batches of one epoch, a function of ``(seed, epoch)`` only (so a resumed run
+    rebuilds them): shuffle, sort pools of ``POOL_BATCHES`` batches by (source, target)
+    length, cut into batches, shuffle the batches."""
+    rng = random.Random(seed * 1_000_003 + epoch)
+    order = list(range(len(lengths)))
+    rng.shuffle(order)
+    pool = batch_size * POOL_BATCHES
+    batches: list[list[int]] = []
+    for start in range(0, len(order), pool):
+        chunk = sorted(order[start:start + pool], key=lambda i: lengths[i])
+        batches.extend(chunk[k:k + batch_size] for k in range(0, len(chunk), batch_size))
+    rng.shuffle(batches)
+    return batches
