@@ -30,6 +30,7 @@ from contextvec.encoders.bert.finetune import (
     word_rows,
 )
 from contextvec.encoders.bert.tokenizer import WordPieceTokenizer
+from contextvec.tasks import load_task_model
 from contextvec.tasks.finetune import warmup_linear_decay
 from contextvec.tasks.models import FixedLayers, ModelSettings
 from contextvec.tasks.train import Split, attach_features, build_model, load_split
@@ -360,6 +361,9 @@ def test_cli_fine_tune_sst2(tmp_path, bert_dir):
         predicted = saved(*truncated_rows(tokenizer.encode_batch(dev_split.sentences), 64)).argmax(-1)
     correct = sum(saved.labels[p] == g for p, g in zip(predicted.tolist(), dev_split.labels, strict=True))
     assert correct == result["dev"]["correct"]
+    # Through the task-model API and the predict command: the same scores exactly.
+    again = load_task_model(tmp_path / "sst2-model")
+    assert again.score(dev_split, again.predict(dev_split.sentences)) == result["dev"]
 
 
 def test_cli_fine_tune_ner(tmp_path, bert_dir):
@@ -381,7 +385,12 @@ def test_cli_fine_tune_ner(tmp_path, bert_dir):
         "5",
         "--lr",
         "2e-3",
+        "--save-model",
+        str(tmp_path / "ner-model"),
     )
+    saved = load_task_model(tmp_path / "ner-model")
+    dev = saved.spec.load(CONLL_DEV, 20)
+    assert saved.score(dev, saved.predict(dev.sentences)) == result["dev"]
     losses = [c["train_loss"] for c in result["curve"]]
     assert len(losses) == 2 and losses[1] < losses[0]
     assert result["labels"][0] == "O" and all(t[:2] in ("B-", "I-") for t in result["labels"][1:])
@@ -445,7 +454,5 @@ def test_cli_fine_tune_errors(tmp_path, tiny_dir, bert_dir, capsys):
     assert "--fine-tune needs --model" in capsys.readouterr().err
     assert main([*data, "--fine-tune", "--model", str(bert_dir), "--layers", "last"]) == 2
     assert "--layers/--last-layer-only" in capsys.readouterr().err
-    assert main([*data, "--save-model", str(tmp_path / "m"), "--no-contextual"]) == 2
-    assert "needs --fine-tune" in capsys.readouterr().err
     assert main([*data, "--layers", "mix", "--last-layer-only", "--model", str(bert_dir)]) == 2
     assert "contradicts" in capsys.readouterr().err

@@ -26,6 +26,7 @@ from contextvec.cli.common import (
 )
 from contextvec.io.atomic import atomic_path
 from contextvec.tasks.features import CACHE_ENV, DTYPES
+from contextvec.tasks.spec import TASK_SPECS
 
 
 def fraction(text: str) -> float:
@@ -45,9 +46,10 @@ fraction.__name__ = "a fraction in (0, 1]"
 def add_data_arguments(p: argparse.ArgumentParser, test_help: str, dev_required: bool = False) -> None:
     """``--train``, ``--dev``, ``--test`` and ``--max-sentences``."""
     p.add_argument("--train", required=True, help="training file (plain or .gz; required)")
+    carving = " and ".join(name for name, spec in TASK_SPECS.items() if spec.carves_dev)
     p.add_argument("--dev", required=dev_required,
                    help="dev file: selects the epoch" + (" (required)" if dev_required else
-                                                         " (required except for trec; default: none)"))
+                                                         f" (required except for {carving}; default: none)"))
     p.add_argument("--test", help=test_help + " (default: none)")
     p.add_argument("--max-sentences", type=positive_int,
                    help="read only the first N sentences of each file (default: all)")

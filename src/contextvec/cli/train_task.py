@@ -16,7 +16,7 @@ from contextvec.cli import task_options as opts
 from contextvec.io.word_vectors import FORMATS, load_word_vectors
 from contextvec.tasks.finetune import FineTuneSettings, fine_tune
 from contextvec.tasks.fit import FitSettings, TaskReport
-from contextvec.tasks.models import LAYERS, ModelSettings, wanted_words
+from contextvec.tasks.models import CLASSIFIERS, LAYERS, ModelSettings, wanted_words
 from contextvec.tasks.readers import DEV_SPLIT_SEED
 from contextvec.tasks.saved import encoder_reference, save_fine_tuned, save_task_model
 from contextvec.tasks.schemes import SCHEMES
@@ -24,12 +24,15 @@ from contextvec.tasks.spec import TASK_SPECS, TASKS, get_task
 from contextvec.tasks.split import Split, subsample
 from contextvec.tasks.train import TrainSettings, attach_features, train_task
 
-HELP = "train a task model (ner, sst5, sst2, trec) with or without contextual vectors, or fine-tune BERT"
+HELP = ("train a task model (ner, sst5, sst2, trec, trec50) with or without contextual vectors, "
+        "or fine-tune BERT")
 DESCRIPTION = HELP + ". " + "; ".join(f"{name}: {spec.summary}" for name, spec in TASK_SPECS.items()) + """.
 Contextual vectors: learned scalar mixes (or a fixed combination, --layers) of the frozen encoder's
 layers at the biLSTM input (and output), computed once per dataset through the feature cache.
 --fine-tune instead trains the whole BERT of --model with a token (ner) or sequence classification
 head."""
+BCN_HIDDEN = 300
+"""The BCN's hidden size in CoVe (McCann et al. 2017, section 5)."""
 DEFAULTS_BY_TASK = ", ".join(f"{name} {spec.model_defaults['word_dim']}" for name, spec in TASK_SPECS.items())
 
 
@@ -71,10 +74,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help=f"random word embedding size (default: {DEFAULTS_BY_TASK})")
     m.add_argument("--char-cnn", action=argparse.BooleanOptionalAction,
                    help="char CNN in the token representation (default: ner on, others off)")
-    m.add_argument("--hidden", type=common.positive_int, help="biLSTM units per direction (default: 100)")
+    m.add_argument("--char-ngrams", type=common.non_negative_int, default=0, metavar="DIM",
+                   help="add character n-gram embeddings of this size to each word (the mean of its 1- to "
+                   "4-grams, trained with the task; Hashimoto et al. 2016, CoVe's 'Char': 100) "
+                   "(default: 0, none)")
+    m.add_argument("--hidden", type=common.positive_int,
+                   help="biLSTM units per direction (default: 100; --classifier bcn: 300)")
     m.add_argument("--lstm-layers", type=common.positive_int, help="biLSTM layers (default: ner 2, others 1)")
     m.add_argument("--dropout", type=common.probability, default=0.5,
                    help="dropout in the task model (default: 0.5)")
+    m.add_argument("--classifier", choices=CLASSIFIERS, default="pool",
+                   help="sentence tasks: pool = biLSTM + max/mean pooling + MLP; bcn = CoVe's biattentive "
+                   "classification network (hidden 300 unless --hidden; contextual vectors at its input) "
+                   "(default: pool)")
     m.add_argument("--tag-scheme", choices=SCHEMES, default="bio",
                    help="NER tags the model predicts (bio = IOB2; bioul = BIOES, as allennlp's NER); "
                    "scoring is on IOB2 always (default: bio)")
@@ -118,8 +130,12 @@ def _model_settings(args: argparse.Namespace) -> ModelSettings:
         value = getattr(args, name)
         return defaults[name] if value is None else value
 
+    if args.classifier == "bcn" and args.placement != "input":
+        raise ValueError("--classifier bcn reads contextual vectors at its input only: drop --placement")
+    hidden = BCN_HIDDEN if args.classifier == "bcn" and args.hidden is None else pick("hidden")
     return ModelSettings(
-        word_dim=pick("word_dim"), char_cnn=pick("char_cnn"), hidden=pick("hidden"),
+        word_dim=pick("word_dim"), char_cnn=pick("char_cnn"), hidden=hidden, classifier=args.classifier,
+        char_ngram_dim=args.char_ngrams,
         lstm_layers=pick("lstm_layers"), dropout=args.dropout,
         placement="none" if args.no_contextual else args.placement,
         layer_norm=args.layer_norm, mix_dropout=args.mix_dropout, layers=_layers(args),
@@ -217,7 +233,8 @@ def _run_fine_tune(args: argparse.Namespace) -> TaskReport:
     frozen_only = {"--no-contextual": args.no_contextual, "--options-file/--weight-file":
                    args.options_file or args.weight_file, "--word-vectors": args.word_vectors,
                    "--layers/--last-layer-only": args.layers or args.last_layer_only,
-                   "--layer-norm": args.layer_norm}
+                   "--layer-norm": args.layer_norm, "--classifier bcn": args.classifier == "bcn",
+                   "--char-ngrams": args.char_ngrams}
     given = [name for name, value in frozen_only.items() if value]
     if given:
         raise ValueError(f"{', '.join(given)}: options of the frozen-feature task model, not of --fine-tune")

@@ -4,7 +4,8 @@
 (``features``: a frozen-feature model of :mod:`contextvec.tasks.models`; ``fine-tune``: a
 fine-tuned BERT), the model settings, the encoder it was trained on and the dev score training
 reported. A frozen-feature model adds ``model.safetensors`` (its weights, without the frozen
-encoder's), ``words.json`` and ``chars.json`` (its vocabularies, in id order). A fine-tuned BERT
+encoder's), ``words.json`` and ``chars.json`` (its vocabularies, in id order; ``ngrams.json`` too with
+character n-grams). A fine-tuned BERT
 is an HF directory (``config.json`` with the labels, ``model.safetensors``, ``vocab.txt``)
 that ``transformers`` reads too, plus ``task.json``. The directory is written beside its final
 name and renamed into place, so it is complete or absent.
@@ -38,6 +39,7 @@ from contextvec.api import load as load_encoder
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.bert.tokenizer import WordPieceTokenizer
 from contextvec.encoders.fingerprint import model_identity
+from contextvec.io.atomic import atomic_path
 from contextvec.tasks.finetune import PieceSplit
 from contextvec.tasks.models import Indexer, ModelSettings, TokenEmbedder, Vocabulary, contextual_embedder
 from contextvec.tasks.schemes import to_scheme
@@ -47,6 +49,7 @@ from contextvec.tasks.train import ENCODER_PREFIX, PreparedSplit, predict_split,
 
 FORMAT, VERSION = "contextvec-task-model", 1
 TASK_FILE, WEIGHTS, WORDS, CHARS = "task.json", "model.safetensors", "words.json", "chars.json"
+NGRAMS = "ngrams.json"
 FEATURE_CHUNK = 1000
 """Sentences per feature chunk: the feature cache's ``chunk_sentences`` (same encoder batches)."""
 MAX_TOKENS = 4096
@@ -110,9 +113,12 @@ def save_task_model(
     try:
         state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()
                  if not k.startswith(ENCODER_PREFIX)}
-        save_file(state, str(tmp / WEIGHTS))
+        with atomic_path(tmp / WEIGHTS) as path:  # also gives the file the usual permissions
+            save_file(state, str(path))
         _write_json(tmp / WORDS, indexer.words.itos)
         _write_json(tmp / CHARS, indexer.chars.itos)
+        if indexer.ngrams is not None:
+            _write_json(tmp / NGRAMS, indexer.ngrams.itos)
         _write_json(tmp / TASK_FILE, {
             "format": FORMAT, "version": VERSION, "kind": "features", "task": task,
             "labels": list(indexer.labels), "model_settings": asdict(settings),
@@ -298,9 +304,10 @@ def load_task_model(directory: str | os.PathLike, encoder: Encoder | None = None
     if settings.num_mixes:
         encoder = _encoder_for(config, directory, encoder, device)
         contextual = contextual_embedder(encoder, settings)
+    ngrams = _vocabulary(directory / NGRAMS) if settings.char_ngram_dim else None
     shape = np.zeros((len(words), config["word_dim"]), dtype=np.float32)  # filled from the weights
-    tokens = TokenEmbedder(words, chars, settings, shape)
-    model = spec.model(tokens, config["labels"], settings, contextual)
+    tokens = TokenEmbedder(words, chars, settings, shape, ngrams)
+    model = spec.model_class(settings)(tokens, config["labels"], settings, contextual)
     if not (directory / WEIGHTS).is_file():
         raise FileNotFoundError(f"{directory} is not a saved task model: {WEIGHTS} is missing")
     try:
@@ -313,5 +320,5 @@ def load_task_model(directory: str | os.PathLike, encoder: Encoder | None = None
         raise ValueError(f"{directory / WEIGHTS} does not fit {TASK_FILE}: missing {missing[:3]}, "
                          f"unexpected {unexpected[:3]}")
     model.to(device).eval()
-    return TaskModel(spec, config, model, device, Indexer(words, chars, config["labels"]),
+    return TaskModel(spec, config, model, device, Indexer(words, chars, config["labels"], ngrams),
                      None if contextual is None else encoder)

@@ -16,7 +16,7 @@ from types import MappingProxyType
 
 from contextvec.encoders.bert.finetune import BertForSequenceClassification, BertForTokenClassification
 from contextvec.tasks.metrics import accuracy, entity_mentions, ner_scores
-from contextvec.tasks.models import NerTagger, SentenceClassifier
+from contextvec.tasks.models import BCNClassifier, ModelSettings, NerTagger, SentenceClassifier, TaskModelBase
 from contextvec.tasks.readers import DEV_SPLIT_SEED, carve_dev, read_conll2003, read_sst, read_trec
 from contextvec.tasks.schemes import tag_set
 from contextvec.tasks.split import Split
@@ -40,6 +40,15 @@ class TaskSpec:
     model_defaults: Mapping[str, object]
     carves_dev: bool = False
     """No dev file needed: a seeded 10% of train is the dev set (TREC has no dev split)."""
+
+    def model_class(self, settings: ModelSettings) -> type[TaskModelBase]:
+        """The frozen-feature model of ``settings``: the task's, or the BCN (``classifier="bcn"``)."""
+        if settings.classifier == "pool":
+            return self.model
+        if self.tagging:
+            raise ValueError(f"classifier {settings.classifier!r} is for sentence classification, "
+                             f"not {self.name}")
+        return BCNClassifier
 
     def load(self, path: str | os.PathLike, max_sentences: int | None = None) -> Split:
         """Read a data file of this task."""
@@ -85,6 +94,10 @@ def _read_sst(variant: str, path: str | os.PathLike, max_sentences: int | None) 
     return read_sst(path, variant, max_sentences)
 
 
+def _read_trec(fine: bool, path: str | os.PathLike, max_sentences: int | None) -> Split:
+    return read_trec(path, max_sentences, fine)
+
+
 # Model defaults: the NER tagger of Lample et al. / Peters et al. (small), and a simple classifier
 # (no char CNN: sentence labels depend little on spelling).
 _TAGGER = MappingProxyType({"word_dim": 50, "char_cnn": True, "lstm_layers": 2, "hidden": 100})
@@ -100,6 +113,8 @@ TASK_SPECS: Mapping[str, TaskSpec] = MappingProxyType({spec.name: spec for spec 
     TaskSpec("sst2", "SST trees, negative/positive (neutral dropped)", partial(_read_sst, "sst2"),
              **_CLASSES),
     TaskSpec("trec", "TREC-6 questions (coarse classes)", read_trec, carves_dev=True, **_CLASSES),
+    TaskSpec("trec50", "TREC-50 questions (fine classes, COARSE:fine)", partial(_read_trec, True),
+             carves_dev=True, **_CLASSES),
 )})
 TASKS = tuple(TASK_SPECS)
 TAGGING = tuple(name for name, spec in TASK_SPECS.items() if spec.tagging)

@@ -50,6 +50,7 @@ from contextvec.tasks.models import (
     build_vocabularies,
     check_layers,
     contextual_embedder,
+    ngram_vocabulary,
 )
 from contextvec.tasks.schemes import to_scheme
 from contextvec.tasks.spec import TAGGING, TASKS, get_task
@@ -178,14 +179,15 @@ def build_model(
         train.sentences, [s for split in others for s in split.sentences], vectors
     )
     labels = spec.label_set(train.labels, settings.tag_scheme)
-    indexer = Indexer(words, chars, labels)
-    tokens = TokenEmbedder(words, chars, settings, pretrained)
+    ngrams = ngram_vocabulary(train.sentences) if settings.char_ngram_dim else None
+    indexer = Indexer(words, chars, labels, ngrams)
+    tokens = TokenEmbedder(words, chars, settings, pretrained, ngrams)
     contextual = None
     if settings.num_mixes:
         if encoder is None:
             raise ValueError(f"placement {settings.placement!r} needs an encoder")
         contextual = contextual_embedder(encoder, settings)
-    return spec.model(tokens, labels, settings, contextual), indexer
+    return spec.model_class(settings)(tokens, labels, settings, contextual), indexer
 
 
 def train_task(

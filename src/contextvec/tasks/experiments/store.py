@@ -26,13 +26,22 @@ def _normalised(value: object) -> object:
     return json.loads(json.dumps(value, sort_keys=True))
 
 
+def _model_settings(spec: RunSpec) -> dict:
+    settings = asdict(spec.model_settings)
+    # Runs stored before the BCN and the n-grams existed keep their keys.
+    for name, default in (("classifier", "pool"), ("char_ngram_dim", 0)):
+        if settings[name] == default:
+            del settings[name]
+    return settings
+
+
 def run_key(spec: RunSpec, task: str, data: dict[str, str | None], model_id: str | None) -> dict:
     """What a finished run is found by in ``results.json`` (see the module docstring)."""
     train = asdict(spec.train_settings)
     del train["progress"]  # never changes a result
     return _normalised({
         "task": task, "data": data, "model": model_id if spec.contextual else None,
-        "model_settings": asdict(spec.model_settings), "train_settings": train,
+        "model_settings": _model_settings(spec), "train_settings": train,
     })
 
 

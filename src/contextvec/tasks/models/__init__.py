@@ -9,6 +9,9 @@ Both models read tokens through the same input layer and the same biLSTM encoder
   vocabularies); case reaches the model through the characters and the contextual vectors.
   During training a word seen once in train is replaced by UNK with probability
   ``word_unk_rate`` (Lample et al.), so the UNK vector is trained for unseen words.
+- **Character n-grams** (optional, ``char_ngram_dim``; Hashimoto et al. 2016, the "Char" of
+  CoVe's Table 2): the mean of the embeddings of the word's character 1- to 4-grams
+  (:func:`char_ngrams`, :class:`NgramEmbedder`), concatenated to ``x``, trained with the task.
 - **Contextual vectors** (ELMo, Peters et al. 2018, section 3.3): a
   :class:`~contextvec.embedder.ContextualEmbedder` over the frozen encoder gives one learned
   scalar mix per place: ``input`` concatenates ``ELMo_task`` to ``x`` at the biLSTM input
@@ -26,11 +29,21 @@ Both models read tokens through the same input layer and the same biLSTM encoder
 - :class:`SentenceClassifier`: ``x`` -> biLSTM -> ``[max; mean]`` pooling over the tokens -> MLP
   (one ReLU hidden layer) -> softmax. A deliberately simple model (not CoVe's biattentive
   classification network), the same for SST-5, SST-2 and TREC-6.
+- :class:`~contextvec.tasks.models.bcn.BCNClassifier` (``classifier="bcn"``): CoVe's
+  biattentive classification network over the same inputs (:mod:`contextvec.tasks.models.bcn`).
 """
 
-from contextvec.tasks.models.bilstm import CharCNN, NerTagger, SentenceClassifier, TokenEmbedder
+from contextvec.tasks.models.bcn import BCNClassifier
+from contextvec.tasks.models.bilstm import (
+    CharCNN,
+    NerTagger,
+    NgramEmbedder,
+    SentenceClassifier,
+    TaskModelBase,
+    TokenEmbedder,
+)
 from contextvec.tasks.models.contextual import FixedLayers, check_layers, contextual_embedder
-from contextvec.tasks.models.settings import LAYERS, PLACEMENTS, ModelSettings
+from contextvec.tasks.models.settings import CLASSIFIERS, LAYERS, PLACEMENTS, ModelSettings
 from contextvec.tasks.models.vocab import (
     MAX_CHARS,
     PAD,
@@ -39,11 +52,14 @@ from contextvec.tasks.models.vocab import (
     Indexer,
     Vocabulary,
     build_vocabularies,
+    char_ngrams,
+    ngram_vocabulary,
     wanted_words,
 )
 
 __all__ = [
-    "LAYERS", "MAX_CHARS", "PAD", "PLACEMENTS", "UNK", "Batch", "CharCNN", "FixedLayers", "Indexer",
-    "ModelSettings", "NerTagger", "SentenceClassifier", "TokenEmbedder", "Vocabulary", "build_vocabularies",
-    "check_layers", "contextual_embedder", "wanted_words",
+    "CLASSIFIERS", "LAYERS", "MAX_CHARS", "PAD", "PLACEMENTS", "UNK", "BCNClassifier", "Batch", "CharCNN",
+    "FixedLayers", "Indexer", "ModelSettings", "NerTagger", "NgramEmbedder", "SentenceClassifier",
+    "TaskModelBase", "TokenEmbedder", "Vocabulary", "build_vocabularies", "char_ngrams", "check_layers",
+    "contextual_embedder", "ngram_vocabulary", "wanted_words",
 ]

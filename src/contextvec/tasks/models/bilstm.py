@@ -1,4 +1,5 @@
-"""The biLSTM task models: :class:`NerTagger` (CRF) and :class:`SentenceClassifier` (pooling + MLP)."""
+"""The biLSTM task models: :class:`NerTagger` (CRF) and :class:`SentenceClassifier` (pooling + MLP),
+and their shared input layer (:class:`TaskModelBase`)."""
 
 from __future__ import annotations
 
@@ -35,8 +36,27 @@ class CharCNN(nn.Module):
         return x.reshape(batch, time, -1)
 
 
+class NgramEmbedder(nn.Module):
+    """(batch, time, n-grams) ids -> (batch, time, dim): the mean of each token's n-gram vectors
+    (:func:`~contextvec.tasks.models.vocab.char_ngrams`; a token with none gets zeros). Initialised
+    like the random word embeddings, trained with the task."""
+
+    def __init__(self, size: int, dim: int) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(size, dim, padding_idx=PAD)
+        with torch.no_grad():
+            self.embedding.weight.copy_(torch.from_numpy(np.asarray(_random_embeddings(size, dim))))
+            self.embedding.weight[PAD] = 0.0
+        self.output_dim = dim
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        known = (ids != PAD).sum(-1, keepdim=True).clamp(min=1)
+        return self.embedding(ids).sum(-2) / known
+
+
 class TokenEmbedder(nn.Module):
-    """``[word embedding; char CNN]`` per token (the non-contextual representation ``x``)."""
+    """``[word embedding; char CNN; char n-grams]`` per token (the non-contextual representation
+    ``x``; the char CNN and the n-gram embeddings each optional)."""
 
     def __init__(
         self,
@@ -44,8 +64,12 @@ class TokenEmbedder(nn.Module):
         chars: Vocabulary,
         settings: ModelSettings,
         pretrained: np.ndarray | None = None,
+        ngrams: Vocabulary | None = None,
     ) -> None:
         super().__init__()
+        if (ngrams is None) != (settings.char_ngram_dim == 0):
+            raise ValueError(f"char_ngram_dim {settings.char_ngram_dim} needs "
+                             f"{'an' if settings.char_ngram_dim else 'no'} n-gram vocabulary")
         dim = settings.word_dim if pretrained is None else pretrained.shape[1]
         initial = _random_embeddings(len(words), dim) if pretrained is None else pretrained
         self.words = nn.Embedding(len(words), dim, padding_idx=PAD)
@@ -58,9 +82,12 @@ class TokenEmbedder(nn.Module):
             CharCNN(len(chars), settings.char_dim, settings.char_filters, settings.char_width)
             if settings.char_cnn else None
         )
-        self.output_dim = dim + (self.chars.output_dim if self.chars is not None else 0)
+        self.ngrams = NgramEmbedder(len(ngrams), settings.char_ngram_dim) if ngrams is not None else None
+        self.output_dim = dim + sum(m.output_dim for m in (self.chars, self.ngrams) if m is not None)
 
-    def forward(self, words: torch.Tensor, chars: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, words: torch.Tensor, chars: torch.Tensor, ngrams: torch.Tensor | None = None
+    ) -> torch.Tensor:
         if self.training and self.word_unk_rate > 0:
             coin = torch.rand(words.shape, device=words.device) < self.word_unk_rate
             drop = self.singletons[words] & coin
@@ -68,12 +95,17 @@ class TokenEmbedder(nn.Module):
         x = self.words(words)
         if self.chars is not None:
             x = torch.cat([x, self.chars(chars)], dim=-1)
+        if self.ngrams is not None:
+            if ngrams is None:
+                raise ValueError("this model reads character n-grams: the batch has none")
+            x = torch.cat([x, self.ngrams(ngrams)], dim=-1)
         return x
 
 
-class _BiLSTMModel(nn.Module):
-    """Shared trunk: token representation (+ input mix) -> biLSTM (+ output mix); each model adds
-    its head over ``labels`` (:meth:`_add_head`, called last so parameters keep their order)."""
+class TaskModelBase(nn.Module):
+    """What every task model shares: the token representation ``x``, the contextual embedder's
+    mixes and the labels; a subclass builds its layers in :meth:`_build` (called last, so
+    parameters keep their order and seeded runs their initialisation)."""
 
     def __init__(
         self,
@@ -92,19 +124,20 @@ class _BiLSTMModel(nn.Module):
         self.settings = settings
         self.tokens = tokens
         self.contextual = contextual
-        context_dim = contextual.output_dim if contextual is not None else 0
+        self.context_dim = contextual.output_dim if contextual is not None else 0
         self.dropout = nn.Dropout(settings.dropout)
-        self.lstm = nn.LSTM(
-            tokens.output_dim + context_dim, settings.hidden, num_layers=settings.lstm_layers,
-            batch_first=True, bidirectional=True,
-            dropout=settings.dropout if settings.lstm_layers > 1 else 0.0,
-        )
-        self.output_dim = 2 * settings.hidden + (context_dim if settings.num_mixes == 2 else 0)
         self.labels = list(labels)
-        self._add_head()
+        self._build()
 
-    def _add_head(self) -> None:
+    def _build(self) -> None:
         raise NotImplementedError
+
+    def inputs(self, batch: Batch) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """``[x; ELMo_task]`` per token (dropout on ``x``) and the mixes (the second, if any, is
+        for the output)."""
+        x = self.dropout(self.tokens(batch.words, batch.chars, batch.ngrams))
+        mixes = self.mixes(batch)
+        return (torch.cat([x, mixes[0]], dim=-1) if mixes else x), mixes
 
     def mixes(self, batch: Batch) -> list[torch.Tensor]:
         """The contextual embedder's mixes for the batch: from ``batch.layers`` when given."""
@@ -117,21 +150,6 @@ class _BiLSTMModel(nn.Module):
                              f"{self.contextual.mixes[0].weights.shape[0]}")
         # The same computation as ContextualEmbedder.forward, on layers computed beforehand.
         return [self.contextual.dropout(mix(batch.layers, batch.mask)) for mix in self.contextual.mixes]
-
-    def encode(self, batch: Batch) -> torch.Tensor:
-        """(batch, time, output_dim) features of each token."""
-        x = self.dropout(self.tokens(batch.words, batch.chars))
-        mixes = self.mixes(batch)
-        if mixes:
-            x = torch.cat([x, mixes[0]], dim=-1)
-        lengths = batch.mask.sum(1).cpu()
-        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-        h, _ = self.lstm(packed)
-        h, _ = pad_packed_sequence(h, batch_first=True, total_length=x.shape[1])
-        h = self.dropout(h)
-        if len(mixes) == 2:
-            h = torch.cat([h, mixes[1]], dim=-1)
-        return h
 
     def mix_penalty(self, coefficient: float) -> torch.Tensor:
         """ELMo's ``lambda * ||w||^2`` on the trainable mixes (zero for a fixed or no mix)."""
@@ -147,6 +165,36 @@ class _BiLSTMModel(nn.Module):
         with torch.no_grad():
             return [{"weights": [round(float(w), 6) for w in mix.normalized_weights()],
                      "gamma": round(float(mix.gamma), 6)} for mix in self.contextual.mixes]
+
+
+class _BiLSTMModel(TaskModelBase):
+    """Token representation (+ input mix) -> biLSTM (+ output mix); each model adds its head over
+    ``labels`` (:meth:`_add_head`)."""
+
+    def _build(self) -> None:
+        settings = self.settings
+        self.lstm = nn.LSTM(
+            self.tokens.output_dim + self.context_dim, settings.hidden, num_layers=settings.lstm_layers,
+            batch_first=True, bidirectional=True,
+            dropout=settings.dropout if settings.lstm_layers > 1 else 0.0,
+        )
+        self.output_dim = 2 * settings.hidden + (self.context_dim if settings.num_mixes == 2 else 0)
+        self._add_head()
+
+    def _add_head(self) -> None:
+        raise NotImplementedError
+
+    def encode(self, batch: Batch) -> torch.Tensor:
+        """(batch, time, output_dim) features of each token."""
+        x, mixes = self.inputs(batch)
+        lengths = batch.mask.sum(1).cpu()
+        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        h, _ = self.lstm(packed)
+        h, _ = pad_packed_sequence(h, batch_first=True, total_length=x.shape[1])
+        h = self.dropout(h)
+        if len(mixes) == 2:
+            h = torch.cat([h, mixes[1]], dim=-1)
+        return h
 
 
 class NerTagger(_BiLSTMModel):

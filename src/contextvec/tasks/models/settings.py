@@ -9,6 +9,8 @@ from contextvec.encoders.bert.combine import LAYER_COMBINATIONS
 PLACEMENTS = ("none", "input", "input+output")
 LAYERS = ("mix", *LAYER_COMBINATIONS)
 """How the encoder's layers enter: learned scalar mixes, or a fixed combination."""
+CLASSIFIERS = ("pool", "bcn")
+"""Sentence classifiers: biLSTM + max/mean pooling + MLP, or CoVe's biattentive network."""
 
 
 @dataclass(frozen=True)
@@ -20,7 +22,9 @@ class ModelSettings:
     char_dim: int = 16
     char_filters: int = 64
     char_width: int = 3
-    """The token representation: random word embeddings of ``word_dim`` and a char CNN."""
+    char_ngram_dim: int = 0
+    """The token representation: random word embeddings of ``word_dim``, a char CNN, and (size
+    > 0) character n-gram embeddings (Hashimoto et al. 2016; CoVe's "Char", 100 there)."""
     hidden: int = 100
     lstm_layers: int = 2
     dropout: float = 0.5
@@ -37,14 +41,21 @@ class ModelSettings:
     tag_scheme: str = "bio"
     constrained: bool = True
     """Tagging: the tags predicted (``bio``, ``iob1``, ``bioul``), CRF transition constraints."""
+    classifier: str = "pool"
+    """Sentence classification: ``pool`` (:class:`SentenceClassifier`) or ``bcn``
+    (:class:`~contextvec.tasks.models.bcn.BCNClassifier`, contextual vectors at its input only)."""
 
     def __post_init__(self) -> None:
         if self.placement not in PLACEMENTS:
             raise ValueError(f"placement must be one of {PLACEMENTS}, not {self.placement!r}")
         if self.layers not in LAYERS:
             raise ValueError(f"layers must be one of {LAYERS}, not {self.layers!r}")
-        if self.lstm_layers < 1 or self.hidden < 1 or self.word_dim < 1:
-            raise ValueError(f"lstm_layers, hidden and word_dim must be >= 1: {self}")
+        if self.lstm_layers < 1 or self.hidden < 1 or self.word_dim < 1 or self.char_ngram_dim < 0:
+            raise ValueError(f"lstm_layers, hidden and word_dim must be >= 1, char_ngram_dim >= 0: {self}")
+        if self.classifier not in CLASSIFIERS:
+            raise ValueError(f"classifier must be one of {CLASSIFIERS}, not {self.classifier!r}")
+        if self.classifier == "bcn" and self.placement == "input+output":
+            raise ValueError("the BCN reads contextual vectors at its input only: placement input")
         if not 0 <= self.dropout < 1 or not 0 <= self.mix_dropout < 1 or not 0 <= self.word_unk_rate <= 1:
             raise ValueError(f"dropout rates must be in [0, 1): {self}")
 

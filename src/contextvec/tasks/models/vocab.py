@@ -14,6 +14,8 @@ from torch.nn.utils.rnn import pad_sequence
 from contextvec.io.word_vectors import WordVectors
 
 PAD, UNK = 0, 1
+Encoded = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]
+"""One sentence's word ids, char ids and n-gram ids (None without n-grams)."""
 MAX_CHARS = 30
 """Characters per token seen by the char CNN (longer tokens are cut; CoNLL's longest is 61)."""
 
@@ -92,6 +94,33 @@ def build_vocabularies(
     return vocab, chars, matrix
 
 
+NGRAM_SIZES = (1, 2, 3, 4)
+
+
+def char_ngrams(word: str) -> list[str]:
+    """The unique character n-grams of ``word`` (Hashimoto et al. 2016): n = 1..4 over the word
+    with boundary marks (``<`` before, ``>`` after: a word's start and end differ from its inside;
+    the bare marks are not n-grams), case kept, the word cut at ``MAX_CHARS``; first-seen order."""
+    marked = f"<{word[:MAX_CHARS]}>"
+    grams = (marked[i:i + n] for n in NGRAM_SIZES for i in range(len(marked) - n + 1))
+    return list(dict.fromkeys(g for g in grams if g not in ("<", ">")))
+
+
+def ngram_vocabulary(sentences: Iterable[Sequence[str]]) -> Vocabulary:
+    """The n-grams of the words of ``sentences`` (the training split): an n-gram never seen in
+    training has no embedding and is left out of a word's mean."""
+    return Vocabulary(g for sentence in sentences for word in sentence for g in char_ngrams(word))
+
+
+def encode_ngrams(vocabulary: Vocabulary, sentence: Sequence[str]) -> torch.Tensor:
+    """(tokens, most n-grams) ids of each token's known n-grams, padded with ``PAD``."""
+    ids = [[vocabulary.stoi[g] for g in char_ngrams(word) if g in vocabulary.stoi] for word in sentence]
+    out = torch.full((len(sentence), max(1, max(map(len, ids)))), PAD, dtype=torch.long)
+    for t, row in enumerate(ids):
+        out[t, :len(row)] = torch.tensor(row, dtype=torch.long)
+    return out
+
+
 def _random_embeddings(rows: int, dim: int, generator: torch.Generator | None = None) -> np.ndarray:
     # Uniform with variance 1/dim: vectors of about unit length, like typical pretrained ones.
     bound = math.sqrt(3.0 / dim)
@@ -109,21 +138,24 @@ class Batch:
     mask: torch.Tensor
     layers: torch.Tensor | None = None
     targets: torch.Tensor | None = None
+    ngrams: torch.Tensor | None = None
 
     def to(self, device: torch.device | str) -> Batch:
         def move(t: torch.Tensor | None) -> torch.Tensor | None:
             return None if t is None else t.to(device)
 
         return Batch(self.tokens, self.words.to(device), self.chars.to(device), self.mask.to(device),
-                     move(self.layers), move(self.targets))
+                     move(self.layers), move(self.targets), move(self.ngrams))
 
 
 class Indexer:
     """Sentences (+ labels, + precomputed layers) -> :class:`Batch` tensors."""
 
-    def __init__(self, words: Vocabulary, chars: Vocabulary, labels: Sequence[str]) -> None:
+    def __init__(self, words: Vocabulary, chars: Vocabulary, labels: Sequence[str],
+                 ngrams: Vocabulary | None = None) -> None:
         self.words = words
         self.chars = chars
+        self.ngrams = ngrams
         self.labels = list(labels)
         self.label_ids = {label: i for i, label in enumerate(self.labels)}
 
@@ -132,21 +164,24 @@ class Indexer:
             raise ValueError(f"label {label!r} is not among the training labels {self.labels}")
         return self.label_ids[label]
 
-    def encode(self, sentence: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Word ids (n,) and char ids (n, MAX_CHARS) of one sentence (cache them for reuse)."""
+    def encode(self, sentence: Sequence[str]) -> Encoded:
+        """Word ids (n,), char ids (n, MAX_CHARS) and (with n-grams) n-gram ids (n, k) of one
+        sentence (cache them for reuse)."""
         words = torch.tensor([self.words[w.lower()] for w in sentence], dtype=torch.long)
         chars = torch.zeros(len(sentence), MAX_CHARS, dtype=torch.long)
         for t, word in enumerate(sentence):
             ids = [self.chars[c] for c in word[:MAX_CHARS]]
             chars[t, : len(ids)] = torch.tensor(ids, dtype=torch.long)
-        return words, chars
+        if self.ngrams is None:
+            return words, chars, None
+        return words, chars, encode_ngrams(self.ngrams, sentence)
 
     def batch(
         self,
         sentences: Sequence[Sequence[str]],
         labels: Sequence[Sequence[str]] | Sequence[str] | None = None,
         layers: Sequence[np.ndarray] | None = None,
-        encoded: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None,
+        encoded: Sequence[Encoded] | None = None,
     ) -> Batch:
         """``labels``: per-token tags (tagging), one label per sentence (classification) or None;
         ``layers``: one ``(num_layers, n_tokens, dim)`` array per sentence or None; ``encoded``:
@@ -155,9 +190,15 @@ class Indexer:
         if not sentences or min(lengths) < 1:
             raise ValueError("a batch needs at least one sentence and no empty sentence")
         encoded = encoded if encoded is not None else [self.encode(s) for s in sentences]
-        words = pad_sequence([w for w, _ in encoded], batch_first=True, padding_value=PAD)
-        chars = pad_sequence([c for _, c in encoded], batch_first=True, padding_value=PAD)
+        words = pad_sequence([e[0] for e in encoded], batch_first=True, padding_value=PAD)
+        chars = pad_sequence([e[1] for e in encoded], batch_first=True, padding_value=PAD)
         time = words.shape[1]
+        ngrams = None
+        if self.ngrams is not None:
+            most = max(e[2].shape[1] for e in encoded)
+            ngrams = torch.full((len(encoded), time, most), PAD, dtype=torch.long)
+            for b, e in enumerate(encoded):
+                ngrams[b, :e[2].shape[0], :e[2].shape[1]] = e[2]
         mask = torch.arange(time).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1)
         targets = None
         if labels is not None and not isinstance(labels[0], str):
@@ -175,4 +216,4 @@ class Indexer:
                 if array.shape[1] != lengths[b]:
                     raise ValueError(f"features of {array.shape[1]} tokens for a sentence of {lengths[b]}")
                 stacked[:, b, : lengths[b]] = torch.from_numpy(np.asarray(array, dtype=np.float32))
-        return Batch([list(s) for s in sentences], words, chars, mask, stacked, targets)
+        return Batch([list(s) for s in sentences], words, chars, mask, stacked, targets, ngrams)

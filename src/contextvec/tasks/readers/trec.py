@@ -1,9 +1,11 @@
 """TREC question classification: one question per line, ``COARSE:fine tokens...``; the label is
-the coarse class (6 labels: ABBR DESC ENTY HUM LOC NUM). The file is **latin-1** (the official
-``train_5500.label`` has one 0xF0 byte), so it is decoded as latin-1, which maps every byte to
-one character and cannot fail. TREC has no dev split: :func:`carve_dev` takes a seeded random
-10% of train (seed :data:`DEV_SPLIT_SEED`, independent of the training seed so every run
-evaluates on the same dev questions)."""
+the coarse class (TREC-6: ABBR DESC ENTY HUM LOC NUM; :func:`read_trec`) or the whole
+``COARSE:fine`` pair (TREC-50, the fine classes, 50 in train_5500; ``read_trec(..., fine=True)``).
+The file is **latin-1** (the official ``train_5500.label`` has one 0xF0 byte), so it is decoded
+as latin-1, which maps every byte to one character and cannot fail. TREC has no dev split:
+:func:`carve_dev` takes a seeded random 10% of train (seed :data:`DEV_SPLIT_SEED`, independent
+of the training seed so every run evaluates on the same dev questions; TREC-6 and TREC-50 carve
+the same questions)."""
 
 from __future__ import annotations
 
@@ -31,9 +33,18 @@ def parse_trec_line(line: str, where: str = "<string>") -> tuple[str, list[str]]
     return coarse, tokens
 
 
-def read_trec(path: str | os.PathLike, max_sentences: int | None = None) -> LabeledSentences:
-    """A TREC label file (plain or ``.gz``, latin-1) -> questions with their coarse labels."""
-    return line_items(path, parse_trec_line, max_sentences, encoding="latin-1", what="questions")
+def _fine(line: str, where: str) -> tuple[str, list[str]]:
+    _, tokens = parse_trec_line(line, where)  # checks the line
+    return line.partition(" ")[0], tokens
+
+
+def read_trec(
+    path: str | os.PathLike, max_sentences: int | None = None, fine: bool = False
+) -> LabeledSentences:
+    """A TREC label file (plain or ``.gz``, latin-1) -> questions with their coarse labels, or
+    (``fine``) their ``COARSE:fine`` labels."""
+    return line_items(path, _fine if fine else parse_trec_line, max_sentences, encoding="latin-1",
+                      what="questions")
 
 
 def carve_dev(

@@ -1,0 +1,163 @@
+"""CoVe's biattentive classification network (``train-task --classifier bcn``), character n-gram
+embeddings (``--char-ngrams``) and TREC-50.
+Needs no ../shared: synthetic data and the tiny random ELMo of ``own_tiny_dir``."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from contextvec.tasks.models import BCNClassifier, ModelSettings, char_ngrams, ngram_vocabulary
+from contextvec.tasks.models.bcn import Maxout
+from contextvec.tasks.readers import read_trec
+from contextvec.tasks.spec import get_task
+from contextvec.tasks.train import Split, TrainSettings, build_model, train_task
+
+# Batch norm's running statistics trail the weights over the few batches of these tiny sets:
+# dev is near chance for a few epochs, hence the patience.
+FAST = TrainSettings(epochs=20, patience=8, lr=0.01, batch_size=16, progress=False)
+BCN = ModelSettings(word_dim=16, char_cnn=False, hidden=12, dropout=0.0, word_unk_rate=0.0, classifier="bcn")
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    torch.set_num_threads(1)
+
+
+def _sentiment(n: int, rng: random.Random) -> Split:
+    sentences, labels = [], []
+    for _ in range(n):
+        words = [rng.choice(["a", "film", "it", "was", "plot"]) for _ in range(rng.randint(3, 7))]
+        label = rng.choice(["positive", "negative"])
+        words.insert(rng.randrange(len(words) + 1), "good" if label == "positive" else "bad")
+        sentences.append(words)
+        labels.append(label)
+    return Split(sentences, labels, "synthetic")
+
+
+def test_bcn_fits_learnable_data_even_with_a_batch_of_one():
+    rng = random.Random(0)
+    train, dev = _sentiment(113, rng), _sentiment(60, rng)  # 113 = 7 x 16 + 1: a one-sentence batch
+    report, model = train_task("sst2", train, dev, None, BCN, FAST)
+    assert isinstance(model, BCNClassifier) and report.dev["accuracy"] > 0.95
+    assert report.model_settings["classifier"] == "bcn"
+
+
+def test_bcn_shape_follows_the_seed():
+    rng = random.Random(0)
+    train = _sentiment(20, rng)
+    model, _ = build_model("sst5", Split(train.sentences, ["1"] * 10 + ["3"] * 10), [], BCN)
+    h = BCN.hidden
+    assert model.feedforward[0].__class__.__name__ == "Dropout"  # dropout before the feedforward layer
+    assert isinstance(model.feedforward[2], torch.nn.ReLU) and model.feedforward[1].out_features == h
+    assert model.encoder.bidirectional and model.integrator.input_size == 6 * h  # [X; X - C; X * C]
+    layers = list(model.maxout)
+    assert len(layers) == 3 and all(isinstance(m, Maxout) and m.pieces == 4 for m in layers)
+    assert [m.linear.in_features for m in layers] == [8 * h, 4 * h, 2 * h]  # 4 poolings of 2h
+    assert layers[-1].out_dim == 2
+
+
+def test_bcn_predictions_do_not_depend_on_padding():
+    """The biattention and the poolings mask the padding: a sentence scores the same alone or
+    in a batch with longer sentences."""
+    rng = random.Random(1)
+    train = _sentiment(30, rng)
+    torch.manual_seed(0)
+    model, indexer = build_model("sst2", train, [], BCN)
+    model.eval()
+    sentences = [["good", "film"], ["it", "was", "a", "bad", "plot", "it", "was"]]
+    with torch.no_grad():
+        together = model.logits(indexer.batch(sentences))
+        alone = torch.cat([model.logits(indexer.batch([s])) for s in sentences])
+    torch.testing.assert_close(together, alone, atol=1e-5, rtol=1e-5)
+
+
+def test_bcn_is_for_sentence_tasks_and_input_placement():
+    with pytest.raises(ValueError, match="input only"):
+        ModelSettings(classifier="bcn", placement="input+output")
+    with pytest.raises(ValueError, match="sentence classification"):
+        get_task("ner").model_class(BCN)
+    with pytest.raises(ValueError, match="classifier must be"):
+        ModelSettings(classifier="cnn")
+
+
+def test_bcn_reads_the_contextual_mix():
+    """Words carry nothing (always "x"); the label is only in the precomputed top layer."""
+    rng = np.random.default_rng(0)
+
+    def split(n: int) -> Split:
+        labels = [str(rng.integers(2)) for _ in range(n)]
+        sentences = [["x"] * int(rng.integers(2, 6)) for _ in range(n)]
+        features = []
+        for label, sentence in zip(labels, sentences, strict=True):
+            layers = rng.normal(size=(3, len(sentence), 32)).astype(np.float32)
+            layers[2, :, 0] += 3.0 if label == "1" else -3.0
+            features.append(layers)
+        return Split(sentences, labels, "synthetic", features)
+
+    from contextvec.encoders.bilm import PRESETS, ElmoBiLM, ElmoEncoder
+
+    torch.manual_seed(0)
+    encoder = ElmoEncoder(ElmoBiLM(PRESETS["tiny"])).eval()
+    settings = ModelSettings(**{**BCN.__dict__, "placement": "input", "mix_dropout": 0.0})
+    report, _ = train_task("sst2", split(120), split(60), None, settings, FAST, encoder)
+    assert report.dev["accuracy"] > 0.95 and len(report.mixes) == 1
+
+
+def test_trec50_keeps_the_fine_labels_and_trec6_the_coarse(tmp_path):
+    path = tmp_path / "t.label"
+    path.write_bytes(b"HUM:ind Who was it ?\nLOC:city Where is it ?\nHUM:gr Who are they ?\n")
+    assert read_trec(path).labels == ["HUM", "LOC", "HUM"]
+    assert read_trec(path, fine=True).labels == ["HUM:ind", "LOC:city", "HUM:gr"]
+    assert get_task("trec50").load(path).labels == ["HUM:ind", "LOC:city", "HUM:gr"]
+    assert get_task("trec50").carves_dev and get_task("trec50").metric == "accuracy"
+    bad = tmp_path / "bad.label"
+    bad.write_bytes(b"FOO:bar What ?\n")
+    with pytest.raises(ValueError, match="line 1"):
+        get_task("trec50").load(bad)
+
+
+def test_char_ngrams_are_the_unique_1_to_4_grams_with_boundaries():
+    assert char_ngrams("ab") == ["a", "b", "<a", "ab", "b>", "<ab", "ab>", "<ab>"]
+    assert len(char_ngrams("aaaa")) == len(set(char_ngrams("aaaa")))  # unique: "a" once
+    assert char_ngrams("Ab")[0] == "A"  # case kept
+    vocab = ngram_vocabulary([["ab"], ["ba"]])
+    assert "<b" in vocab.stoi and "<c" not in vocab.stoi
+
+
+def test_a_word_vector_is_the_mean_of_its_known_ngram_vectors():
+    rng = random.Random(0)
+    train = _sentiment(20, rng)
+    settings = ModelSettings(word_dim=4, char_cnn=False, char_ngram_dim=6)
+    model, indexer = build_model("sst2", train, [], settings)
+    model.eval()
+    batch = indexer.batch([["good", "zzqq"], ["film"]])
+    with torch.no_grad():
+        x = model.tokens(batch.words, batch.chars, batch.ngrams)
+    assert x.shape == (2, 2, 4 + 6)
+    table = model.tokens.ngrams.embedding.weight
+    want = table[[indexer.ngrams.stoi[g] for g in char_ngrams("good")]].mean(0)
+    torch.testing.assert_close(x[0, 0, 4:], want)
+    assert torch.equal(x[0, 1, 4:], torch.zeros(6))  # no n-gram of "zzqq" was seen in training
+    assert torch.equal(x[1, 1], torch.zeros(10))  # padding
+
+
+def test_char_ngrams_let_the_model_read_unseen_words():
+    """Dev words are unseen (UNK), but share n-grams with the training words: "goodish"/"good"."""
+    rng = random.Random(0)
+
+    def split(n: int, suffix: str) -> Split:
+        data = _sentiment(n, rng)
+        return Split([[w + suffix if w in ("good", "bad") else w for w in s] for s in data.sentences],
+                     data.labels, "synthetic")
+
+    settings = ModelSettings(word_dim=8, char_cnn=False, char_ngram_dim=16, hidden=12, dropout=0.0,
+                             word_unk_rate=0.0)
+    report, _ = train_task("sst2", split(120, ""), split(60, "ish"), None, settings, FAST)
+    assert report.dev["accuracy"] > 0.9
+    without, _ = train_task("sst2", split(120, ""), split(60, "ish"), None,
+                            ModelSettings(**{**settings.__dict__, "char_ngram_dim": 0}), FAST)
+    assert without.dev["accuracy"] < 0.75  # words alone: "goodish" is UNK
