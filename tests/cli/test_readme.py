@@ -16,7 +16,7 @@ import pytest
 
 from contextvec.cli.main import COMMANDS, build_parser
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 RUN_MARK = "<!-- readme-test: run -->"
 
 
