@@ -37,7 +37,10 @@ from contextvec.io.text_lines import check_scan, read_lines, scan_lines
 SENTENCE_TO_INDEX = "sentence_to_index"
 RUN_ATTRIBUTE = "contextvec_run"
 
-__all__ = ["LAYER_MODES", "ResumeError", "embed_chunk", "embed_file", "merge_shards", "write_shard"]
+__all__ = [
+    "LAYER_MODES", "ResumeError", "check_finished", "embed_chunk", "embed_file", "merge_shards",
+    "write_shard",
+]
 
 
 def _chunks(path: Path, size: int) -> Iterator[list[tuple[int, str]]]:
@@ -61,7 +64,9 @@ def embed_chunk(
     max_tokens: int | None = 4096,
 ) -> list[tuple[str, np.ndarray]]:
     """``(key, array)`` for each ``(line index, text)`` of a chunk, in chunk order: the datasets
-    of one shard. Any engine that writes this output (local, Ray) embeds through here."""
+    of one shard. Any engine that writes this output (local, Ray) embeds through here; the
+    encoder's caches are cleared first, so the shard's bytes do not depend on earlier chunks."""
+    encoder.clear_caches()
     keys = [text.strip() if sentence_keys else str(i) for i, text in chunk]
     results: list[np.ndarray] = [np.empty(0)] * len(chunk)
     for row, array in encoder.embed_batches([text.split() for _, text in chunk], batch_size, max_tokens):
@@ -77,8 +82,9 @@ def write_shard(path: Path, items: list[tuple[str, np.ndarray]]) -> None:
             f.create_dataset(key, data=array)
 
 
-def _check_finished(output: Path, parts: ShardDir) -> None:
-    """A complete output may be reused by ``resume`` only if the same run made it."""
+def check_finished(output: Path, parts: ShardDir) -> None:
+    """A complete output may be reused by ``resume`` only if the same run made it: else
+    :class:`ResumeError`, naming what differs (the run is recorded in ``contextvec_run``)."""
     try:
         with h5py.File(output, "r") as f:
             recorded = f.attrs.get(RUN_ATTRIBUTE)
@@ -159,7 +165,7 @@ def embed_file(
         "chunk_lines": chunk_lines,
     }, free={"chunk_lines"})
     if resume and not parts.path.exists() and output_path.exists() and not overwrite:
-        _check_finished(output_path, parts)
+        check_finished(output_path, parts)
         return output_path  # finished earlier by the same run: nothing left to do
     if resume:  # a merge killed half-way leaves its temporary output behind
         for stale in output_path.parent.glob(f".{output_path.name}.tmp*"):

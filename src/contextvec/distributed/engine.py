@@ -185,7 +185,8 @@ def embed_ray(
     finally:
         for actor in actors:
             ray.kill(actor)
-        # Wait until they are gone: a killed run's workers write no shard after it returns.
+        # Wait until they are gone. A block already running may still land a moment later:
+        # shards are written atomically, so a resume just finds it done.
         pings = [actor.model_identity.options(max_task_retries=0).remote() for actor in actors]
         ray.wait(pings, num_returns=len(pings), timeout=30)
         if started:

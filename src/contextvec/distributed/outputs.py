@@ -13,9 +13,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-import h5py
-
-from contextvec.bulk import RUN_ATTRIBUTE
+from contextvec.bulk import check_finished
 from contextvec.distributed.inputs import Corpus
 from contextvec.io.atomic import atomic_path
 from contextvec.io.shards import MANIFEST, ResumeError, ShardDir
@@ -71,19 +69,7 @@ def finished_already(output: Path, parts: ShardDir, merge: bool, overwrite: bool
         return True
     if parts.path.exists() or not output.exists() or overwrite:
         return False
-    try:
-        with h5py.File(output, "r") as f:
-            recorded = f.attrs.get(RUN_ATTRIBUTE)
-    except OSError as e:
-        raise ResumeError(f"{output} exists but is not a readable HDF5 file ({e}); "
-                          "pass --overwrite to replace it") from e
-    if recorded is None:
-        raise ResumeError(f"{output} exists and does not record how it was made; "
-                          "pass --overwrite to replace it")
-    differ = parts.differences(json.loads(recorded))
-    if differ:
-        raise ResumeError(f"{output} was made with another {', '.join(differ)}; "
-                          "pass --overwrite to replace it")
+    check_finished(output, parts)
     return True
 
 

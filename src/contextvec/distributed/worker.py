@@ -65,25 +65,11 @@ class EmbedWorker:
             raise RuntimeError(f"the worker on {self.node} loaded another model than the run's "
                                "(its files differ on that node)")
         _fault_hook()
-        _forget_token_cache(self.encoder)
         start, cpu = time.perf_counter(), time.process_time()
         items = embed_chunk(self.encoder, lines, **self.settings)
         write_shard(Path(shard), items)
         return BlockDone(number, len(lines), sum(len(text.split()) for _, text in lines),
                          time.perf_counter() - start, time.process_time() - cpu, self.node)
-
-
-def _forget_token_cache(encoder) -> None:
-    """Empty ELMo's char-CNN token cache, so that a block's bytes depend on the block alone.
-
-    With a warm cache a token's vector comes from the CNN batch of an earlier block, whose size
-    can change the last bits (about 1e-6, a few lines in hundreds): which earlier blocks a
-    worker ran would show in the output. ``_cache`` is private to ElmoEncoder; a public reset
-    on Encoder, called by ``bulk.embed_chunk`` for every engine, should replace this.
-    """
-    cache = getattr(encoder, "_cache", None)
-    if cache is not None:
-        cache.clear()
 
 
 def _fault_hook() -> None:

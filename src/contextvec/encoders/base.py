@@ -69,6 +69,14 @@ class Encoder(nn.Module, ABC):
             out[index] = array if pool is None else pool_tokens(array, pool)
         return out
 
+    def clear_caches(self) -> None:
+        """Forget cached intermediate results (ELMo's char-CNN token vectors).
+
+        A cached vector was computed in an earlier batch, whose shape can change its last bits
+        (about 1e-6); clearing first makes a chunk's output depend on the chunk alone, whichever
+        chunks ran before it (the local and Ray engines call it before every chunk).
+        """
+
     def embed_batches(
         self,
         sentences: Sequence[Sequence[str]],

@@ -54,6 +54,10 @@ class ElmoEncoder(Encoder):
         layers, mask = self.bilm.contextualize(tokens, mask.to(device))
         return EncoderOutput(layers, mask)
 
+    def clear_caches(self) -> None:
+        """Forget the cached char-CNN token vectors (see :meth:`Encoder.clear_caches`)."""
+        self._cache.clear()
+
     def _cnn(self, words: list[str]) -> torch.Tensor:
         cnn = self.bilm.token_encoder
         if not words:
