@@ -4,6 +4,7 @@ Run on an idle machine (a second busy process makes 2-thread timings meaningless
 
     python benchmarks/embed_speed.py                   # small + original, batch 32 and 1
     python benchmarks/embed_speed.py --configs original --batch-sizes 32
+    python benchmarks/embed_speed.py --precision int8   # bf16/int8 weights (docs/precision.md)
 
 Sentences: ``reference/elmo-small/sentences.txt`` cycled to 500 (7,166 tokens), the set on which
 allennlp's ``Elmo`` was measured at 423 tokens/s (small) and 111 tokens/s (original) on this
@@ -32,6 +33,7 @@ from flops import CnnWork, lstm_flops, matmul_peak
 
 import contextvec
 from contextvec.encoders.bilm import PRESETS, ElmoBiLM, ElmoEncoder
+from contextvec.encoders.precision import PRECISIONS, apply_precision
 from contextvec.text.batching import length_batches
 from contextvec.text.chars import batch_to_char_ids
 
@@ -67,6 +69,7 @@ def main() -> None:
                         help="sentences for batch size 1 (it is slow on 'original')")
     parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--precision", default="fp32", choices=PRECISIONS)
     args = parser.parse_args()
 
     lines = (REFERENCE / "elmo-small" / "sentences.txt").read_text("utf-8").splitlines()
@@ -78,7 +81,7 @@ def main() -> None:
     print(f"{'config':<9} {'batch':>5} {'mode':<8} {'sents':>5} {'tokens':>6} {'tokens/s':>9} "
           f"{'vs allennlp':>11} {'GFLOP/s':>8} {'of peak':>7}")
     for name in args.configs.split(","):
-        encoder = load(name)
+        encoder = apply_precision(load(name), args.precision)
         lstm_per_token = lstm_flops(encoder.config)
         cnn_work = CnnWork(encoder.bilm.token_encoder, encoder.config)
         for batch_size in (int(b) for b in args.batch_sizes.split(",")):

@@ -10,12 +10,14 @@ import torch
 
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.bilm.loader import load_bilm_tf_encoder
+from contextvec.encoders.precision import PRECISIONS, apply_precision, check_precision
 from contextvec.encoders.registry import EXPECTED, family_of, family_saving
 from contextvec.io.hf_bert import is_hf_bert_dir
 from contextvec.io.native import is_native_dir
 
 __all__ = [
     "DEFAULT_MODEL",
+    "PRECISIONS",
     "ModelNotFoundError",
     "bundled_models",
     "check_device",
@@ -50,6 +52,10 @@ def check_device(device: str | torch.device) -> torch.device:
     return device
 
 
+LOW_PRECISION_FAMILIES = ("bilm-tf", "elmo-bilm", "hf-bert")
+"""The model families that run in bf16 and int8 as well as fp32 (ELMo and BERT)."""
+
+
 class ModelNotFoundError(FileNotFoundError):
     """No model at the path given, or no bundled default model."""
 
@@ -60,6 +66,7 @@ def load(
     options_file: str | os.PathLike | None = None,
     weight_file: str | os.PathLike | None = None,
     device: str | torch.device = "cpu",
+    precision: str = "fp32",
 ) -> Encoder:
     """Load an encoder, ready for ``embed()`` (eval mode).
 
@@ -70,12 +77,19 @@ def load(
     ``tokenizer.json`` or ``vocab.txt``), or a CoVe model (contextvec directory of model_type
     "cove" or "cove-seq2seq", with its word vectors).
     Alternatively give bilm-tf's ``options_file`` and ``weight_file`` directly.
+
+    ``precision`` is ``"fp32"`` (default, the weights as stored), ``"bf16"`` or ``"int8"``:
+    the weight matrices of ELMo (char-CNN, highway, LSTMs, projections) and BERT (every linear
+    layer) stored in that precision for inference, activations and outputs in float32 (see
+    :mod:`contextvec.encoders.precision`; accuracy in docs/precision.md). ``"bf16"`` on a CPU
+    without native bf16 is refused with a ``ValueError``; CoVe runs in fp32 only.
     """
     device = check_device(device)
+    check_precision(precision, device)
     if options_file is not None or weight_file is not None:
         if options_file is None or weight_file is None:
             raise ValueError("options_file and weight_file go together")
-        return load_bilm_tf_encoder(options_file, weight_file, device)
+        return apply_precision(load_bilm_tf_encoder(options_file, weight_file, device), precision)
     bundled = bundled_models()
     if model is None:
         model = DEFAULT_MODEL
@@ -94,11 +108,16 @@ def load(
     family = family_of(path)
     if family is None:
         raise ModelNotFoundError(f"{path}: not a model directory (expected {EXPECTED})")
-    return family.load(path, device)
+    if precision != "fp32" and family.name not in LOW_PRECISION_FAMILIES:
+        raise ValueError(f"precision {precision}: {family.name} models run in fp32 only")
+    return apply_precision(family.load(path, device), precision)
 
 
 def save(encoder: Encoder, directory: str | os.PathLike) -> Path:
     """Save an encoder in contextvec's native format (``config.json`` + ``model.safetensors``)."""
+    precision = getattr(encoder, "precision", "fp32")
+    if precision != "fp32":
+        raise ValueError(f"cannot save a {precision} encoder: load the model in fp32 to save it")
     family = family_saving(encoder)
     if family is None or family.save is None:
         raise TypeError(f"cannot save {type(encoder).__name__} yet")

@@ -12,7 +12,12 @@ if TYPE_CHECKING:  # the heavy imports wait until a command runs (fast --help)
     from contextvec.encoders.base import Encoder
 
 
-def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+PRECISIONS = ("fp32", "bf16", "int8")
+
+
+def add_model_arguments(parser: argparse.ArgumentParser, precision: bool = True) -> None:
+    """``--model``/``--options-file``/``--weight-file``, ``--device``, ``--threads`` and, unless
+    ``precision`` is False (commands that save the model), ``--precision``."""
     group = parser.add_argument_group("model (default: the bundled model)")
     group.add_argument(
         "--model", help="a bundled model's name (default: elmo-en-small) or a model directory: "
@@ -23,6 +28,10 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0 (default: cpu)")
     parser.add_argument("--threads", type=positive_int,
                         help="torch CPU threads (default: torch's choice)")
+    if precision:
+        parser.add_argument("--precision", default="fp32", choices=PRECISIONS,
+                            help="weight precision for inference: fp32 (default, exact), bf16 (CPUs "
+                                 "with native bf16 only) or int8; see docs/precision.md")
 
 
 def load_model(args: argparse.Namespace) -> Encoder:
@@ -36,7 +45,7 @@ def load_model(args: argparse.Namespace) -> Encoder:
         raise ValueError("give either --model or --options-file/--weight-file, not both")
     return contextvec.load(
         args.model, options_file=args.options_file, weight_file=args.weight_file,
-        device=args.device,
+        device=args.device, precision=getattr(args, "precision", "fp32"),
     )
 
 

@@ -16,7 +16,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("convert", help=HELP, description=f"{HELP}. {SUPPORTED}.")
     p.add_argument("output_dir", help="directory to write (a new or empty one, or --overwrite)")
     p.add_argument("--to", choices=("native", "bilm-tf"), required=True)
-    add_model_arguments(p)
+    add_model_arguments(p, precision=False)
     add_overwrite_argument(p)
     p.set_defaults(run=run)
 

@@ -118,7 +118,8 @@ def _run_ray(args: argparse.Namespace) -> None:
             and not Path(args.output_file).is_dir():
         raise ValueError(f"--engine ray writes a folder of shards: name a folder, not "
                          f"{args.output_file}, or pass --merge for one HDF5 file")
-    spec = ModelSpec(args.model, args.options_file, args.weight_file, args.device, args.threads or 1)
+    spec = ModelSpec(args.model, args.options_file, args.weight_file, args.device, args.threads or 1,
+                     args.precision)
     with _spooled(args.input_file) as sources:
         summary = embed_ray(
             sources, args.output_file, spec, layers=args.layers, pool=args.pool,

@@ -24,6 +24,7 @@ class ModelSpec:
     weight_file: str | None = None
     device: str = "cpu"
     threads: int = 1
+    precision: str = "fp32"
 
     def __post_init__(self) -> None:
         if self.model and (self.options_file or self.weight_file):
@@ -34,7 +35,7 @@ class ModelSpec:
     def resolved(self) -> ModelSpec:
         """The same spec with local relative paths made absolute (call on the driver)."""
         return ModelSpec(_absolute(self.model), _absolute(self.options_file),
-                         _absolute(self.weight_file), self.device, self.threads)
+                         _absolute(self.weight_file), self.device, self.threads, self.precision)
 
     @property
     def gpus(self) -> int:
@@ -49,4 +50,5 @@ class ModelSpec:
 
         torch.set_num_threads(self.threads)
         return contextvec.load(self.model, options_file=self.options_file,
-                               weight_file=self.weight_file, device=self.device)
+                               weight_file=self.weight_file, device=self.device,
+                               precision=self.precision)

@@ -7,6 +7,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
+from contextvec.encoders.precision import Pack
+
 # Gate blocks of the packed weights, in bilm-tf (TensorFlow LSTMCell) order.
 GATE_I, GATE_J, GATE_F, GATE_O = range(4)
 
@@ -68,6 +70,25 @@ class ProjectedLSTMLayer(nn.Module):
         self.reset_parameters()
         # Shape donor for the fused kernel; its own parameters are never used or saved.
         self._fused: list[nn.LSTM] = [nn.LSTM(input_dim, c)] if not projection else []
+        # Lower-precision weights per direction (see pack_weights); None runs the float ones.
+        self.packed: nn.ModuleDict | None = None
+
+    def pack_weights(self, pack: Pack) -> None:
+        """Replace the float matrices by ``pack(matrix)`` per direction, for lower-precision
+        inference (:func:`contextvec.encoders.precision.apply_precision`); the bias stays float."""
+        names = ("input_weight", "state_weight") + (("projection",) if self.projection is not None else ())
+        self.packed = nn.ModuleDict(
+            {name: nn.ModuleList(pack(w) for w in getattr(self, name)) for name in names}
+        )
+        for name in names:
+            setattr(self, name, None)
+        self._fused = []
+
+    def _matmul(self, name: str, x: torch.Tensor, w: torch.Tensor | None) -> torch.Tensor:
+        """``x (directions, rows, in) @ w (directions, in, out)``, or by the packed weights."""
+        if self.packed is None:
+            return torch.bmm(x, w)
+        return torch.stack([weight(x[d]) for d, weight in enumerate(self.packed[name])])
 
     def reset_parameters(self) -> None:
         for w in (self.input_weight, self.state_weight, self.projection):
@@ -130,7 +151,9 @@ class ProjectedLSTMLayer(nn.Module):
             c = inputs.new_zeros(d, batch, c_dim)
         else:
             h, c = state
-        state_weight = F.dropout(self.state_weight, self.state_weight_dropout, self.training)
+        state_weight = self.state_weight
+        if self.packed is None:
+            state_weight = F.dropout(state_weight, self.state_weight_dropout, self.training)
         fused = (self._fused and not self.cell_clip and not self.proj_clip
                  and bool((lengths == steps).all()))
         if fused:
@@ -138,12 +161,16 @@ class ProjectedLSTMLayer(nn.Module):
         # Input projections of every time step at once, laid out time-major so that each step
         # reads a contiguous (batch, 4*cell) block.
         time_major = inputs.transpose(1, 2).reshape(d, steps * batch, inputs.shape[-1])
-        x_proj = torch.baddbmm(bias.unsqueeze(1), time_major, self.input_weight.transpose(1, 2))
+        if self.packed is None:
+            x_proj = torch.baddbmm(bias.unsqueeze(1), time_major, self.input_weight.transpose(1, 2))
+        else:
+            x_proj = self._matmul("input_weight", time_major, None) + bias.unsqueeze(1)
         x_proj = x_proj.view(d, steps, batch, 4 * c_dim)
 
         final_h, final_c = torch.empty_like(h), torch.empty_like(c)
         outputs = inputs.new_zeros(d, steps, batch, self.projection_dim)
-        w_state = state_weight.transpose(1, 2)
+        w_state = None if state_weight is None else state_weight.transpose(1, 2)
+        projected = self.projection is not None or (self.packed is not None and "projection" in self.packed)
         w_proj = None if self.projection is None else self.projection.transpose(1, 2)
         # Number of sequences still running at each step (lengths are sorted, longest first).
         steps_range = torch.arange(steps, device=lengths.device).view(-1, 1)
@@ -157,11 +184,14 @@ class ProjectedLSTMLayer(nn.Module):
                 k_prev = k
             if k == 0:
                 break
-            gates = torch.baddbmm(x_proj[:, t, :k], h, w_state)
+            if self.packed is None:
+                gates = torch.baddbmm(x_proj[:, t, :k], h, w_state)
+            else:
+                gates = x_proj[:, t, :k] + self._matmul("state_weight", h, None)
             i, j, f, o = gates.chunk(4, dim=-1)
             c = _clip(torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(j), self.cell_clip)
             h = torch.sigmoid(o) * torch.tanh(c)
-            h = _clip(h if w_proj is None else torch.bmm(h, w_proj), self.proj_clip)
+            h = _clip(self._matmul("projection", h, w_proj) if projected else h, self.proj_clip)
             outputs[:, t, :k] = h
         if k_prev:
             final_h[:, :k_prev], final_c[:, :k_prev] = h, c

