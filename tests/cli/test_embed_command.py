@@ -229,6 +229,7 @@ def test_bundled_model_is_the_default(tmp_path, monkeypatch, capsys):
     assert "bundled model elmo-en-small is missing" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_hard_kill_then_resume_loses_nothing(tmp_path, tiny_dir):
     """SIGKILL a real `contextvec embed` process mid-run; --resume completes it exactly."""
     lines = [" ".join(f"w{(i * 7 + j) % 97}" for j in range(1 + i % 23)) for i in range(6000)]

@@ -62,6 +62,7 @@ def test_every_readme_command_parses(args):
     assert callable(parsed.run)
 
 
+@pytest.mark.slow
 def test_the_runnable_blocks_run_as_written(tmp_path):
     for run, block in _blocks():
         if run:
@@ -71,6 +72,7 @@ def test_the_runnable_blocks_run_as_written(tmp_path):
     assert (tmp_path / "vectors.hdf5").is_file()
 
 
+@pytest.mark.slow
 def test_the_serve_block_serves_what_the_readme_says():
     pytest.importorskip("fastapi", reason="the server extra is not installed")
     from contextvec.server.process import ServerProcess

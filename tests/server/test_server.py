@@ -237,10 +237,11 @@ def test_service_endpoints(server):
 
 
 def test_queue_full_timeout_and_dropped_work():
-    """A slow request fills the worker, a second fills the queue (max 1): the third gets a 429
-    with Retry-After; both slow ones pass their deadline (504) and their remaining batches are
-    dropped; a client that hangs up is dropped too (499 in the metrics)."""
-    args = ["--threads", "1", "--max-queue", "1", "--request-timeout", "0.6", "--max-batch-tokens", "512",
+    """A slow request is being embedded and a second waits: with room for two jobs (a job counts
+    until its last sentence is taken) the third gets a 429 with Retry-After; both slow ones pass
+    their deadline (504) and their remaining batches are dropped; a client that hangs up is
+    dropped too (499 in the metrics)."""
+    args = ["--threads", "1", "--max-queue", "2", "--request-timeout", "2", "--max-batch-tokens", "512",
             "--max-sentences", "256", "--max-sentence-tokens", "200"]
     rng = random.Random(1)
     slow = {"sentences": [" ".join(rng.choice(WORDS) for _ in range(128)) for _ in range(200)]}
@@ -249,8 +250,9 @@ def test_queue_full_timeout_and_dropped_work():
         with ThreadPoolExecutor(2) as pool:
             first = pool.submit(call, url, "/v1/embed", slow)
             wait_for(lambda: metric(url, "contextvec_batch_sentences_count") >= 1, "first batch")
+            before = metric(url, "contextvec_queue_sentences")
             second = pool.submit(call, url, "/v1/embed", slow)
-            wait_for(lambda: metric(url, "contextvec_queue_sentences") > 0, "second request queued")
+            wait_for(lambda: metric(url, "contextvec_queue_sentences") > before, "second request queued")
             status, headers, body = call(url, "/v1/embed", {"sentences": ["a"]})
             assert status == 429 and headers.get("retry-after") == "1", body
             for future in (first, second):

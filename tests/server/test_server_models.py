@@ -33,6 +33,7 @@ def minilm_dir() -> Path:
     return Path(spec.submodule_search_locations[0]) / "model"
 
 
+@pytest.mark.slow
 def test_bert_words_not_pieces_exact_whatever_the_partners(minilm_dir):
     torch.set_num_threads(1)
     encoder = contextvec.load(minilm_dir)

@@ -189,6 +189,7 @@ def test_bf16_autocast_rounds_the_loss_and_keeps_float32_state_and_gradients(cor
         TrainConfig(bf16="fp16")
 
 
+@pytest.mark.slow
 def test_training_lowers_perplexity_and_cli_reports_it(corpus, tmp_path, capsys):
     out = tmp_path / "run"
     code = main(["train-bilm", "--train", str(corpus / "train.txt.gz"), "--valid",
@@ -254,6 +255,7 @@ def test_resume_is_exact(corpus, tmp_path, regularization):
         assert torch.equal(a, b), name
 
 
+@pytest.mark.slow
 def test_two_process_ddp_equals_one_process(corpus, tmp_path):
     args = ["train-bilm", "--train", str(corpus / "train.txt.gz"), "--preset", "tiny",
             "--rows", "4", "--max-steps", "5", "--dropout", "0", "--quiet", "--threads", "1"]
@@ -525,6 +527,7 @@ def _record_iterates(trainer, epoch_ok):
     return iterates
 
 
+@pytest.mark.slow
 def test_weight_averaging_saves_the_mean_of_the_steps_and_resumes_exactly(corpus, tmp_path):
     train = [str(corpus / "valid.txt")]
     config = _config(epochs=2, average_from_epoch=1, checkpoint_every=0)

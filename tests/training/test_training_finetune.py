@@ -56,6 +56,7 @@ def test_init_replaces_the_configs_model_with_the_initial_models(tmp_path):
 
 
 @pytest.mark.skipif(not WIKI.is_file(), reason="needs the shared corpora (../shared/data)")
+@pytest.mark.slow
 def test_fine_tuning_the_bundled_model_on_its_domain_does_not_raise_its_perplexity(tmp_path, capsys):
     with gzip.open(WIKI, "rt", encoding="utf-8") as f:
         lines = list(itertools.islice(f, 1400))
