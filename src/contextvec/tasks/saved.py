@@ -86,6 +86,16 @@ def _staging(directory: str | os.PathLike) -> tuple[Path, Path]:
     return directory, tmp
 
 
+def _finish(tmp: Path, directory: Path, record: dict, eval_batch_size: int, reported: dict,
+            seen_mentions: Iterable[str] | None) -> None:
+    """Write ``task.json`` (the kind's ``record`` plus what every kind records), then publish."""
+    _write_json(tmp / TASK_FILE, {
+        "format": FORMAT, "version": VERSION, **record, "eval_batch_size": eval_batch_size,
+        "reported": reported, "seen_mentions": None if seen_mentions is None else sorted(seen_mentions),
+    })
+    _publish(tmp, directory)
+
+
 def save_task_model(
     directory: str | os.PathLike,
     task: str,
@@ -119,17 +129,13 @@ def save_task_model(
         _write_json(tmp / CHARS, indexer.chars.itos)
         if indexer.ngrams is not None:
             _write_json(tmp / NGRAMS, indexer.ngrams.itos)
-        _write_json(tmp / TASK_FILE, {
-            "format": FORMAT, "version": VERSION, "kind": "features", "task": task,
-            "labels": list(indexer.labels), "model_settings": asdict(settings),
-            "word_dim": int(model.tokens.words.weight.shape[1]),
+        _finish(tmp, directory, {
+            "kind": "features", "task": task, "labels": list(indexer.labels),
+            "model_settings": asdict(settings), "word_dim": int(model.tokens.words.weight.shape[1]),
             "encoder": None if encoder is None else {**(encoder_ref or {}),
                                                      "fingerprint": model_identity(encoder)},
             "features": features or {"dtype": "float32", "embed_batch_size": 64},
-            "eval_batch_size": eval_batch_size, "reported": reported,
-            "seen_mentions": None if seen_mentions is None else sorted(seen_mentions),
-        })
-        _publish(tmp, directory)
+        }, eval_batch_size, reported, seen_mentions)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return directory
@@ -150,14 +156,11 @@ def save_fine_tuned(
     directory, tmp = _staging(directory)
     try:
         model.save_pretrained(tmp, tokenizer_dir=base_model)
-        _write_json(tmp / TASK_FILE, {
-            "format": FORMAT, "version": VERSION, "kind": "fine-tune", "task": task,
-            "labels": list(model.labels), "model_settings": {"tag_scheme": "bio"},
+        _finish(tmp, directory, {
+            "kind": "fine-tune", "task": task, "labels": list(model.labels),
+            "model_settings": {"tag_scheme": "bio"},
             "encoder": {**encoder_reference(base_model), "fingerprint": None},
-            "eval_batch_size": eval_batch_size, "reported": reported,
-            "seen_mentions": None if seen_mentions is None else sorted(seen_mentions),
-        })
-        _publish(tmp, directory)
+        }, eval_batch_size, reported, seen_mentions)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return directory
