@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import SHARED
+from conftest import SHARED, need_shared
 from safetensors.torch import save_file
 
 import contextvec
@@ -301,6 +301,7 @@ def test_optimizer_groups_and_schedule(bert_dir):
 
 
 def _run(tmp_path, *argv: str) -> dict:
+    need_shared(*argv)
     out = tmp_path / "results.json"
     assert main(["train-task", *argv, "--output", str(out), "--quiet", "--threads", "1"]) == 0
     return json.loads(out.read_text(encoding="utf-8"))

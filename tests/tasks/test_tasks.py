@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pytest
 import torch
-from conftest import SHARED
+from conftest import SHARED, need_shared
 
 from contextvec.cli.main import main
 from contextvec.encoders.bilm import PRESETS, ElmoBiLM, ElmoEncoder
@@ -363,6 +363,7 @@ def test_classifier_fits_learnable_data():
 
 
 def _run(tmp_path, *argv: str) -> dict:
+    need_shared(*argv)
     out = tmp_path / "results.json"
     assert main(["train-task", *argv, "--output", str(out), "--overwrite", "--quiet", "--threads", "1",
                  "--cache-dir", str(tmp_path / "cache"), "--hidden", "16", "--lr", "0.01"]) == 0
@@ -404,6 +405,7 @@ def test_cli_classifiers(tmp_path, tiny_dir):
 
 
 def test_cli_errors(tmp_path, capsys):
+    need_shared(SST_TRAIN, CONLL_TRAIN, CONLL_DEV)
     assert main(["train-task", "sst2", "--train", str(SST_TRAIN), "--no-contextual", "--quiet"]) == 2
     assert "needs --dev" in capsys.readouterr().err
     assert main(["train-task", "ner", "--train", str(CONLL_TRAIN), "--dev", str(CONLL_DEV),
