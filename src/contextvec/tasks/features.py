@@ -196,6 +196,7 @@ def cached_features(
     desc = f"features {label.split()[0]}" if label else "features"
     with tqdm(total=n, unit="sent", desc=desc, disable=not progress) as bar:
         bar.update(sum(len(sentences[i * chunk:(i + 1) * chunk]) for i in done))
+        tokens = 0
         for number in range(n_chunks):
             if number in done:
                 continue
@@ -204,6 +205,8 @@ def cached_features(
             for row, array in encoder.embed_batches(batch, batch_size, max_tokens):
                 arrays[row] = array
                 bar.update(1)
+            tokens += sum(len(s) for s in batch)
+            bar.set_postfix_str(f"{tokens / max(bar.format_dict['elapsed'], 1e-9):.0f} tok/s")
             _write_shard(parts.shard(number), arrays, dtype, encoder.num_layers, encoder.output_dim)
     lengths = np.array([len(s) for s in sentences], dtype=np.int64)
     attrs = {
