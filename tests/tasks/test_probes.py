@@ -15,7 +15,6 @@ from conftest import SHARED
 from contextvec.cli.main import main
 from contextvec.encoders.bilm import PRESETS, ElmoBiLM, ElmoEncoder
 from contextvec.tasks import features
-from contextvec.tasks.data import TaggedCorpus, parse_conllu, read_conllu
 from contextvec.tasks.features import FeatureFile, cached_features, model_identity
 from contextvec.tasks.probes import (
     ProbeSettings,
@@ -25,6 +24,8 @@ from contextvec.tasks.probes import (
     tag_vocabulary,
     train_probes,
 )
+from contextvec.tasks.readers.conllu import parse_conllu, read_conllu
+from contextvec.tasks.split import TaggedCorpus
 
 EWT = SHARED / "tasks" / "ud-english-ewt"
 

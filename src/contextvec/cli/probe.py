@@ -8,8 +8,8 @@ import time
 from contextvec.cli import common
 from contextvec.cli import task_options as opts
 from contextvec.cli.probe_wsd import add_wsd_parsers
-from contextvec.tasks.data import TAG_COLUMNS, read_conllu
 from contextvec.tasks.probes import ProbeSettings, format_table, probe_tagging
+from contextvec.tasks.readers.conllu import TAG_COLUMNS, read_conllu
 
 HELP = "linear probes of each frozen layer and of a learned scalar mix"
 POS_HELP = "POS tagging probe on CoNLL-U files (UD): accuracy per layer and for the scalar mix"

@@ -8,7 +8,6 @@ from contextvec.encoders.bert.combine import LAYER_COMBINATIONS, combine_layers
 from contextvec.encoders.bert.config import BertConfig
 from contextvec.encoders.bert.encoder import SUBWORD_POOLING, BertEncoder, window_spans
 from contextvec.encoders.bert.loader import (
-    BertCheckpointError,
     build_model,
     load_bert_encoder,
     load_bert_model,
@@ -16,6 +15,7 @@ from contextvec.encoders.bert.loader import (
 )
 from contextvec.encoders.bert.model import BertModel, BertModelOutput
 from contextvec.encoders.bert.tokenizer import WordPieces, WordPieceTokenizer
+from contextvec.io.hf_bert import BertCheckpointError
 
 MODEL_TYPE = "bert"
 

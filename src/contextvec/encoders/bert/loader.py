@@ -22,29 +22,11 @@ from contextvec.encoders.bert.tokenizer import WordPieceTokenizer
 from contextvec.encoders.family import Family
 from contextvec.io.hf_bert import (
     CONFIG_NAME,
-    SAFETENSORS_NAME,
     BertCheckpointError,
     is_hf_bert_dir,
-    read_state_dict,
     read_weights,
-    to_model_keys,
     weights_file,
 )
-
-# The format's names stay importable from here (encoders/bert/finetune.py reads them here).
-__all__ = [
-    "CONFIG_NAME",
-    "HF_BERT",
-    "SAFETENSORS_NAME",
-    "BertCheckpointError",
-    "build_model",
-    "load_bert_encoder",
-    "load_bert_model",
-    "read_bert_dir",
-    "read_state_dict",
-    "to_model_keys",
-    "weights_file",
-]
 
 
 def build_model(

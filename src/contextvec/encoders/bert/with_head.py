@@ -18,15 +18,7 @@ from torch import nn
 
 from contextvec.encoders.bert.config import BertConfig
 from contextvec.encoders.bert.heads import INITIALIZER_RANGE
-from contextvec.encoders.bert.loader import (
-    CONFIG_NAME,
-    SAFETENSORS_NAME,
-    BertCheckpointError,
-    build_model,
-    read_state_dict,
-    to_model_keys,
-    weights_file,
-)
+from contextvec.encoders.bert.loader import build_model
 from contextvec.encoders.bert.model import BertModel, BertModelOutput
 from contextvec.encoders.bert.tokenizer import (
     SPECIAL_TOKENS_MAP,
@@ -35,6 +27,14 @@ from contextvec.encoders.bert.tokenizer import (
     VOCAB_TXT,
 )
 from contextvec.io.atomic import atomic_path
+from contextvec.io.hf_bert import (
+    CONFIG_NAME,
+    SAFETENSORS_NAME,
+    BertCheckpointError,
+    read_state_dict,
+    to_model_keys,
+    weights_file,
+)
 
 TOKENIZER_FILES = (TOKENIZER_JSON, VOCAB_TXT, TOKENIZER_CONFIG, SPECIAL_TOKENS_MAP)
 

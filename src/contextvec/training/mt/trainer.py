@@ -38,6 +38,7 @@ from contextvec.encoders.cove.loader import load_words, save_words
 from contextvec.encoders.cove.mt_lstm import MTLSTMConfig
 from contextvec.encoders.cove.seq2seq import Seq2Seq, Seq2SeqConfig
 from contextvec.io.atomic import atomic_path
+from contextvec.io.cove import WORDS_FILE
 from contextvec.io.word_vectors import load_word_vectors
 from contextvec.training.corpus import Vocabulary
 from contextvec.training.loop import CHECKPOINT, MODEL_DIR, StopRequest, TrainingLoop, mean_loss
@@ -53,8 +54,6 @@ from contextvec.training.mt.translator import (
     save_translator,
     translate,
 )
-
-WORDS_FILE = "words.json"
 
 
 class MTTrainer(TrainingLoop):
