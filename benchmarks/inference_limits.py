@@ -16,13 +16,17 @@ Prints, measured in the same run:
    recurrent and projection matrices; input projections run as one matmul per sentence), at
    batch 32 the matmul peak (LSTM FLOPs per token over the dtype's peak; the char-CNN, run
    once per distinct token, is left out of the count);
+   With allennlp importable (run under the environment of benchmarks/allennlp_env.sh with
+   ``PYTHONPATH=src``), each row also gives x allennlp: allennlp 2.10.1's ``Elmo`` (fp32, its
+   users' call ``elmo(batch_to_ids(batch))``, one representation, dropout 0) on the same weights
+   (written as bilm-tf files) and the same length-sorted batches of the same size;
 4. BERT all-MiniLM-L6-v2 per precision in sentences/s, and HF ``BertModel`` (fp32, all hidden
-   states) on the same length-sorted batches when ``transformers`` is installed.
+   states) on the same length-sorted batches when ``transformers`` is installed
+   (ONNX Runtime: benchmarks/bert_speed.py).
 
 bf16 runs only on a CPU with native bf16 (otherwise ``contextvec.load`` refuses it; the row says
 so). Sentences: the reference elmo-small / bert-minilm ``sentences.txt`` cycled. Each figure is
 the median of ``--passes`` passes after a warm-up; the token cache is emptied before each pass.
-allennlp and ONNX Runtime are not compared here (see benchmarks/embed_speed.py, bert_speed.py).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import argparse
 import importlib.util
 import os
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -40,6 +45,7 @@ from flops import lstm_flops, matmul_peak
 
 import contextvec
 from contextvec.encoders.bilm import PRESETS, ElmoBiLM, ElmoEncoder
+from contextvec.encoders.bilm.loader import save_bilm_tf
 from contextvec.encoders.precision import (
     BF16_FLAGS,
     INT8_FLAGS,
@@ -130,6 +136,29 @@ def elmo(name: str) -> ElmoEncoder:
     return ElmoEncoder(ElmoBiLM(PRESETS["elmo-original"]).eval())
 
 
+def allennlp_seconds(name: str, batches: list[list[list[str]]], passes: int) -> float | None:
+    """allennlp's ``Elmo`` over ``batches`` (median seconds), on the same weights as :func:`elmo`;
+    None when allennlp is not importable here."""
+    if importlib.util.find_spec("allennlp") is None:
+        return None
+    from allennlp.modules.elmo import Elmo, batch_to_ids
+
+    with tempfile.TemporaryDirectory() as tmp:
+        if name == "small":
+            options, weights = (REFERENCE / "elmo-small" / name for name in ("options.json", "weights.hdf5"))
+        else:
+            options, weights = Path(tmp) / "options.json", Path(tmp) / "weights.hdf5"
+            save_bilm_tf(elmo(name).bilm, options, weights)
+        model = Elmo(str(options), str(weights), 1, dropout=0.0).eval()
+
+    def run() -> None:
+        with torch.inference_mode():
+            for batch in batches:
+                model(batch_to_ids(batch))
+
+    return median_seconds(run, passes)
+
+
 def streamed_bytes_per_token(encoder: ElmoEncoder, precision: str) -> float:
     """Weight bytes each token streams at batch 1: every LSTM's recurrent and projection matrices."""
     c = encoder.config
@@ -141,11 +170,14 @@ def run_elmo(args: argparse.Namespace, precisions: list[str], bandwidth: dict, p
     lines = (REFERENCE / "elmo-small" / "sentences.txt").read_text("utf-8").splitlines()
     sentences = [line.split() for line in lines * (args.n_sentences // len(lines) + 1)][: args.n_sentences]
     print(f"{'ELMo':<9} {'batch':>5} {'precision':<9} {'sents':>5} {'tokens/s':>9} {'x fp32':>7} "
-          f"{'of limit':>8}  limit")
+          f"{'x allennlp':>10} {'of limit':>8}  limit")
     for name in args.configs.split(","):
         for batch_size in (int(b) for b in args.batch_sizes.split(",")):
             subset = sentences if batch_size > 1 else sentences[: args.batch1_sentences]
             n_tokens = sum(map(len, subset))
+            order = length_batches([len(s) for s in subset], batch_size, 10**9)
+            batches = [[subset[i] for i in b] for b in order]
+            reference = allennlp_seconds(name, batches, args.passes)
             base = None
             for precision in precisions:
                 encoder = elmo(name)
@@ -153,7 +185,9 @@ def run_elmo(args: argparse.Namespace, precisions: list[str], bandwidth: dict, p
                     print(f"{name:<9} {batch_size:>5} {precision:<9} refused: no native bf16 on this CPU")
                     continue
                 apply_precision(encoder, precision)
-                seconds = median_seconds(lambda: encoder.embed(subset, batch_size=batch_size),  # noqa: B023
+                # The same batches as allennlp's; embed keeps each batch as it is.
+                seconds = median_seconds(lambda: [encoder.embed(b, batch_size=batch_size)  # noqa: B023
+                                                  for b in batches],  # noqa: B023
                                          args.passes, encoder._cache.clear)
                 rate = n_tokens / seconds
                 base = rate if precision == "fp32" else base
@@ -165,8 +199,9 @@ def run_elmo(args: argparse.Namespace, precisions: list[str], bandwidth: dict, p
                     flops = steps * lstm_flops(encoder.config)
                     fraction, what = flops / seconds / 1e9 / peak[precision], f"{peak[precision]:.0f} GFLOP/s"
                 ratio = f"{rate / base:6.2f}x" if base else "      -"
+                versus = f"{reference / seconds:9.2f}x" if reference else f"{'-':>10}"
                 print(f"{name:<9} {batch_size:>5} {precision:<9} {len(subset):>5} {rate:>9.1f} {ratio} "
-                      f"{fraction:>8.1%}  {what}", flush=True)
+                      f"{versus} {fraction:>8.1%}  {what}", flush=True)
     print()
 
 
