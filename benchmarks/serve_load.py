@@ -10,7 +10,10 @@ Run on an idle machine (the server and the load generator share it):
 Parts (``--only``):
 
 - ``lone``: one client, one sentence at a time: median latency over HTTP vs a direct
-  ``Encoder.embed`` of the same sentence in this process (same torch threads).
+  ``Encoder.embed`` of the same sentence in this process (same torch threads), with the
+  ``/health`` round trip (client + HTTP floor) and the server's own forward time beside them.
+- ``overhead``: CPU time per request of the server process and of this client (``/health``,
+  an empty sentence, the lone sentence) beside a direct ``Encoder.embed``'s: robust to other load.
 - ``throughput``: closed-loop clients (each sends its next request when the last one is
   answered) at 1, 4, 16, 64 concurrent clients, with dynamic batching on and off
   (``--no-batching``: one request = one forward). Sentences/s, tokens/s, p50/p99 latency.
@@ -30,6 +33,7 @@ at most ``--requests`` requests and ``--seconds`` seconds. Results: a table, and
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import http.client
 import json
@@ -163,29 +167,110 @@ HEADERS = {"Content-Type": "application/json"}
 
 
 def lone(args, sentences) -> dict:
-    """Direct ``Encoder.embed`` and a request to an idle server, interleaved (same noise)."""
+    """Direct ``Encoder.embed`` and a request to an idle server, interleaved (same noise):
+    one of each in turn, or ``--lone-block`` of each in turn (each side then runs with its own
+    model's weights in the CPU caches, as a client repeatedly asking an idle server does).
+
+    Also, to tell where a served request's extra time goes: a ``GET /health`` round trip (the
+    client, HTTP on loopback and the server's framework: the floor of any request) and the
+    server's own forward time (mean of ``contextvec_batch_seconds`` over the measured requests).
+    """
     sentence = min(sentences[:200], key=lambda s: abs(len(s.split()) - 25))  # a typical length
     torch.set_num_threads(args.threads)
     encoder = contextvec.load(args.model)
     body = embed_bodies([sentence], 1)[0][0]
-    direct, served = [], []
+    direct, served, health = [], [], []
     with ServerProcess(server_args(args)) as server:
         parts = urlsplit(server.url)
         connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
-        for i in range(args.lone_repeats + 5):
-            t = time.perf_counter()
+
+        def timed(method: str, path: str, data: bytes | None = None) -> float:
+            start = time.perf_counter()
+            connection.request(method, path, data, HEADERS)
+            response = connection.getresponse()
+            response.read()
+            assert response.status == 200, response.status
+            return time.perf_counter() - start
+
+        def direct_call() -> float:
+            start = time.perf_counter()
             encoder.embed([sentence])
-            d = time.perf_counter() - t
-            t = time.perf_counter()
-            connection.request("POST", "/v1/embed", body, HEADERS)
-            connection.getresponse().read()
-            if i >= 5:  # warm-up
-                direct.append(d)
-                served.append(time.perf_counter() - t)
+            return time.perf_counter() - start
+
+        block = args.lone_block
+        for _ in range(5):  # warm-up
+            direct_call()
+            timed("POST", "/v1/embed", body)
+            timed("GET", "/health")
+        forwards = batch_seconds(connection)
+        for _ in range(-(-args.lone_repeats // block)):
+            direct += [direct_call() for _ in range(block)]
+            served += [timed("POST", "/v1/embed", body) for _ in range(block)]
+            health += [timed("GET", "/health") for _ in range(block)]
+        total, count = (a - b for a, b in zip(batch_seconds(connection), forwards, strict=True))
         connection.close()
     d, s = statistics.median(direct) * 1000, statistics.median(served) * 1000
-    return {"part": "lone", "tokens": len(sentence.split()), "direct_ms": round(d, 2),
-            "server_ms": round(s, 2), "ratio": round(s / d, 3)}
+    return {"part": "lone", "tokens": len(sentence.split()), "block": block, "direct_ms": round(d, 2),
+            "server_ms": round(s, 2), "ratio": round(s / d, 3),
+            "server_forward_ms": round(1000 * total / count, 2),
+            "health_ms": round(statistics.median(health) * 1000, 3)}
+
+
+def overhead(args, sentences) -> dict:
+    """CPU time per request (less sensitive than wall time to other load on the machine): the
+    server process's (all its threads, from /proc/PID/task/*/schedstat) and this client's, for
+    ``GET /health``, ``POST /v1/embed`` of one empty sentence (all but the forward) and of the
+    lone benchmark's sentence; and a direct ``Encoder.embed`` of it in this process, one before
+    each request of it."""
+    sentence = min(sentences[:200], key=lambda s: abs(len(s.split()) - 25))
+    torch.set_num_threads(args.threads)
+    encoder = contextvec.load(args.model)
+    cases = [("health", "GET", "/health", None, 10 * args.lone_repeats),
+             ("empty_embed", "POST", "/v1/embed", embed_bodies([""], 1)[0][0], 10 * args.lone_repeats),
+             ("embed", "POST", "/v1/embed", embed_bodies([sentence], 1)[0][0], args.lone_repeats)]
+    row: dict = {"part": "overhead", "tokens": len(sentence.split())}
+    direct_ns = 0
+    with ServerProcess(server_args(args)) as server:
+        pid, parts = server.process.pid, urlsplit(server.url)
+        connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+        for name, method, path, body, n in cases:
+            server_ns = client_ns = 0
+            for i in range(n + 20):  # 20 to warm up
+                if name == "embed":  # a direct call before each request: the same load on both
+                    start = time.process_time_ns()
+                    encoder.embed([sentence])
+                    direct_ns += (time.process_time_ns() - start) * (i >= 20)
+                server_start = cpu_ns(pid)
+                client_start = time.process_time_ns()  # not counting the reads of /proc
+                connection.request(method, path, body, HEADERS)
+                connection.getresponse().read()
+                client_end = time.process_time_ns()
+                if i >= 20:
+                    server_ns += cpu_ns(pid) - server_start
+                    client_ns += client_end - client_start
+            row[f"{name}_server_cpu_us"] = round(server_ns / n / 1000, 1)
+            row[f"{name}_client_cpu_us"] = round(client_ns / n / 1000, 1)
+        connection.close()
+    row["direct_cpu_us"] = round(direct_ns / args.lone_repeats / 1000, 1)
+    return row
+
+
+def cpu_ns(pid: int) -> int:
+    """CPU time of all of a process's threads so far (ns), from the scheduler's statistics."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError):  # a thread that ended meanwhile
+            total += int((task / "schedstat").read_text().split()[0])
+    return total
+
+
+def batch_seconds(connection: http.client.HTTPConnection) -> tuple[float, float]:
+    """(sum, count) of the server's ``contextvec_batch_seconds`` histogram."""
+    connection.request("GET", "/metrics")
+    text = connection.getresponse().read().decode()
+    values = dict(line.rsplit(" ", 1) for line in text.splitlines()
+                  if line.startswith("contextvec_batch_seconds_"))
+    return float(values["contextvec_batch_seconds_sum"]), float(values["contextvec_batch_seconds_count"])
 
 
 def throughput(args, sentences) -> list[dict]:
@@ -256,13 +341,15 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", help="model path (default: the bundled model)")
     p.add_argument("--threads", type=int, default=1, help="torch threads of the server (1)")
-    p.add_argument("--only", nargs="+", choices=("lone", "throughput", "soak", "compare"),
+    p.add_argument("--only", nargs="+", choices=("lone", "overhead", "throughput", "soak", "compare"),
                    default=["lone", "throughput", "soak"])
     p.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16, 64])
     p.add_argument("--requests", type=int, default=1000, help="requests per level at most (1000)")
     p.add_argument("--seconds", type=float, default=60.0, help="seconds per level at most (60)")
     p.add_argument("--sentences-per-request", type=int, default=1)
     p.add_argument("--lone-repeats", type=int, default=100)
+    p.add_argument("--lone-block", type=int, default=1,
+                   help="lone: direct calls and requests alternate in blocks of this many (1)")
     p.add_argument("--soak-requests", type=int, default=10_000)
     p.add_argument("--soak-seconds", type=float, default=1800.0)
     p.add_argument("--compare-url", help="the embeddings URL of another OpenAI-compatible server, e.g. "
@@ -276,6 +363,9 @@ def main() -> None:
     results: list[dict] = []
     if "lone" in args.only:
         results.append(lone(args, sentences))
+        print(json.dumps(results[-1]), flush=True)
+    if "overhead" in args.only:
+        results.append(overhead(args, sentences))
         print(json.dumps(results[-1]), flush=True)
     if "throughput" in args.only:
         results += throughput(args, sentences)

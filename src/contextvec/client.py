@@ -3,16 +3,19 @@
 >>> client = contextvec.Client("http://127.0.0.1:8080")          # doctest: +SKIP
 >>> client.embed(["The bank was robbed ."])[0].shape              # (layers, tokens, dim)  # doctest: +SKIP
 
-Standard library only (urllib): vectors travel as base64 float32, so they arrive bit for bit.
+Standard library only (http.client): vectors travel as base64 float32, so they arrive bit for
+bit. Each thread keeps one connection open to the server (HTTP keep-alive), so a request does
+not pay for a new TCP connection.
 """
 
 from __future__ import annotations
 
 import base64
+import http.client
 import json
-import urllib.error
-import urllib.request
+import threading
 from collections.abc import Iterable, Sequence
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -28,12 +31,22 @@ class ServerError(RuntimeError):
 
 
 class Client:
-    """Talks to a ``contextvec serve`` at ``url``; ``api_key`` if the server requires one."""
+    """Talks to a ``contextvec serve`` at ``url`` (http or https); ``api_key`` if the server
+    requires one. Safe to share between threads: each thread has its own connection. The server's
+    errors raise :class:`ServerError`; a server that cannot be reached, ``OSError``."""
 
     def __init__(self, url: str, api_key: str | None = None, timeout: float = 60.0) -> None:
         self.url = url.rstrip("/")
         self.api_key = api_key
         self.timeout = timeout
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"url: expected http://HOST:PORT or https://HOST:PORT, got {url!r}")
+        self._connection_class = (http.client.HTTPSConnection if parts.scheme == "https"
+                                  else http.client.HTTPConnection)
+        self._address = (parts.hostname, parts.port)
+        self._path = parts.path
+        self._local = threading.local()
 
     def embed(
         self,
@@ -70,6 +83,13 @@ class Client:
         """The server's model: id, num_layers, dim."""
         return self._request("GET", "/v1/models")["data"]
 
+    def close(self) -> None:
+        """Close this thread's connection (the next request opens a new one)."""
+        connection = getattr(self._local, "connection", None)
+        self._local.connection = None
+        if connection is not None:
+            connection.close()
+
     def _post(self, path: str, body: dict) -> dict:
         return self._request("POST", path, json.dumps(body).encode("utf-8"))
 
@@ -77,21 +97,41 @@ class Client:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
-        request = urllib.request.Request(self.url + path, data=data, headers=headers, method=method)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                return json.loads(response.read())
-        except urllib.error.HTTPError as e:
-            raise _server_error(e) from None
+            status, reason, payload = self._exchange(method, path, data, headers)
+        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            # A kept-alive connection the server had closed meanwhile: the request is sent once
+            # more, on a new connection (embedding has no side effects).
+            status, reason, payload = self._exchange(method, path, data, headers)
+        if status >= 400:
+            raise _server_error(status, reason, payload)
+        return json.loads(payload)
+
+    def _exchange(self, method: str, path: str, data: bytes | None,
+                  headers: dict[str, str]) -> tuple[int, str, bytes]:
+        connection = getattr(self._local, "connection", None)
+        if connection is None:
+            host, port = self._address
+            connection = self._local.connection = self._connection_class(host, port, timeout=self.timeout)
+        try:
+            connection.request(method, self._path + path, data, headers)
+            response = connection.getresponse()
+            payload = response.read()
+        except BaseException:
+            self.close()
+            raise
+        if response.will_close:
+            self.close()
+        return response.status, response.reason, payload
 
 
 def _decode(vectors: str, shape: list[int]) -> np.ndarray:
     return np.frombuffer(base64.b64decode(vectors), dtype="<f4").astype(np.float32).reshape(shape)
 
 
-def _server_error(e: urllib.error.HTTPError) -> ServerError:
+def _server_error(status: int, reason: str, payload: bytes) -> ServerError:
     try:
-        error = json.loads(e.read())["error"]
-        return ServerError(e.code, error["message"], error.get("param"))
+        error = json.loads(payload)["error"]
+        return ServerError(status, error["message"], error.get("param"))
     except (ValueError, KeyError, TypeError):
-        return ServerError(e.code, e.reason or "error")
+        return ServerError(status, reason or "error")

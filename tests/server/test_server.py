@@ -24,6 +24,7 @@ import torch
 pytest.importorskip("fastapi", reason="the server extra is not installed: pip install -e '.[server]'")
 pytest.importorskip("uvicorn", reason="the server extra is not installed: pip install -e '.[server]'")
 pytest.importorskip("prometheus_client", reason="the server extra is not installed")
+pytest.importorskip("pybase64", reason="the server extra is not installed")
 
 import contextvec  # noqa: E402
 from contextvec.client import Client, ServerError  # noqa: E402
@@ -132,6 +133,19 @@ def test_layer_indices_and_scalar_mix(server, encoder):
         np.testing.assert_allclose(g, want, atol=1e-5, rtol=0)
 
 
+def test_client_keeps_its_connection_and_reopens_a_closed_one(server, encoder):
+    client = Client(server)
+    with pytest.raises(ServerError, match="413"):   # answered with "Connection: close"
+        client.embed(["a" * 70000])
+    first = client.embed(["The bank"])
+    connection = client._local.connection
+    assert client.embed(["was robbed"])[0].shape == (3, 2, 256) and client._local.connection is connection
+    time.sleep(5.5)   # past uvicorn's keep-alive timeout (5 s): the server closes the idle connection
+    for got, want in zip(client.embed(["The bank"]) + first, encoder.embed(["The bank"]) * 2, strict=True):
+        np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+    client.close()
+
+
 def test_odd_unicode_and_moses_behave_as_the_python_api(server, encoder):
     from contextvec.text.tokenize import Tokenizer
 
@@ -183,6 +197,11 @@ def test_openai_embeddings(server, encoder):
     (b'{"sentences": ["a"], "batch": 3}', "body", "unknown field 'batch'"),
     (b'{"sentences": ["a \\ud800"]}', "sentences[0]", "lone surrogate"),
     (b'{"sentences": ["\xff\xfe"]}', "body", "malformed JSON"),
+    (b"", "body", "malformed JSON"),
+    (b'{"sentences": ' + b"[" * 20000 + b"]" * 20000 + b"}", "body", "nested too deeply"),
+    (b'{"sentences": ["a"], "layers": [' + b"1" * 5000 + b"]}", "body", "number too long"),
+    (b'{"sentences": [[["a"]]]}', "sentences[0][0]", "valid string"),
+    (b"null", "body", "dictionary"),
 ])
 def test_bad_input_is_a_422_naming_the_field(server, raw, param, words):
     status, _, body = call(server, "/v1/embed", raw=raw)
@@ -218,6 +237,7 @@ def test_over_the_limits_is_a_413_naming_the_limit(server):
 
 def test_service_endpoints(server):
     assert call(server, "/health")[0] == 200
+    assert call(server, "/v1/embed", raw=b"{")[0] == 422   # counted in the metrics below
     status, _, body = call(server, "/ready")
     assert status == 200 and body["status"] == "ready"
     status, _, body = call(server, "/v1/models")
@@ -226,6 +246,10 @@ def test_service_endpoints(server):
     status, _, schema = call(server, "/openapi.json")
     paths = {"/v1/embed", "/v1/embeddings", "/v1/models", "/health", "/ready", "/metrics"}
     assert paths <= set(schema["paths"])
+    # HotRoutes answers these before FastAPI; the schema still describes their bodies.
+    for path, model in (("/v1/embed", "EmbedRequest"), ("/v1/embeddings", "EmbeddingsRequest")):
+        body = schema["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+        assert body["$ref"].endswith("/" + model)
     status, headers, body = call(server, "/metrics")
     text = body["text"].decode()
     for name in ("contextvec_requests_total", "contextvec_request_seconds_bucket",

@@ -1,4 +1,4 @@
-"""``contextvec serve`` with other model formats: HF BERT (all-MiniLM-L6-v2) and bilm-tf files."""
+"""``contextvec serve`` with other model formats: HF BERT (all-MiniLM-L6-v2), CoVe and bilm-tf files."""
 
 from __future__ import annotations
 
@@ -17,9 +17,11 @@ import torch
 pytest.importorskip("fastapi", reason="the server extra is not installed: pip install -e '.[server]'")
 pytest.importorskip("uvicorn", reason="the server extra is not installed: pip install -e '.[server]'")
 pytest.importorskip("prometheus_client", reason="the server extra is not installed")
+pytest.importorskip("pybase64", reason="the server extra is not installed")
 
 import contextvec  # noqa: E402
 from contextvec.client import Client  # noqa: E402
+from contextvec.encoders.cove import MTLSTM, MTLSTMConfig, save_cove_encoder  # noqa: E402
 from contextvec.server.process import ServerProcess  # noqa: E402
 
 ENV = {"OMP_NUM_THREADS": "1", "CONTEXTVEC_API_KEY": ""}
@@ -86,3 +88,43 @@ def test_bilm_tf_files(tiny_dir):
         assert Client(server.url).models()[0]["id"] == "tiny"
         for got, want in zip(Client(server.url).embed(sentences), encoder.embed(sentences), strict=True):
             np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+
+
+def test_cove_exact_whatever_the_partners(tmp_path):
+    """A tiny CoVe model (random MT-LSTM, 2 layers): /v1/embed gives what Encoder.embed gives,
+    out-of-vocabulary words included, with sentences of other lengths batched alongside."""
+    torch.manual_seed(0)
+    words = ["the", "bank", "was", "robbed", ".", "we", "sat", "on", "river"]
+    mt_lstm = MTLSTM(MTLSTMConfig(input_dim=6, hidden_size=4), words, torch.randn(len(words), 6))
+    directory = save_cove_encoder(mt_lstm, tmp_path / "cove")
+    torch.set_num_threads(1)
+    encoder = contextvec.load(directory)
+    requests = [["The bank was robbed .", "we sat"], ["on the river bank " * 5], ["unknown words here"],
+                ["the", ""], [". . . . . . . . . . . ."], ["we sat on the river bank ."]]
+    with ServerProcess(["--model", str(directory), "--threads", "1", "--max-wait-ms", "50"],
+                       env=ENV) as server:
+        client = Client(server.url)
+        assert client.models()[0]["num_layers"] == encoder.num_layers == 3
+        barrier = threading.Barrier(len(requests))
+
+        def ask(sentences):
+            barrier.wait()
+            return client.embed(sentences)
+
+        with ThreadPoolExecutor(len(requests)) as pool:
+            answers = list(pool.map(ask, requests))
+        for sentences, got in zip(requests, answers, strict=True):
+            for g, want in zip(got, encoder.embed(sentences), strict=True):
+                assert g.shape == want.shape and g.shape[::2] == (3, 6 + 2 * 4)
+                np.testing.assert_allclose(g, want, atol=1e-5, rtol=0)
+        texts = ["the bank was robbed .", "we sat"]
+        got = client.embed(texts, layers="top", pool="max")
+        for g, want in zip(got, encoder.embed(texts, layers="top", pool="max"), strict=True):
+            np.testing.assert_allclose(g, want, atol=1e-5, rtol=0)
+        request = urllib.request.Request(
+            server.url + "/v1/embeddings", data=json.dumps({"input": texts}).encode(),
+            headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=60) as r:
+            data = json.loads(r.read())["data"]
+        want = encoder.embed(texts, layers="average", pool="mean")
+        np.testing.assert_allclose([d["embedding"] for d in data], want, atol=1e-5, rtol=0)

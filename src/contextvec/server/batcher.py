@@ -220,33 +220,43 @@ class Batcher:
     def _forward(self, batch: list[tuple[Job, int]]) -> None:
         start = time.perf_counter()
         try:
-            self._run_batch(batch)
+            done = self._run_batch(batch)
         except Exception as error:
+            done = []
             jobs = list(dict.fromkeys(job for job, _ in batch))
             if len(jobs) == 1:
                 _fail(jobs[0], error)
             else:  # find the job at fault: the others still get their vectors
                 for job in jobs:
-                    self._run_alone(job, [(j, i) for j, i in batch if j is job])
+                    done += self._run_alone(job, [(j, i) for j, i in batch if j is job])
         if self.on_batch is not None:
             longest = max(len(job.sentences[i]) for job, i in batch)
             self.on_batch(len(batch), longest * len(batch), time.perf_counter() - start)
+        # Answered last: the event loop that resumes needs the GIL, which this thread holds
+        # until it waits for the next job; so the bookkeeping above is not added to the latency.
+        for job in done:
+            _settle(job.future.set_result, job.results)
 
-    def _run_alone(self, job: Job, batch: list[tuple[Job, int]]) -> None:
+    def _run_alone(self, job: Job, batch: list[tuple[Job, int]]) -> list[Job]:
         try:
-            self._run_batch(batch)
+            return self._run_batch(batch)
         except Exception as error:
             _fail(job, error)
+            return []
 
-    def _run_batch(self, batch: list[tuple[Job, int]]) -> None:
+    def _run_batch(self, batch: list[tuple[Job, int]]) -> list[Job]:
+        """Run the batch; only if all of it succeeds are the results given to their jobs. The jobs
+        that now have all their results are returned (the caller answers them)."""
         sentences = [job.sentences[i] for job, i in batch]
         budget = self.max_batch_tokens if self.batching else None
-        for k, array in self.encoder.embed_batches(sentences, len(sentences), budget):
-            job, i = batch[k]
-            job.results[i] = array
+        arrays = dict(self.encoder.embed_batches(sentences, len(sentences), budget))
+        done = []
+        for k, (job, i) in enumerate(batch):
+            job.results[i] = arrays[k]
             job.remaining -= 1
             if job.remaining == 0:
-                _settle(job.future.set_result, job.results)
+                done.append(job)
+        return done
 
 
 def _fail(job: Job, error: Exception) -> None:

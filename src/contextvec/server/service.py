@@ -1,0 +1,205 @@
+"""What the endpoints do, apart from HTTP: check the sentences, wait for the batcher, build the JSON.
+
+The handlers take a validated request body and a :class:`Call` and return the response body's
+bytes, so the same code answers whether :class:`~contextvec.server.hot.HotRoutes` or a FastAPI
+route received the request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+import anyio
+import numpy as np
+import orjson
+from starlette.types import Receive
+
+from contextvec.encoders.base import Encoder
+from contextvec.server import schemas
+from contextvec.server.batcher import Batcher, Job, QueueFull, ShuttingDown
+from contextvec.server.errors import APIError
+from contextvec.server.metrics import Metrics
+from contextvec.server.settings import ServerSettings
+from contextvec.server.vectors import FieldError, LayerView, encode, has_lone_surrogate, layer_view
+from contextvec.text.tokenize import Tokenizer
+
+logger = logging.getLogger("contextvec.server")
+
+LARGE_OUTPUT = 200_000
+"""Floats in a response above which it is built off the event loop."""
+
+
+@dataclass(frozen=True)
+class Call:
+    """What a handler needs of its request besides the body: its id (for logs) and the ASGI
+    ``receive``, whose next message tells that the client went away."""
+
+    request_id: str
+    receive: Receive
+
+
+class Service:
+    """What the routes share: the encoder's batcher, tokenizers, limits and metrics."""
+
+    def __init__(self, encoder: Encoder, settings: ServerSettings,
+                 is_stopping: Callable[[], bool]) -> None:
+        self.encoder, self.settings, self.is_stopping = encoder, settings, is_stopping
+        self.metrics = Metrics(queue_depth=lambda: self.batcher.depth)
+        self.batcher = Batcher(encoder, settings.max_batch_tokens, settings.max_wait_ms / 1000,
+                               settings.max_queue, settings.batching, self.metrics.observe_batch)
+        self.tokenizers: dict[str, Tokenizer] = {}
+        self.started = int(time.time())
+        layers = settings.openai_layers
+        if not isinstance(layers, str):
+            layers = schemas.ScalarMixSpec(weights=list(layers), gamma=settings.openai_gamma)
+        self.openai_view = layer_view(layers, settings.openai_pool, encoder.num_layers,
+                                      field="--openai-layers")
+
+    async def embed(self, body: schemas.EmbedRequest, call: Call) -> bytes:
+        """``POST /v1/embed``: per-token vectors (or pooled ones), shaped like ``contextvec embed``."""
+        try:
+            view = layer_view(body.layers, body.pool, self.encoder.num_layers)
+        except FieldError as e:
+            raise APIError(422, str(e), e.field) from None
+        sentences = self.tokenize(body.sentences, body.tokenizer, "sentences")
+        arrays = await self.vectors(call, sentences)
+
+        def build() -> bytes:
+            items = []
+            for i, (tokens, array) in enumerate(zip(sentences, arrays, strict=True)):
+                out = view.apply(array)
+                items.append({"index": i, "tokens": tokens, "shape": list(out.shape),
+                              "vectors": encode(out, body.encoding)})
+            total = sum(len(s) for s in sentences)
+            return orjson.dumps({"model": self.settings.model_name, "encoding": body.encoding,
+                                 "embeddings": items,
+                                 "usage": {"prompt_tokens": total, "total_tokens": total}})
+
+        if sum(a.size for a in arrays) > LARGE_OUTPUT:
+            return await anyio.to_thread.run_sync(build)
+        return build()
+
+    async def embeddings(self, body: schemas.EmbeddingsRequest, call: Call) -> bytes:
+        """``POST /v1/embeddings`` (OpenAI-compatible): one pooled vector per input."""
+        if body.dimensions is not None and body.dimensions != self.encoder.output_dim:
+            raise APIError(422, f"dimensions: this model gives {self.encoder.output_dim} dimensions, "
+                                f"not {body.dimensions}", "dimensions")
+        texts = [body.input] if isinstance(body.input, str) else body.input
+        sentences = self.tokenize(texts, None, "input")
+        arrays = await self.vectors(call, sentences)
+        normalize = self.settings.openai_normalize
+        data = [{"object": "embedding", "index": i,
+                 "embedding": encode(_pooled(self.openai_view, a, normalize), body.encoding_format)}
+                for i, a in enumerate(arrays)]
+        total = sum(len(s) for s in sentences)
+        return orjson.dumps({"object": "list", "data": data, "model": self.settings.model_name,
+                             "usage": {"prompt_tokens": total, "total_tokens": total}})
+
+    def tokenize(self, sentences: list[str | list[str]], tokenizer: str | None,
+                 field: str) -> list[list[str]]:
+        """Token lists, checked against the per-request limits (413) and for invalid text (422)."""
+        limits = self.settings
+        if len(sentences) > limits.max_sentences:
+            raise APIError(413, f"{field}: {len(sentences)} sentences, over the limit of "
+                                f"{limits.max_sentences} per request (--max-sentences)", field)
+        name = tokenizer or limits.tokenizer
+        out = []
+        for i, sentence in enumerate(sentences):
+            items = [sentence] if isinstance(sentence, str) else sentence
+            if any(has_lone_surrogate(text) for text in items):
+                raise APIError(422, f"{field}[{i}]: contains a lone surrogate (not valid Unicode)",
+                               f"{field}[{i}]")
+            tokens = sentence if not isinstance(sentence, str) else (
+                sentence.split() if name == "whitespace" else self._tokenizer(name)(sentence)[0])
+            if len(tokens) > limits.max_sentence_tokens:
+                raise APIError(413, f"{field}[{i}]: {len(tokens)} tokens, over the limit of "
+                                    f"{limits.max_sentence_tokens} per sentence (--max-sentence-tokens)",
+                               f"{field}[{i}]")
+            out.append(list(tokens))
+        return out
+
+    def _tokenizer(self, name: str) -> Tokenizer:
+        if name not in self.tokenizers:
+            self.tokenizers[name] = Tokenizer(name)
+        return self.tokenizers[name]
+
+    async def vectors(self, call: Call, sentences: list[list[str]]) -> list[np.ndarray]:
+        """Each sentence's (num_layers, tokens, dim) array, through the batcher, within the deadline."""
+        if self.is_stopping():
+            raise APIError(503, "the server is shutting down")
+        timeout = self.settings.request_timeout
+        try:
+            job = self.batcher.submit(sentences, time.monotonic() + timeout)
+        except QueueFull as e:
+            raise APIError(429, f"{e}; retry later", headers={"Retry-After": "1"}) from None
+        except ShuttingDown as e:
+            raise APIError(503, str(e)) from None
+        result = await _wait(job, call, timeout)
+        self.metrics.tokens.inc(sum(len(s) for s in sentences))
+        return result
+
+
+async def _wait(job: Job, call: Call, timeout: float) -> list[np.ndarray]:
+    """The job's result; 504 past the deadline; the job is dropped if the client goes away."""
+    future = job.future
+    gone = not future.done() and await _until_settled(future, call.receive, timeout)
+    if future.done():
+        try:
+            return future.result()
+        except (ValueError, TypeError, UnicodeError) as e:
+            raise APIError(422, f"sentences: {e}", "sentences") from None
+        except Exception as e:
+            logger.error("request %s: encoder failed", call.request_id, exc_info=e)
+            raise APIError(500, f"internal error (request id {call.request_id})") from None
+    job.cancel()
+    future.cancel()
+    if gone:
+        raise APIError(499, "client closed the request")
+    raise APIError(504, f"request not finished within {timeout:g} s (--request-timeout)")
+
+
+async def _until_settled(future: Future, receive: Receive, timeout: float) -> bool:
+    """Sleep until the worker settles ``future``, the client goes away (then True) or ``timeout``.
+
+    One event-loop future woken by whichever comes first: lighter on the hot path than
+    ``wrap_future`` + ``asyncio.wait``.
+    """
+    loop = asyncio.get_running_loop()
+    woken = loop.create_future()
+
+    def wake(*_: object) -> None:
+        if not woken.done():
+            woken.set_result(None)
+
+    def wake_from_worker(_: Future) -> None:
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(wake)
+
+    future.add_done_callback(wake_from_worker)
+    gone = asyncio.ensure_future(_disconnected(receive))
+    gone.add_done_callback(wake)
+    timer = loop.call_later(timeout, wake)
+    try:
+        await woken
+    finally:
+        timer.cancel()
+        gone.cancel()
+    return gone.done() and not gone.cancelled() and not future.done()
+
+
+async def _disconnected(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+def _pooled(view: LayerView, layers: np.ndarray, normalize: bool) -> np.ndarray:
+    vector = view.apply(layers)
+    if normalize:
+        norm = float(np.linalg.norm(vector))
+        vector = vector / norm if norm > 0 else vector
+    return vector.astype(np.float32, copy=False)
