@@ -8,6 +8,10 @@ Each experiment is a list of task-model runs (:class:`RunSpec`) compared on one 
 - ``sample-efficiency`` (ELMo Figure 1): with and without contextual vectors on seeded random
   fractions of the training set.
 
+``representations`` (CoVe's Table 2: the BCN on fixed word vectors alone, + char n-grams,
++ CoVe, + both, + ELMo, + BERT, over every task in one table) has its own plan, runner and table:
+:mod:`.representations`, :mod:`.rep_runner` (``run_representations``), :mod:`.rep_table`.
+
 Every configuration can be repeated with several seeds (mean and sample std reported), and
 ``layers``/``placement`` can add a baseline without contextual vectors.
 

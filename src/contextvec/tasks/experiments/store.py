@@ -28,8 +28,8 @@ def _normalised(value: object) -> object:
 
 def _model_settings(spec: RunSpec) -> dict:
     settings = asdict(spec.model_settings)
-    # Runs stored before the BCN and the n-grams existed keep their keys.
-    for name, default in (("classifier", "pool"), ("char_ngram_dim", 0)):
+    # Runs stored before the BCN, the n-grams and fixed vectors existed keep their keys.
+    for name, default in (("classifier", "pool"), ("char_ngram_dim", 0), ("fixed_word_vectors", False)):
         if settings[name] == default:
             del settings[name]
     return settings

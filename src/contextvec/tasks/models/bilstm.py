@@ -76,6 +76,10 @@ class TokenEmbedder(nn.Module):
         with torch.no_grad():
             self.words.weight.copy_(torch.from_numpy(np.asarray(initial, dtype=np.float32)))
             self.words.weight[PAD] = 0.0
+        if settings.fixed_word_vectors:
+            if pretrained is None:
+                raise ValueError("fixed_word_vectors needs pretrained word vectors (a word-vector file)")
+            self.words.weight.requires_grad_(False)
         self.register_buffer("singletons", words.singletons())
         self.word_unk_rate = settings.word_unk_rate
         self.chars = (

@@ -30,8 +30,10 @@ class ModelSettings:
     dropout: float = 0.5
     mlp_hidden: int = 100
     word_unk_rate: float = 0.5
+    fixed_word_vectors: bool = False
     """The biLSTM (units per direction, layers), its dropout, the classifier's MLP, and the rate at
-    which a training word seen once becomes UNK."""
+    which a training word seen once becomes UNK; ``fixed_word_vectors``: pretrained word vectors
+    are not trained (CoVe's fixed GloVe; needs a word-vector file)."""
     placement: str = "none"
     layer_norm: bool = False
     mix_dropout: float = 0.5

@@ -115,10 +115,9 @@ def ngram_vocabulary(sentences: Iterable[Sequence[str]]) -> Vocabulary:
 def encode_ngrams(vocabulary: Vocabulary, sentence: Sequence[str]) -> torch.Tensor:
     """(tokens, most n-grams) ids of each token's known n-grams, padded with ``PAD``."""
     ids = [[vocabulary.stoi[g] for g in char_ngrams(word) if g in vocabulary.stoi] for word in sentence]
-    out = torch.full((len(sentence), max(1, max(map(len, ids)))), PAD, dtype=torch.long)
-    for t, row in enumerate(ids):
-        out[t, :len(row)] = torch.tensor(row, dtype=torch.long)
-    return out
+    width = max(1, max(map(len, ids)))
+    # One tensor from padded lists: a tensor per token costs more than the lookups.
+    return torch.tensor([row + [PAD] * (width - len(row)) for row in ids], dtype=torch.long)
 
 
 def _random_embeddings(rows: int, dim: int, generator: torch.Generator | None = None) -> np.ndarray:
@@ -168,10 +167,9 @@ class Indexer:
         """Word ids (n,), char ids (n, MAX_CHARS) and (with n-grams) n-gram ids (n, k) of one
         sentence (cache them for reuse)."""
         words = torch.tensor([self.words[w.lower()] for w in sentence], dtype=torch.long)
-        chars = torch.zeros(len(sentence), MAX_CHARS, dtype=torch.long)
-        for t, word in enumerate(sentence):
-            ids = [self.chars[c] for c in word[:MAX_CHARS]]
-            chars[t, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+        rows = [[self.chars[c] for c in word[:MAX_CHARS]] for word in sentence]
+        chars = torch.tensor([row + [PAD] * (MAX_CHARS - len(row)) for row in rows],
+                             dtype=torch.long).reshape(len(sentence), MAX_CHARS)
         if self.ngrams is None:
             return words, chars, None
         return words, chars, encode_ngrams(self.ngrams, sentence)

@@ -1,0 +1,202 @@
+"""The outputs of ``experiment representations``: ``results.csv`` (one row per run),
+``results.md`` (CoVe's Table 2 at this scale: mean ± std over seeds per task and representation,
+the seed's direction beside the measured one, the goal check, BCN-with-best vs pool) and
+``representations.png``; all written atomically, always over every run of the table."""
+
+from __future__ import annotations
+
+import csv
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from contextvec.io.atomic import atomic_path
+from contextvec.tasks.experiments.representations import POOL_PREFIX, REPRESENTATIONS
+from contextvec.tasks.experiments.tables import write_text
+from contextvec.tasks.spec import TASKS
+
+RESULTS_CSV, RESULTS_MD, PLOT_PNG = "results.csv", "results.md", "representations.png"
+GOAL_TASKS = 3
+"""The goal: the seed's two CoVe directions hold on at least this many of the four tasks."""
+SEED_CHECKS = (("words+cove", "words"), ("words+cove+char", "words+char"))
+"""The CoVe paper's directions (Table 2): each first representation beats the second on every task."""
+SCALE = (
+    "Scale: far below the CoVe paper's. CoVe here is the project's CoVe-S MT-LSTM (trained 3 epochs "
+    "on Multi30k, 29k sentence pairs, not WMT); the word vectors are the project's word2vec vectors "
+    "(~25M tokens of Wikipedia) standing in for GloVe 840B; ELMo is the bundled model (trained on 13M "
+    "tokens); BERT is the 6-layer MiniLM (frozen); the BCN is smaller (hidden size below) and trains "
+    "for few epochs on a subsample of each training set. Only the directions are comparable with "
+    "the paper, not the numbers."
+)
+
+
+def _groups(records: Sequence[dict]) -> dict[tuple[str, str], list[float]]:
+    out: dict[tuple[str, str], list[float]] = {}
+    for r in records:
+        out.setdefault((r["task"], r["config"]), []).append(float(r["dev"]))
+    return out
+
+
+def _configs(records: Sequence[dict]) -> list[str]:
+    present = {r["config"] for r in records}
+    bcn = [n for n in REPRESENTATIONS if n in present]
+    return bcn + sorted(c for c in present if c.startswith(POOL_PREFIX))
+
+
+def _tasks(records: Sequence[dict]) -> list[str]:
+    present = {r["task"] for r in records}
+    return [t for t in TASKS if t in present]
+
+
+def _mean(values: Sequence[float]) -> float:
+    return statistics.fmean(values)
+
+
+def _cell(values: Sequence[float] | None) -> str:
+    if not values:
+        return ""
+    std = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{_mean(values) * 100:.1f} ± {std * 100:.1f} (n={len(values)})"
+
+
+def write_csv(path: Path, records: Sequence[dict]) -> None:
+    fields = ["task", "config", "representation", "classifier", "seed", "train_sentences", "dev_accuracy",
+              "best_epoch", "epochs_run", "runtime_s"]
+    with atomic_path(path) as tmp, tmp.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        for r in records:
+            report = r["report"]
+            writer.writerow({
+                "task": r["task"], "config": r["config"], "representation": r["representation"],
+                "classifier": r["classifier"], "seed": r["seed"],
+                "train_sentences": report["splits"]["train"]["sentences"], "dev_accuracy": f"{r['dev']:.4f}",
+                "best_epoch": report["best_epoch"], "epochs_run": len(report["curve"]),
+                "runtime_s": r["runtime_s"],
+            })
+
+
+def _row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _settings_lines(records: Sequence[dict], header: dict) -> list[str]:
+    first = records[0]["report"]
+    m, t = first["model_settings"], first["train_settings"]
+    sizes = {}
+    for r in records:
+        s = r["report"]["splits"]
+        sizes[r["task"]] = f"{r['task']} train {s['train']['sentences']}, dev {s['dev']['sentences']}"
+    return [
+        f"Word vectors (fixed): {header.get('word_vectors')}; CoVe: {header.get('cove')}; "
+        f"ELMo: {header.get('elmo')}; BERT: {header.get('bert')} (sum of the last 4 layers).",
+        f"BCN hidden {m['hidden']}, dropout {m['dropout']}, char n-grams {header.get('char_ngrams')}-d; "
+        f"Adam lr {t['lr']}, batch {t['batch_size']}, at most {t['epochs']} epochs, "
+        f"patience {t['patience']}; "
+        f"--max-train {header.get('max_train') or 'all'} (a seeded subsample of train).",
+        "Sentences: " + "; ".join(sizes[task] for task in _tasks(records)) + ".",
+    ]
+
+
+def results_markdown(records: Sequence[dict], header: dict) -> str:
+    """``results.md`` (see the module docstring)."""
+    groups, tasks = _groups(records), _tasks(records)
+    lines = ["# CoVe Table 2 at this scale: which representation helps the BCN", "",
+             "Dev accuracy (%), mean ± sample std over seeds (n = seeds), every run through CoVe's BCN "
+             "on the same fixed word vectors; `pool:` rows are the simpler pooling classifier on the "
+             "representation that is best for the BCN on that task.", "",
+             *_settings_lines(records, header), "", SCALE, "",
+             _row(["representation", *tasks]), _row(["---", *(["---:"] * len(tasks))])]
+    lines += [_row([c, *(_cell(groups.get((t, c))) for t in tasks)]) for c in _configs(records)]
+    lines += ["", "## The seed's directions (CoVe paper, Table 2) and the measured ones", "",
+              _row(["comparison", "seed", *tasks]), _row(["---", "---", *(["---"] * len(tasks))])]
+    held = {t: True for t in tasks}
+    for better, worse in SEED_CHECKS:
+        cells = []
+        for t in tasks:
+            a, b = groups.get((t, better)), groups.get((t, worse))
+            if not a or not b:
+                cells.append("not run")
+                held[t] = False
+                continue
+            diff = (_mean(a) - _mean(b)) * 100
+            held[t] = held[t] and diff > 0
+            cells.append(f"{diff:+.1f} {'as the seed' if diff > 0 else 'NOT as the seed'}")
+        lines.append(_row([f"{better} − {worse}", "> 0 on every task", *cells]))
+    n_held = sum(held.values())
+    verdict = "MET" if n_held >= GOAL_TASKS else "NOT MET"
+    lines += ["", f"Goal (+CoVe beats words alone and +CoVe+Char beats +Char on ≥ {GOAL_TASKS} of 4 tasks): "
+              f"both hold on {n_held} of {len(tasks)} task(s) measured "
+              f"({', '.join(t for t in tasks if held[t]) or 'none'}): **{verdict}**"
+              + ("" if len(tasks) == 4 else f" (only {len(tasks)} of 4 tasks in the table so far)") + ".", ""]
+    lines += _pool_lines(records, groups, tasks)
+    return "\n".join(lines)
+
+
+def _pool_lines(records: Sequence[dict], groups: dict, tasks: Sequence[str]) -> list[str]:
+    pools = {r["task"]: r["config"] for r in records if r["config"].startswith(POOL_PREFIX)}
+    if not pools:
+        return []
+    lines = ["## BCN with its best representation vs the pooling classifier", "",
+             _row(["task", "best for the BCN", "BCN", "pool", "BCN ≥ pool"]), _row(["---"] * 5)]
+    for t in tasks:
+        bcn = {c: v for (task, c), v in groups.items() if task == t and not c.startswith(POOL_PREFIX)}
+        if t not in pools or not bcn:
+            continue
+        best = max(bcn, key=lambda c: _mean(bcn[c]))
+        pool = groups[(t, pools[t])]
+        on = pools[t].removeprefix(POOL_PREFIX)
+        lines.append(_row([t, best, _cell(bcn[best]), f"{_cell(pool)} on {on}",
+                           "yes" if _mean(bcn[best]) >= _mean(pool) else "no"]))
+    return lines + [""]
+
+
+def plot(records: Sequence[dict], path: Path) -> None:
+    """Bars of mean dev accuracy per task (groups) and representation, sample std as error bars."""
+    groups, tasks, configs = _groups(records), _tasks(records), _configs(records)
+    figure = Figure(figsize=(max(7.0, 1.1 * len(tasks) * len(configs) / 2 + 2), 4.8))
+    ax = figure.add_subplot()
+    width = 0.8 / len(configs)
+    lows, highs = [], []
+    for k, config in enumerate(configs):
+        xs, means, stds = [], [], []
+        for j, task in enumerate(tasks):
+            values = groups.get((task, config))
+            if values:
+                xs.append(j + (k - (len(configs) - 1) / 2) * width)
+                means.append(_mean(values) * 100)
+                stds.append(statistics.stdev(values) * 100 if len(values) > 1 else 0.0)
+        bars = ax.bar(xs, means, width, yerr=stds, capsize=2, label=config,
+                      hatch="//" if config.startswith(POOL_PREFIX) else None)
+        ax.bar_label(bars, fmt="%.1f", fontsize=6)
+        lows += [m - s for m, s in zip(means, stds, strict=True)]
+        highs += [m + s for m, s in zip(means, stds, strict=True)]
+    # Representations differ by a few points: zoom the axis onto the scores.
+    margin = max(0.15 * (max(highs) - min(lows)), 0.5)
+    ax.set_ylim(max(0.0, min(lows) - 2 * margin), min(100.0, max(highs) + 2 * margin))
+    ax.set_xticks(range(len(tasks)), tasks)
+    ax.set_ylabel("dev accuracy (%)")
+    ax.set_title("BCN dev accuracy by representation (mean ± std over seeds)")
+    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.08))
+    FigureCanvasAgg(figure)  # an explicit Agg canvas: no global pyplot state, no display
+    figure.tight_layout()
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, format="png", dpi=120)
+
+
+def write_outputs(output_dir: Path, records: Sequence[dict], header: dict) -> tuple[list[Path], str]:
+    """Write results.csv, results.md and the plot over ``records``; returns (files, markdown)."""
+    if not records:
+        raise ValueError(f"no finished run in {output_dir}: nothing to tabulate")
+    order = {t: i for i, t in enumerate(TASKS)}
+    configs = {c: i for i, c in enumerate(_configs(records))}
+    records = sorted(records, key=lambda r: (order[r["task"]], configs[r["config"]], r["seed"]))
+    files = [output_dir / RESULTS_CSV, output_dir / RESULTS_MD, output_dir / PLOT_PNG]
+    write_csv(files[0], records)
+    markdown = results_markdown(records, header)
+    write_text(files[1], markdown)
+    plot(records, files[2])
+    return files, markdown

@@ -1,0 +1,209 @@
+"""``contextvec experiment representations`` (CoVe's Table 2) on a few TREC/SST sentences with
+tiny models: a seeded tiny CoVe, the tiny ELMo and MiniLM, one epoch."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+import torch
+from conftest import SHARED, need_shared
+
+import contextvec.tasks.experiments.rep_runner as rep_runner
+from contextvec.cli.main import main
+from contextvec.encoders.cove import MTLSTM, CoveEncoder, MTLSTMConfig, save_cove_encoder
+from contextvec.tasks.experiments.rep_table import GOAL_TASKS
+from contextvec.tasks.experiments.representations import (
+    REPRESENTATIONS,
+    CoveContext,
+    pool_plan,
+    representations_plan,
+)
+from contextvec.tasks.models import ModelSettings, TokenEmbedder, Vocabulary
+from contextvec.tasks.readers import read_trec
+from contextvec.tasks.train import TrainSettings
+
+TREC = SHARED / "tasks" / "trec" / "train_5500.label.gz"
+SST = SHARED / "tasks" / "sst" / "trees"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def cove_dir(tmp_path_factory):
+    """A seeded tiny CoVe (8-d word vectors, 4 units) over the first TREC questions' words."""
+    need_shared(TREC)
+    words = sorted({w.lower() for s in read_trec(TREC, 60).sentences for w in s})
+    generator = torch.Generator().manual_seed(0)
+    mt_lstm = MTLSTM(MTLSTMConfig(input_dim=8, hidden_size=4, lowercase=True), words,
+                     torch.randn(len(words), 8, generator=generator))
+    for p in mt_lstm.parameters():
+        torch.nn.init.uniform_(p, -0.5, 0.5, generator=generator)
+    return save_cove_encoder(mt_lstm, tmp_path_factory.mktemp("cove") / "cove")
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("features")
+
+
+def _run(out, cove_dir, cache_dir, own_tiny_dir, minilm_dir, task: str, *argv: str) -> int:
+    data = (["--train", str(TREC)] if task.startswith("trec") else
+            ["--train", str(SST / "train.txt.gz"), "--dev", str(SST / "dev.txt.gz")])
+    return main(["experiment", "representations", task, *data, "--max-sentences", "50",
+                 "--output-dir", str(out), "--cove", str(cove_dir), "--elmo", str(own_tiny_dir),
+                 "--bert", str(minilm_dir), "--cache-dir", str(cache_dir), "--hidden", "8",
+                 "--char-ngrams", "4", "--epochs", "1", "--lr", "0.01", "--threads", "1", "--quiet", *argv])
+
+
+def _count(monkeypatch) -> list[str]:
+    calls: list[str] = []
+    real = rep_runner.train_task
+
+    def counted(*args, **kwargs):
+        settings = args[4]
+        calls.append(f"{settings.classifier} {settings.placement} {settings.char_ngram_dim}")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(rep_runner, "train_task", counted)
+    return calls
+
+
+def _outputs(out) -> tuple[list[dict], str, dict]:
+    data = (out / "representations.png").read_bytes()
+    assert data.startswith(PNG_MAGIC) and len(data) > 1000
+    with (out / "results.csv").open(encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    document = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert not list(out.glob(".*tmp*"))
+    return rows, (out / "results.md").read_text(encoding="utf-8"), document
+
+
+def test_all_representations_the_table_the_plot_and_a_resume(tmp_path, cove_dir, cache_dir, own_tiny_dir,
+                                                              minilm_dir, monkeypatch):
+    need_shared(TREC)
+    out = tmp_path / "reps"
+    calls = _count(monkeypatch)
+    assert _run(out, cove_dir, cache_dir, own_tiny_dir, minilm_dir, "trec", "--seeds", "0", "1",
+                "--pool-baseline") == 0
+    assert len(calls) == 2 * len(REPRESENTATIONS) + 2 and calls[-1].startswith("pool ")
+    rows, markdown, document = _outputs(out)
+    assert [r["config"] for r in rows[::2]][:6] == list(REPRESENTATIONS)
+    assert {r["train_sentences"] for r in rows} == {"45"}  # 50 read, 10% carved as dev
+    by_config = {run["config"]: run["report"] for run in document["runs"]}
+    settings = {c: r["model_settings"] for c, r in by_config.items()}
+    assert all(s["classifier"] == "bcn" and s["fixed_word_vectors"] for c, s in settings.items()
+               if not c.startswith("pool"))
+    assert settings["words+char"]["char_ngram_dim"] == 4 and settings["words"]["placement"] == "none"
+    assert settings["words+cove"]["layers"] == "last" and settings["words+bert"]["layers"] == "sum_last_4"
+    assert len(by_config["words+elmo"]["mixes"][0]["weights"]) == 3  # a learned mix of ELMo's layers
+    # CoVe enters once: the BCN reads [words (8); CoVe (2 x 4)], not the CoVe layer's own word half.
+    words_only = by_config["words"]["parameters"]["trainable"]
+    assert by_config["words+cove"]["parameters"]["trainable"] - words_only == 8 * 8  # feedforward rows
+    for config in REPRESENTATIONS:
+        assert f"| {config} | " in markdown
+    assert "words+cove − words" in markdown and f"on ≥ {GOAL_TASKS} of 4 tasks" in markdown
+    assert "(only 1 of 4 tasks in the table so far)" in markdown
+    assert "## BCN with its best representation vs the pooling classifier" in markdown
+    assert "--max-train 1000" in markdown and "Scale:" in markdown
+
+    calls.clear()
+    assert _run(out, cove_dir, cache_dir, own_tiny_dir, minilm_dir, "trec", "--seeds", "0", "1",
+                "--pool-baseline", "--resume") == 0
+    assert calls == []  # every run is found in results.json
+    assert _outputs(out)[0] == rows
+
+
+def test_a_subset_then_the_rest_and_another_task_make_one_table(tmp_path, cove_dir, cache_dir, own_tiny_dir,
+                                                                 minilm_dir, monkeypatch):
+    need_shared(TREC, SST)
+    out = tmp_path / "reps"
+    calls = _count(monkeypatch)
+    first = ["--representations", "words", "words+cove", "--seeds", "3"]
+    assert _run(out, cove_dir, cache_dir, own_tiny_dir, minilm_dir, "trec", *first) == 0
+    assert _run(out, cove_dir, cache_dir, own_tiny_dir, minilm_dir, "trec", "--resume", "--seeds", "3",
+                "--representations", "words+char", "words+cove+char", "words") == 0
+    assert len(calls) == 4  # words is not trained twice
+    assert _run(out, cove_dir, cache_dir, own_tiny_dir, minilm_dir, "sst2", "--resume", *first) == 0
+    rows, markdown, _ = _outputs(out)
+    assert [(r["task"], r["config"]) for r in rows] == [
+        ("sst2", "words"), ("sst2", "words+cove"), ("trec", "words"), ("trec", "words+char"),
+        ("trec", "words+cove"), ("trec", "words+cove+char")]
+    assert "| representation | sst2 | trec |" in markdown
+    assert "| words+char |  | " in markdown  # not run on sst2: an empty cell
+    assert "not run" in markdown  # sst2 has no +char runs to compare
+
+
+@pytest.mark.slow  # two worker processes start (spawn): about 20 s
+def test_jobs_2_gives_the_runs_of_jobs_1(tmp_path, cove_dir, cache_dir, own_tiny_dir, minilm_dir):
+    need_shared(TREC)
+    argv = ["--representations", "words", "words+cove", "--seeds", "0"]
+    assert _run(tmp_path / "one", cove_dir, cache_dir, own_tiny_dir, minilm_dir, "trec", *argv) == 0
+    assert _run(tmp_path / "two", cove_dir, cache_dir, own_tiny_dir, minilm_dir, "trec", *argv,
+                "--jobs", "2") == 0
+    one, two = (_outputs(tmp_path / d)[0] for d in ("one", "two"))
+    assert [r["dev_accuracy"] for r in one] == [r["dev_accuracy"] for r in two]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--representations", "words", "--resume", "--overwrite"], "give one"),
+    (["--representations", "words", "--seeds", "1", "1"], "--seeds names one twice"),
+    (["--representations", "words", "--cove", "no-such-cove"], "--cove: no model directory"),
+])
+def test_bad_options_give_one_line_errors(tmp_path, cove_dir, cache_dir, own_tiny_dir, minilm_dir, capsys,
+                                          argv, message):
+    need_shared(TREC)
+    # A --cove in argv comes after the fixture's and wins.
+    assert _run(tmp_path / "o", cove_dir, cache_dir, own_tiny_dir, minilm_dir, "trec", *argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+
+
+def test_unknown_representation_and_task_are_refused(capsys):
+    assert main(["experiment", "representations", "ner", "--train", "x", "--output-dir", "o"]) == 2
+    assert main(["experiment", "representations", "trec", "--train", "x", "--output-dir", "o",
+                 "--representations", "words+glove"]) == 2
+    assert "invalid choice: 'words+glove'" in capsys.readouterr().err
+
+
+def test_cove_context_drops_the_word_vectors():
+    generator = torch.Generator().manual_seed(1)
+    vectors = torch.randn(2, 6, generator=generator)
+    mt_lstm = MTLSTM(MTLSTMConfig(input_dim=6, hidden_size=3), ["a", "b"], vectors)
+    cove = CoveEncoder(mt_lstm).eval()
+    context = CoveContext(cove)
+    assert (context.num_layers, context.output_dim) == (2, 6)
+    full, _ = cove([["a", "b", "a"]])
+    layers, _ = context([["a", "b", "a"]])
+    assert torch.equal(layers, full[1:, :, :, 6:])
+
+
+def test_plans_and_fixed_word_vectors():
+    base, train = ModelSettings(), TrainSettings()
+    plan = representations_plan(["words+bert", "words"], base, train, [0, 1])
+    assert [(rep.name, spec.train_settings.seed) for rep, spec in plan] == [
+        ("words", 0), ("words", 1), ("words+bert", 0), ("words+bert", 1)]
+    assert {spec.config for _, spec in pool_plan("words+elmo", base, train, [0])} == {"pool: words+elmo"}
+    with pytest.raises(ValueError, match="unknown representation 'glove'"):
+        representations_plan(["glove"], base, train, [0])
+    words = Vocabulary(["x", "y"])
+    fixed = ModelSettings(fixed_word_vectors=True, char_cnn=False)
+    embedder = TokenEmbedder(words, Vocabulary([]), fixed, np.ones((len(words), 3), dtype=np.float32))
+    assert not embedder.words.weight.requires_grad
+    with pytest.raises(ValueError, match="fixed_word_vectors needs pretrained"):
+        TokenEmbedder(words, Vocabulary([]), fixed)
+
+
+def test_the_table_takes_each_runs_last_finished_record_and_the_best_representation(tmp_path):
+    store = rep_runner.ResultStore(tmp_path, "representations", {})
+
+    def record(config: str, dev: float, finished: str, table: str = "t") -> dict:
+        return {"task": "trec", "config": config, "seed": 0, "dev": dev, "finished": finished, "table": table}
+
+    store.records = [record("words", 0.5, "2026-01-02"), record("words", 0.7, "2026-01-01"),
+                     record("words+cove", 0.6, "2026-01-01"), record("words", 0.9, "2026-01-03", "u")]
+    kept = rep_runner._table_records(store, "t")
+    assert sorted((r["config"], r["dev"]) for r in kept) == [("words", 0.5), ("words+cove", 0.6)]
+    assert rep_runner.best_representation(kept, "trec") == "words+cove"
+    assert rep_runner.best_representation(kept, "sst2") is None
