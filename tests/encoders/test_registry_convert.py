@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
 from test_registry import SENTENCES, tiny_bert_dir
 
 import contextvec
@@ -58,3 +59,19 @@ def test_output_that_is_a_file_or_the_input(own_tiny_dir, tmp_path, capsys):
     assert "is a file" in _one_error_line(capsys)
     assert _convert(own_tiny_dir, "--to", "native", "--model", own_tiny_dir, "--overwrite") == 2
     assert "is the input" in _one_error_line(capsys)
+
+
+def test_float16_native_loads_into_float32_parameters(tiny_dir, tmp_path, capsys):
+    from safetensors import safe_open
+
+    assert _convert(tmp_path / "half", "--to", "native", "--dtype", "float16", "--model", tiny_dir) == 0
+    with safe_open(str(tmp_path / "half" / "model.safetensors"), "pt") as f:
+        assert {f.get_tensor(k).dtype for k in f.keys()} == {torch.float16}  # noqa: SIM118
+    half = contextvec.load(tmp_path / "half")
+    assert {p.dtype for p in half.parameters()} == {torch.float32}
+    full = contextvec.load(tiny_dir).embed(SENTENCES)
+    # The fixture's weights are float16-representable, so nothing is lost on the way.
+    for x, y in zip(half.embed(SENTENCES), full, strict=True):
+        np.testing.assert_array_equal(x, y)
+    assert _convert(tmp_path / "tf", "--to", "bilm-tf", "--dtype", "float16", "--model", tiny_dir) == 2
+    assert "--dtype applies to --to native" in _one_error_line(capsys)

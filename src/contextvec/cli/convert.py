@@ -16,22 +16,30 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("convert", help=HELP, description=f"{HELP}. {SUPPORTED}.")
     p.add_argument("output_dir", help="directory to write (a new or empty one, or --overwrite)")
     p.add_argument("--to", choices=("native", "bilm-tf"), required=True)
+    p.add_argument("--dtype", choices=("float32", "float16"), default="float32",
+                   help="--to native: store the weights in this dtype; float16 halves the files and "
+                        "loads into float32 parameters (default: float32)")
     add_model_arguments(p, precision=False)
     add_overwrite_argument(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> None:
+    import torch
+
     import contextvec
     from contextvec.encoders.bilm import ElmoEncoder
     from contextvec.encoders.bilm.loader import is_bilm_tf_dir, save_bilm_tf
     from contextvec.encoders.registry import family_saving
+    from contextvec.io.native import cast_weights
 
     out = check_output(args.output_dir, inputs=(args.model, args.options_file, args.weight_file),
                        overwrite=args.overwrite, directory=True)
     if args.to == "native" and is_bilm_tf_dir(out):
         raise FileExistsError(f"{out} holds bilm-tf files, which contextvec.load reads before a native "
                               "model: remove options.json and weights.hdf5, or write elsewhere")
+    if args.dtype != "float32" and args.to != "native":
+        raise ValueError("--dtype applies to --to native (bilm-tf files are float32)")
     encoder = load_model(args)
     if args.to == "bilm-tf" and not isinstance(encoder, ElmoEncoder):
         raise ValueError(f"{type(encoder).__name__} has no bilm-tf form: {SUPPORTED}")
@@ -39,6 +47,8 @@ def run(args: argparse.Namespace) -> None:
         raise ValueError(f"{type(encoder).__name__} has no native form: {SUPPORTED}")
     if args.to == "native":
         contextvec.save(encoder, out)
+        if args.dtype == "float16":
+            cast_weights(out, torch.float16)
     else:
         out.mkdir(exist_ok=True)
         save_bilm_tf(encoder.bilm, out / "options.json", out / "weights.hdf5")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from contextvec.io.atomic import atomic_path
@@ -49,6 +49,18 @@ def save_native(
     with atomic_path(directory / CONFIG_NAME) as tmp:
         tmp.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     return directory
+
+
+def cast_weights(directory: str | os.PathLike, dtype: torch.dtype) -> None:
+    """Rewrite a model directory's floating-point tensors in ``dtype`` (atomically), e.g. float16
+    to halve a model kept in a repository; loaders copy them into their float32 parameters."""
+    path = Path(directory) / WEIGHTS_NAME
+    with safe_open(str(path), "pt") as f:
+        metadata = f.metadata()
+        tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open has no iterator)
+    tensors = {k: v.to(dtype) if v.is_floating_point() else v for k, v in tensors.items()}
+    with atomic_path(path) as tmp:
+        save_file(tensors, str(tmp), metadata=metadata)
 
 
 def read_meta(directory: str | os.PathLike) -> tuple[str, dict[str, Any]]:
