@@ -1,11 +1,11 @@
 """Lower-precision inference: an encoder's weight matrices stored in bf16 or int8.
 
 Weight-only precision: every matmul *weight* (``nn.Linear`` layers, and whatever a module
-hands over through a ``pack_weights(pack)`` method: ELMo's LSTM matrices and char-CNN filters)
-is stored in the lower precision; activations, biases, embeddings, layer norms, LSTM states and
-every output stay float32. Batch 1 is memory-bound (each token reads every weight once), so
-weights half or a quarter the size are what speeds it up, and float32 activations keep the
-error to the weights' rounding.
+hands over through a ``pack_weights(pack)`` method: ELMo's LSTM matrices and char-CNN filters,
+BERT's query, key and value as one matrix) is stored in the lower precision; activations,
+biases, embeddings, layer norms, LSTM states and every output stay float32. Batch 1 is
+memory-bound (each token reads every weight once), so weights half or a quarter the size are
+what speeds it up, and float32 activations keep the error to the weights' rounding.
 
 - ``"fp32"``: the model as loaded (the default; nothing is converted, outputs are bit-exact).
 - ``"bf16"``: weights in bfloat16, matmuls in bf16 with float32 accumulation (oneDNN). Only on
@@ -107,29 +107,33 @@ class LowPrecisionWeight(nn.Module):
         self.register_buffer("zero_points", torch.zeros(self.out_features, dtype=torch.long))
         self.levels = 255 if native_int8() else 127
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        """``x @ W.T``, plus ``bias`` (out,) if given (added in the same pass as the scales)."""
         rows = x.reshape(-1, self.in_features)
         if rows.shape[0] == 0:
-            return x.new_zeros(*x.shape[:-1], self.out_features, dtype=torch.float32)
-        if self.precision == "bf16":
+            out = x.new_zeros(0, self.out_features, dtype=torch.float32)
+        elif self.precision == "bf16":
             out = torch.mm(rows.to(torch.bfloat16), self.weight.T).float()
+            out = out if bias is None else out.add_(bias)
         else:
-            out = self._int8_mm(rows.float().contiguous())
+            out = self._int8_mm(rows.float().contiguous(), bias)
         return out.view(*x.shape[:-1], self.out_features)
 
-    def _int8_mm(self, rows: torch.Tensor) -> torch.Tensor:
+    def _int8_mm(self, rows: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         # One symmetric scale per row (token), so a row's output does not depend on the other
         # rows of the batch: codes centre on a common zero point and the kernel's int32 sums
         # are exact, then each output row is scaled by its own input scale.
         half = self.levels // 2
         # (An all-zero row gets a tiny scale: its codes are all the zero point.)
         scales = rows.abs().amax(dim=1, keepdim=True).clamp_(min=1e-30).div_(half)
-        codes = rows.div(scales).round_().add_(half + 1).to(torch.uint8)
+        # Through int8, then shifted by the zero point in uint8 (wrapping: -63 + 64 = 1): torch
+        # converts float to int8 several times faster than float to uint8.
+        codes = rows.div(scales).round_().to(torch.int8).view(torch.uint8).add_(half + 1)
         out = torch.ops.onednn.qlinear_pointwise(
             codes, 1.0, half + 1, self._packed, self.scales, self.zero_points, None,
             1.0, 0, torch.float32, "none", [], "",
         )
-        return out.mul_(scales)
+        return out.mul_(scales) if bias is None else torch.addcmul(bias, out, scales)
 
     def extra_repr(self) -> str:
         return f"{self.in_features} -> {self.out_features}, {self.precision}"
@@ -145,8 +149,7 @@ class LowPrecisionLinear(nn.Module):
         self.register_buffer("bias", bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.weight_packed(x)
-        return out if self.bias is None else out + self.bias
+        return self.weight_packed(x, self.bias)
 
 
 def apply_precision(module: nn.Module, precision: str, *, check_cpu: bool = True) -> nn.Module:
@@ -165,13 +168,15 @@ def apply_precision(module: nn.Module, precision: str, *, check_cpu: bool = True
         check_precision(precision, device)
     elif precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
-    for parent in list(module.modules()):
-        for name, child in list(parent.named_children()):
-            if isinstance(child, nn.Linear):
-                setattr(parent, name, LowPrecisionLinear(child, precision).to(device))
+    # pack_weights first: a module may pack its own nn.Linear layers together (BERT's query,
+    # key and value as one matrix), which must still be float when it does.
     for sub in list(module.modules()):
         pack_weights = getattr(sub, "pack_weights", None)
         if callable(pack_weights):
             pack_weights(lambda weight: LowPrecisionWeight(weight, precision).to(device))
+    for parent in list(module.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, nn.Linear):
+                setattr(parent, name, LowPrecisionLinear(child, precision).to(device))
     module.precision = precision
     return module.eval().requires_grad_(False)

@@ -16,6 +16,7 @@ Words in, one vector per word per layer out: the ``num_hidden_layers + 1`` hidde
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import torch
@@ -57,7 +58,9 @@ class BertEncoder(Encoder):
     docstring for pooling and windows).
 
     The model runs on at most ``max_pieces_per_call`` padded pieces at a time (at least one
-    window), so a very long sentence does not hold all its windows' activations at once.
+    window), so a very long sentence does not hold all its windows' activations at once. Rows
+    run packed end to end (:meth:`BertModel.forward_packed`: no matrix product on padding), and
+    each layer's word vectors are copied straight into the output.
     """
 
     def __init__(
@@ -93,57 +96,68 @@ class BertEncoder(Encoder):
         width = max(lengths, default=0)
         mask = torch.arange(width).view(1, -1) < torch.tensor(lengths, dtype=torch.long).view(-1, 1)
         out = self.model.embeddings.word_embeddings.weight.new_zeros(
-            self.num_layers, len(sentences), width, self.output_dim
+            self.num_layers, len(sentences) * width, self.output_dim
         )
+        shape = (self.num_layers, len(sentences), width, self.output_dim)
         if width == 0:
-            return EncoderOutput(out, mask.to(device))
+            return EncoderOutput(out.view(shape), mask.to(device))
+        ids, row_lengths, source, word_of_piece = self._rows(sentences)
+        # Each word's row in ``out``'s flattened (sentences * width) positions.
+        slot_of_word = mask.view(-1).nonzero().view(-1).to(device)
+        if self.subword_pooling == "first":
+            is_first = torch.ones(len(word_of_piece), dtype=torch.bool)
+            is_first[1:] = word_of_piece[1:] != word_of_piece[:-1]
+            source, word_of_piece = source[is_first], word_of_piece[is_first]
+        source, slots = source.to(device), slot_of_word[word_of_piece.to(device)]
 
-        rows: list[list[int]] = []           # model inputs: [CLS] window [SEP]
-        gather_row: list[int] = []           # for every piece of every sentence: its row ...
-        gather_pos: list[int] = []           # ... and its position in that row
-        word_of_piece: list[int] = []        # index among all words of the batch
-        words_before = 0
-        for pieces, n_words in zip(self.tokenizer.encode_batch(sentences), lengths, strict=True):
-            content, words = pieces.ids[1:-1], pieces.word_index[1:-1]
-            for start, end, keep_start, keep_end in window_spans(len(content), self.window):
-                if keep_end > keep_start:
-                    row = len(rows)
-                    rows.append([self.tokenizer.cls_id, *content[start:end], self.tokenizer.sep_id])
-                    gather_row.extend([row] * (keep_end - keep_start))
-                    gather_pos.extend(range(keep_start - start + 1, keep_end - start + 1))
-            word_of_piece.extend(words_before + w for w in words)
-            words_before += n_words
-
-        longest = max(len(r) for r in rows)
-        ids = torch.full((len(rows), longest), self.config.pad_token_id, dtype=torch.long)
-        attention = torch.zeros(len(rows), longest, dtype=torch.bool)
-        for i, row in enumerate(rows):
-            ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
-            attention[i, : len(row)] = True
         # Rows run in groups of at most max_pieces_per_call padded pieces (a long sentence has
         # many windows); rows ascend along the pieces, so each group supplies a contiguous run.
-        rows_of = torch.tensor(gather_row, dtype=torch.long)
-        positions = torch.tensor(gather_pos, dtype=torch.long)
-        step = max(1, self.max_pieces_per_call // longest)
-        parts = []
-        for first in range(0, len(rows), step):
-            hidden_states, _ = self.model(ids[first:first + step].to(device),
-                                          attention[first:first + step].to(device))
-            hidden = torch.stack(hidden_states)                               # (layers, rows, T, H)
-            lo, hi = torch.searchsorted(rows_of, torch.tensor([first, first + step])).tolist()
-            parts.append(hidden[:, (rows_of[lo:hi] - first).to(device), positions[lo:hi].to(device)])
-        piece_vectors = torch.cat(parts, dim=1)                               # (layers, pieces, H)
+        step = max(1, self.max_pieces_per_call // max(row_lengths))
+        offsets = [0, *itertools.accumulate(row_lengths)]
+        for first in range(0, len(row_lengths), step):
+            lo_piece, hi_piece = offsets[first], offsets[min(first + step, len(row_lengths))]
+            states = self.model.forward_packed(ids[lo_piece:hi_piece].to(device),
+                                               row_lengths[first:first + step])
+            lo, hi = torch.searchsorted(source, torch.tensor([lo_piece, hi_piece], device=device)).tolist()
+            take, put = source[lo:hi] - lo_piece, slots[lo:hi]
+            for layer, state in enumerate(states):
+                if self.subword_pooling == "first":
+                    out[layer].index_copy_(0, put, state.index_select(0, take))
+                else:
+                    out[layer].index_add_(0, put, state.index_select(0, take))
+        if self.subword_pooling == "mean":
+            counts = torch.bincount(word_of_piece, minlength=len(slot_of_word)).to(device, out.dtype)
+            out[:, slot_of_word] /= counts[None, :, None]
+        return EncoderOutput(out.view(shape), mask.to(device))
 
-        word_index = torch.tensor(word_of_piece, device=device)
-        if self.subword_pooling == "first":
-            is_first = torch.ones_like(word_index, dtype=torch.bool)
-            is_first[1:] = word_index[1:] != word_index[:-1]
-            word_vectors = piece_vectors[:, is_first]
-        else:
-            sums = piece_vectors.new_zeros(self.num_layers, words_before, self.output_dim)
-            sums = sums.index_add(1, word_index, piece_vectors)
-            counts = torch.bincount(word_index, minlength=words_before).to(sums.dtype)
-            word_vectors = sums / counts[None, :, None]
-        mask = mask.to(device)
-        out[:, mask] = word_vectors
-        return EncoderOutput(out, mask)
+    def _rows(
+        self, sentences: Sequence[Sequence[str]]
+    ) -> tuple[torch.Tensor, list[int], torch.Tensor, torch.Tensor]:
+        """The model's input rows ([CLS] window [SEP]) packed end to end.
+
+        Returns ``ids`` (all rows' pieces), the rows' lengths, and for every piece of every
+        sentence in order: ``source``, the packed position its vectors come from, and
+        ``word_of_piece``, its word's index among all words of the batch.
+        """
+        ids: list[int] = []
+        row_lengths: list[int] = []
+        source: list[int] = []
+        word_index: list[int] = []           # within its sentence
+        n_pieces: list[int] = []             # per sentence
+        for pieces in self.tokenizer.encode_batch(sentences):
+            content = pieces.ids[1:-1]
+            for start, end, keep_start, keep_end in window_spans(len(content), self.window):
+                if keep_end > keep_start:
+                    # Piece p of the content sits at len(ids) + 1 + p - start in the packed rows.
+                    at = len(ids) + 1 - start
+                    source.extend(range(at + keep_start, at + keep_end))
+                    ids.append(self.tokenizer.cls_id)
+                    ids.extend(content[start:end])
+                    ids.append(self.tokenizer.sep_id)
+                    row_lengths.append(end - start + 2)
+            word_index.extend(pieces.word_index[1:-1])
+            n_pieces.append(len(content))
+        words = torch.tensor([len(s) for s in sentences], dtype=torch.long)
+        words_before = torch.repeat_interleave(torch.cumsum(words, 0) - words, torch.tensor(n_pieces))
+        return (torch.tensor(ids, dtype=torch.long), row_lengths, torch.tensor(source, dtype=torch.long),
+                torch.tensor(word_index, dtype=torch.long) + words_before)

@@ -6,17 +6,28 @@ is an HF checkpoint's (``embeddings.word_embeddings.weight``,
 keeps its TensorFlow-era capital letters for that reason. Attention runs through
 ``torch.nn.functional.scaled_dot_product_attention`` with a boolean padding mask. Everything
 here works on word pieces; words, windows and tokenizers live in ``encoder.py``.
+
+Inside, the layers work on pieces as rows ``(n, hidden)`` laid out by a
+:class:`~contextvec.encoders.bert.packing.RowLayout`: :meth:`BertModel.forward` runs a padded
+batch as is (HF's interface), :meth:`BertModel.forward_packed` runs rows packed end to end, so
+that no matrix product is spent on padding (the word-level encoder's path). Query, key and value
+run as one matrix product on their concatenated weights, cached until a weight changes.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from contextvec.encoders.bert.config import BertConfig
+from contextvec.encoders.bert.packing import RowLayout, packed_positions
+
+if TYPE_CHECKING:
+    from contextvec.encoders.precision import Pack
 
 
 class BertModelOutput(NamedTuple):
@@ -40,6 +51,7 @@ class BertEmbeddings(nn.Module):
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """``input_ids`` (batch, pieces) -> (batch, pieces, hidden)."""
         length = input_ids.shape[1]
         if length > self.position_embeddings.num_embeddings:
             raise ValueError(
@@ -53,6 +65,12 @@ class BertEmbeddings(nn.Module):
              + self.token_type_embeddings(token_type_ids))
         return self.dropout(self.LayerNorm(x))
 
+    def forward_packed(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """``input_ids``, ``positions`` (n,) of packed rows, token type 0 -> (n, hidden)."""
+        x = (self.word_embeddings(input_ids) + self.position_embeddings(positions)
+             + self.token_type_embeddings.weight[0])
+        return self.dropout(self.LayerNorm(x))
+
 
 class BertSelfAttention(nn.Module):
     """Multi-head scaled dot-product attention over the whole sequence (no causal mask)."""
@@ -61,24 +79,55 @@ class BertSelfAttention(nn.Module):
         super().__init__()
         self.num_heads = config.num_attention_heads
         self.head_dim = config.head_dim
-        self.query = nn.Linear(config.hidden_size, config.hidden_size)
-        self.key = nn.Linear(config.hidden_size, config.hidden_size)
-        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+        self.query: nn.Linear | None = nn.Linear(config.hidden_size, config.hidden_size)
+        self.key: nn.Linear | None = nn.Linear(config.hidden_size, config.hidden_size)
+        self.value: nn.Linear | None = nn.Linear(config.hidden_size, config.hidden_size)
         self.dropout_prob = config.attention_probs_dropout_prob
+        self.qkv_packed: nn.Module | None = None  # set by pack_weights (lower precision)
+        self._fused: tuple[tuple, torch.Tensor, torch.Tensor] | None = None
 
-    def _heads(self, x: torch.Tensor) -> torch.Tensor:
-        batch, length, _ = x.shape
-        return x.view(batch, length, self.num_heads, self.head_dim).transpose(1, 2)
+    def _fused_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Query, key and value weights and biases concatenated (3 * hidden, ...).
 
-    def forward(self, hidden: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        """``mask``: None, or bool (batch, 1, 1, pieces), True where a key may be attended to."""
-        q = self._heads(self.query(hidden))
-        k = self._heads(self.key(hidden))
-        v = self._heads(self.value(hidden))
+        Without gradients the concatenation is cached, keyed on the tensors' storage and version
+        counters, so loading or updating a weight in place invalidates it."""
+        linears = (self.query, self.key, self.value)
+        tensors = [t for linear in linears for t in (linear.weight, linear.bias)]
+        if torch.is_grad_enabled():
+            return torch.cat(tensors[0::2]), torch.cat(tensors[1::2])
+        key = tuple((t.data_ptr(), 0 if t.is_inference() else t._version) for t in tensors)
+        fused = self._fused
+        if fused is None or fused[0] != key:
+            fused = (key, torch.cat(tensors[0::2]), torch.cat(tensors[1::2]))
+            self._fused = fused
+        return fused[1], fused[2]
+
+    def pack_weights(self, pack: Pack) -> None:
+        """Replace query, key and value by ``pack`` of their concatenated weights, for
+        lower-precision inference (:func:`contextvec.encoders.precision.apply_precision`)."""
+        with torch.no_grad():
+            weight, bias = self._fused_weights()
+        self.qkv_packed = pack(weight)
+        self.register_buffer("qkv_bias", bias.detach().float().clone())
+        self.query = self.key = self.value = None
+        self._fused = None
+
+    def _project(self, hidden: torch.Tensor) -> torch.Tensor:
+        """(n, hidden) -> (n, 3 * hidden): queries, keys and values side by side."""
+        if self.qkv_packed is not None:
+            return self.qkv_packed(hidden, self.qkv_bias)
+        weight, bias = self._fused_weights()
+        return F.linear(hidden, weight, bias)
+
+    def forward(self, hidden: torch.Tensor, layout: RowLayout) -> torch.Tensor:
+        """``hidden`` (n, hidden) laid out by ``layout`` -> (n, hidden)."""
+        grid = layout.to_grid(self._project(hidden))                  # (rows, T, 3 * hidden)
+        shape = (layout.rows, layout.longest, 3, self.num_heads, self.head_dim)
+        q, k, v = grid.view(shape).permute(2, 0, 3, 1, 4)             # each (rows, heads, T, d)
         out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=self.dropout_prob if self.training else 0.0
+            q, k, v, attn_mask=layout.mask, dropout_p=self.dropout_prob if self.training else 0.0
         )
-        return out.transpose(1, 2).reshape(hidden.shape)
+        return layout.from_grid(out.transpose(1, 2))
 
 
 class BertResidualOutput(nn.Module):
@@ -93,7 +142,8 @@ class BertResidualOutput(nn.Module):
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, hidden: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
-        return self.LayerNorm(self.dropout(self.dense(hidden)) + residual)
+        # In place on the projection's fresh output: one tensor fewer per layer.
+        return self.LayerNorm(self.dropout(self.dense(hidden)).add_(residual))
 
 
 class BertAttention(nn.Module):
@@ -102,8 +152,8 @@ class BertAttention(nn.Module):
         self.self = BertSelfAttention(config)
         self.output = BertResidualOutput(config, config.hidden_size)
 
-    def forward(self, hidden: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        return self.output(self.self(hidden, mask), hidden)
+    def forward(self, hidden: torch.Tensor, layout: RowLayout) -> torch.Tensor:
+        return self.output(self.self(hidden, layout), hidden)
 
 
 class BertIntermediate(nn.Module):
@@ -125,8 +175,9 @@ class BertLayer(nn.Module):
         self.intermediate = BertIntermediate(config)
         self.output = BertResidualOutput(config, config.intermediate_size)
 
-    def forward(self, hidden: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        attended = self.attention(hidden, mask)
+    def forward(self, hidden: torch.Tensor, layout: RowLayout) -> torch.Tensor:
+        """``hidden`` (n, hidden) laid out by ``layout`` -> (n, hidden)."""
+        attended = self.attention(hidden, layout)
         return self.output(self.intermediate(attended), attended)
 
 
@@ -138,11 +189,11 @@ class BertLayerStack(nn.Module):
         super().__init__()
         self.layer = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
 
-    def forward(self, hidden: torch.Tensor, mask: torch.Tensor | None) -> list[torch.Tensor]:
-        """The output of every layer (not including the input)."""
+    def forward(self, hidden: torch.Tensor, layout: RowLayout) -> list[torch.Tensor]:
+        """The output of every layer (not including the input), each (n, hidden)."""
         outputs = []
         for layer in self.layer:
-            hidden = layer(hidden, mask)
+            hidden = layer(hidden, layout)
             outputs.append(hidden)
         return outputs
 
@@ -184,6 +235,21 @@ class BertModel(nn.Module):
         if attention_mask is not None and not bool(attention_mask.all()):
             mask = attention_mask.bool()[:, None, None, :]
         embedded = self.embeddings(input_ids, token_type_ids)
-        hidden_states = (embedded, *self.encoder(embedded, mask))
+        rows, longest, hidden = embedded.shape
+        states = self.encoder(embedded.reshape(rows * longest, hidden), RowLayout.dense(rows, longest, mask))
+        hidden_states = (embedded, *(state.view(rows, longest, hidden) for state in states))
         pooled = self.pooler(hidden_states[-1]) if self.pooler is not None else None
         return BertModelOutput(hidden_states, pooled)
+
+    def forward_packed(self, input_ids: torch.Tensor, lengths: Sequence[int]) -> list[torch.Tensor]:
+        """Rows of ``lengths`` pieces packed end to end (``input_ids`` (n,), token type 0) ->
+        the ``num_hidden_layers + 1`` hidden states (embedding output first), each (n, hidden),
+        with no work on padding. No pooler."""
+        limit = self.embeddings.position_embeddings.num_embeddings
+        if max(lengths) > limit:
+            raise ValueError(f"{max(lengths)} pieces exceed max_position_embeddings {limit} "
+                             "(BertEncoder slides a window over them)")
+        device = input_ids.device
+        layout = RowLayout.packed(lengths, device)
+        embedded = self.embeddings.forward_packed(input_ids, packed_positions(lengths).to(device))
+        return [embedded, *self.encoder(embedded, layout)]

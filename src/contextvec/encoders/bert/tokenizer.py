@@ -100,12 +100,16 @@ class WordPieceTokenizer:
 
     def _with_specials(self, encoding: Encoding, n_words: int | None) -> WordPieces:
         """[CLS] + pieces + [SEP]; with ``n_words``, words without pieces get [UNK]."""
+        word_ids = encoding.word_ids
         if n_words is None:
             ids, tokens = encoding.ids, encoding.tokens
-            index = [-1 if w is None else w for w in encoding.word_ids]
+            index = [-1 if w is None else w for w in word_ids]
+        elif len(set(word_ids)) == n_words:
+            # Every word has pieces (the usual case): they already come in word order.
+            ids, tokens, index = encoding.ids, encoding.tokens, word_ids
         else:
             per_word: list[list[tuple[int, str]]] = [[] for _ in range(n_words)]
-            for piece, token, word in zip(encoding.ids, encoding.tokens, encoding.word_ids, strict=True):
+            for piece, token, word in zip(encoding.ids, encoding.tokens, word_ids, strict=True):
                 per_word[word].append((piece, token))
             ids, tokens, index = [], [], []
             for word, pieces in enumerate(per_word):
