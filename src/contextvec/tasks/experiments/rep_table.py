@@ -24,7 +24,7 @@ GOAL_TASKS = 3
 SEED_CHECKS = (("words+cove", "words"), ("words+cove+char", "words+char"))
 """The CoVe paper's directions (Table 2): each first representation beats the second on every task."""
 SCALE = (
-    "Scale: far below the CoVe paper's. CoVe here is the project's CoVe-S MT-LSTM (trained 3 epochs "
+    "Scale: far below the CoVe paper's. CoVe here is the project's CoVe-S MT-LSTM (trained 2 epochs "
     "on Multi30k, 29k sentence pairs, not WMT); the word vectors are the project's word2vec vectors "
     "(~25M tokens of Wikipedia) standing in for GloVe 840B; ELMo is the bundled model (trained on 13M "
     "tokens); BERT is the 6-layer MiniLM (frozen); the BCN is smaller (hidden size below) and trains "
