@@ -36,6 +36,19 @@ def minilm_dir() -> Path:
 
 
 @pytest.mark.slow
+
+def ask_together(client: Client, requests: list[list[str]]) -> list:
+    """Every request sent at the same moment from its own thread (so the server batches them)."""
+    barrier = threading.Barrier(len(requests))
+
+    def ask(sentences):
+        barrier.wait()
+        return client.embed(sentences)
+
+    with ThreadPoolExecutor(len(requests)) as pool:
+        return list(pool.map(ask, requests))
+
+
 def test_bert_words_not_pieces_exact_whatever_the_partners(minilm_dir):
     torch.set_num_threads(1)
     encoder = contextvec.load(minilm_dir)
@@ -46,14 +59,7 @@ def test_bert_words_not_pieces_exact_whatever_the_partners(minilm_dir):
     with ServerProcess(["--model", str(minilm_dir), "--threads", "1", "--openai-layers", "top"],
                        env=ENV) as server:
         client = Client(server.url)
-        barrier = threading.Barrier(len(requests))
-
-        def ask(sentences):
-            barrier.wait()
-            return client.embed(sentences)
-
-        with ThreadPoolExecutor(len(requests)) as pool:
-            answers = list(pool.map(ask, requests))
+        answers = ask_together(client, requests)
         for sentences, got in zip(requests, answers, strict=True):
             for g, want in zip(got, encoder.embed(sentences), strict=True):
                 assert g.shape == want.shape and g.shape[:1] == (7,)
@@ -105,14 +111,7 @@ def test_cove_exact_whatever_the_partners(tmp_path):
                        env=ENV) as server:
         client = Client(server.url)
         assert client.models()[0]["num_layers"] == encoder.num_layers == 3
-        barrier = threading.Barrier(len(requests))
-
-        def ask(sentences):
-            barrier.wait()
-            return client.embed(sentences)
-
-        with ThreadPoolExecutor(len(requests)) as pool:
-            answers = list(pool.map(ask, requests))
+        answers = ask_together(client, requests)
         for sentences, got in zip(requests, answers, strict=True):
             for g, want in zip(got, encoder.embed(sentences), strict=True):
                 assert g.shape == want.shape and g.shape[::2] == (3, 6 + 2 * 4)
