@@ -87,6 +87,11 @@ def test_token_cache_is_invalidated_by_weight_changes(tiny_dir):
     assert np.abs(after[0] - before[0]).min() > 0.5
     fresh = ElmoEncoder(encoder.bilm, token_cache_size=0).embed(["the cat sat"])[0]
     np.testing.assert_allclose(after, fresh, atol=1e-6)
+    # The cached <S> / </S> vectors follow too (a change to the char embeddings moves them).
+    with torch.no_grad():
+        encoder.bilm.token_encoder.char_embedding.weight.mul_(0.5)
+    fresh = ElmoEncoder(encoder.bilm, token_cache_size=0).embed(["the cat sat"])[0]
+    np.testing.assert_allclose(encoder.embed(["the cat sat"])[0], fresh, atol=1e-6)
 
 
 def test_forward_with_gradients_matches_inference(tiny_dir):

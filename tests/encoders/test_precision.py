@@ -13,6 +13,7 @@ from contextvec.encoders import precision as precision_module
 from contextvec.encoders.precision import (
     LowPrecisionLinear,
     LowPrecisionWeight,
+    PackedFloatWeights,
     apply_precision,
     check_precision,
     cpu_flags,
@@ -170,3 +171,61 @@ def test_fingerprint_tells_precisions_apart(own_tiny_dir, bf16_cpu):
                   for p in ("fp32", "bf16", "int8")}
     assert len(set(identities.values())) == 3
     assert identities["int8"] == model_identity(contextvec.load(own_tiny_dir, precision="int8"))
+
+
+def test_packed_float_weights_match_linear_and_follow_weight_changes():
+    torch.manual_seed(0)
+    linear = nn.Linear(48, 40)
+    packing = PackedFloatWeights()
+    x = torch.randn(7, 48)
+    with torch.no_grad():
+        assert PackedFloatWeights.usable(linear.weight)
+        torch.testing.assert_close(packing.linear("w", x, linear.weight, linear.bias), linear(x),
+                                   atol=1e-5, rtol=0)
+        torch.testing.assert_close(packing.linear("w", x[:1], linear.weight), x[:1] @ linear.weight.T,
+                                   atol=1e-5, rtol=0)
+        linear.weight.mul_(2.0)  # an in-place update (optimizer step, load_state_dict) repacks
+        torch.testing.assert_close(packing.linear("w", x, linear.weight, linear.bias), linear(x),
+                                   atol=1e-5, rtol=0)
+    # With gradients it is F.linear itself: the gradient reaches the weight.
+    assert not PackedFloatWeights.usable(linear.weight)
+    packing.linear("w", x, linear.weight, linear.bias).sum().backward()
+    assert linear.weight.grad is not None and linear.weight.grad.abs().sum() > 0
+
+
+def test_packed_float_weights_copy_and_pickle_empty():
+    import copy
+    import pickle
+
+    packing = PackedFloatWeights()
+    with torch.no_grad():
+        packing.linear("w", torch.randn(2, 4), torch.randn(3, 4))
+    assert len(packing._packed) == 1
+    assert copy.deepcopy(packing)._packed == {} and pickle.loads(pickle.dumps(packing))._packed == {}
+
+
+@pytest.mark.parametrize("projection", [True, False])
+def test_lstm_inference_path_matches_gradient_path(projection):
+    """The oneDNN inference path (no gradients) and the bmm training path give the same outputs."""
+    from contextvec.encoders.bilm import ProjectedLSTMLayer
+
+    torch.manual_seed(0)
+    dim = 24 if projection else 32
+    layer = ProjectedLSTMLayer(16, 32, dim, cell_clip=3.0, proj_clip=3.0, projection=projection).eval()
+    inputs = torch.randn(2, 3, 5, 16)
+    lengths = torch.tensor([5, 4, 2])
+    trained, (h, c) = layer(inputs, lengths)
+    with torch.no_grad():
+        inferred, (h0, c0) = layer(inputs, lengths)
+    assert layer._onednn._packed  # the inference path ran on packed weights
+    torch.testing.assert_close(inferred, trained.detach(), atol=1e-5, rtol=0)
+    torch.testing.assert_close(c0, c.detach(), atol=1e-5, rtol=0)
+    assert torch.all(inferred[:, 2, 2:] == 0)
+
+
+def test_bf16_packed_layout_gives_the_plain_bf16_products():
+    weight, x = torch.randn(37, 48), torch.randn(5, 48)
+    packed = LowPrecisionWeight(weight, "bf16")
+    assert packed._packed is not None
+    expected = torch.mm(x.to(torch.bfloat16), weight.to(torch.bfloat16).T).float()
+    assert torch.equal(packed(x), expected)

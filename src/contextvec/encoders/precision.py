@@ -7,7 +7,11 @@ biases, embeddings, layer norms, LSTM states and every output stay float32. Batc
 memory-bound (each token reads every weight once), so weights half or a quarter the size are
 what speeds it up, and float32 activations keep the error to the weights' rounding.
 
-- ``"fp32"``: the model as loaded (the default; nothing is converted, outputs are bit-exact).
+- ``"fp32"``: the model as loaded (the default; nothing is converted). Without gradients on the
+  CPU, ELMo's matmuls (LSTMs, char-CNN, highway) multiply by oneDNN's packed copies of their
+  float32 weights (:class:`PackedFloatWeights`): float32 products summed in another order
+  (within 1e-5 of the plain ones on the reference models), 1.3-3x faster for the few-row matmuls
+  of a recurrence.
 - ``"bf16"``: weights in bfloat16, matmuls in bf16 with float32 accumulation (oneDNN). Only on
   a CPU with native bf16 (``avx512_bf16`` or ``amx_bf16`` in ``/proc/cpuinfo``): without them
   torch emulates bf16 and runs slower than fp32, so :func:`check_precision` refuses it.
@@ -27,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 PRECISIONS = ("fp32", "bf16", "int8")
@@ -94,6 +99,11 @@ class LowPrecisionWeight(nn.Module):
         self.out_features, self.in_features = weight.shape
         if precision == "bf16":
             self.register_buffer("weight", weight.to(torch.bfloat16).contiguous())
+            # oneDNN's packed layout of the same bf16 values (CPU): 3x faster than ``mm`` for a
+            # few rows, the same products. Kept out of the state, as int8's below.
+            self._packed = (torch.ops.mkldnn._reorder_linear_weight(self.weight, None)
+                            if self.weight.device.type == "cpu" and torch.backends.mkldnn.is_available()
+                            else None)
             return
         # Symmetric per-row scales; an all-zero row keeps scale 1 (its codes are all 0).
         scales = weight.abs().amax(dim=1) / 127.0
@@ -113,7 +123,11 @@ class LowPrecisionWeight(nn.Module):
         if rows.shape[0] == 0:
             out = x.new_zeros(0, self.out_features, dtype=torch.float32)
         elif self.precision == "bf16":
-            out = torch.mm(rows.to(torch.bfloat16), self.weight.T).float()
+            rows = rows.to(torch.bfloat16)
+            if self._packed is not None and rows.device.type == "cpu":
+                out = torch.ops.mkldnn._linear_pointwise(rows, self._packed, None, "none", [], "").float()
+            else:
+                out = torch.mm(rows, self.weight.T).float()
             out = out if bias is None else out.add_(bias)
         else:
             out = self._int8_mm(rows.float().contiguous(), bias)
@@ -137,6 +151,46 @@ class LowPrecisionWeight(nn.Module):
 
     def extra_repr(self) -> str:
         return f"{self.in_features} -> {self.out_features}, {self.precision}"
+
+
+class PackedFloatWeights:
+    """oneDNN's packed copies of float32 weight matrices, for inference on the CPU.
+
+    ``linear(name, x, weight, bias)`` is ``F.linear(x, weight, bias)``. Without gradients, on the
+    CPU and in float32, it multiplies by a copy of ``weight`` that oneDNN laid out for its GEMM
+    kernels (``mkldnn._reorder_linear_weight``): for the few rows of an LSTM step (1 to 32) that
+    is 1.3x (one row) to 3x (a few rows) faster than MKL's ``mm`` on the plain matrix. The copy is
+    made on first use and remade when ``weight`` changes (keyed on its storage and version counter, as an
+    optimizer step or ``load_state_dict`` bumps it), so training and loading need no hook. It is
+    held outside the module's state (not saved, not fingerprinted) and costs the weights' size
+    again in memory. Several threads may share one instance: a race only packs a matrix twice.
+    """
+
+    def __init__(self) -> None:
+        self._packed: dict[str, tuple[tuple, torch.Tensor]] = {}
+
+    @staticmethod
+    def usable(weight: torch.Tensor) -> bool:
+        """Whether ``linear`` takes the packed path for ``weight`` now."""
+        return (not torch.is_grad_enabled() and weight.device.type == "cpu"
+                and weight.dtype == torch.float32 and torch.backends.mkldnn.is_available())
+
+    def linear(
+        self, name: str, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """``x (rows, in) @ weight (out, in).T + bias``; ``name`` identifies the matrix."""
+        if not self.usable(weight):
+            return F.linear(x, weight, bias)
+        key = (weight.data_ptr(), 0 if weight.is_inference() else weight._version, tuple(weight.shape))
+        entry = self._packed.get(name)
+        if entry is None or entry[0] != key:
+            entry = (key, torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous(), None))
+            self._packed[name] = entry
+        return torch.ops.mkldnn._linear_pointwise(x, entry[1], bias, "none", [], "")
+
+    def __getstate__(self) -> dict:
+        # Copies and pickles start empty: oneDNN's opaque tensors can be neither (remade on use).
+        return {"_packed": {}}
 
 
 class LowPrecisionLinear(nn.Module):

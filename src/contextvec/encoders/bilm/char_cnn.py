@@ -6,10 +6,17 @@ import torch
 from torch import nn
 
 from contextvec.encoders.bilm.config import BiLMConfig
-from contextvec.encoders.precision import Pack
+from contextvec.encoders.precision import Pack, PackedFloatWeights
 from contextvec.text.chars import PAD_CHAR
 
 _PAD_ID = PAD_CHAR + 1  # in-word padding at inference (0 is a padded token)
+
+
+def _linear(packing: PackedFloatWeights, name: str, layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """``layer(x)``; a float ``nn.Linear`` runs on its oneDNN layout in inference."""
+    if isinstance(layer, nn.Linear):
+        return packing.linear(name, x, layer.weight, layer.bias)
+    return layer(x)
 
 
 class Highway(nn.Module):
@@ -27,11 +34,12 @@ class Highway(nn.Module):
             # bilm-tf's training init (b_carry = -2): the gate starts mostly closed, so a new
             # layer first passes its input through. Loaded weights replace it.
             nn.init.constant_(gate.bias, -2.0)
+        self._onednn = PackedFloatWeights()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for transform, gate in zip(self.transform, self.gate, strict=True):
-            g = torch.sigmoid(gate(x))
-            x = x + g * (torch.relu(transform(x)) - x)
+        for k, (transform, gate) in enumerate(zip(self.transform, self.gate, strict=True)):
+            g = torch.sigmoid(_linear(self._onednn, f"gate.{k}", gate, x))
+            x = x + g * (torch.relu(_linear(self._onednn, f"transform.{k}", transform, x)) - x)
         return x
 
 
@@ -60,6 +68,7 @@ class CharCNN(nn.Module):
         )
         # Lower-precision filters, one per convolution (see pack_weights); None runs the float ones.
         self.packed_filters: nn.ModuleList | None = None
+        self._onednn = PackedFloatWeights()
 
     def pack_weights(self, pack: Pack) -> None:
         """Replace the convolution filters by ``pack(filters)`` (flattened to (maps, dim * width))
@@ -86,12 +95,18 @@ class CharCNN(nn.Module):
         chars = self.char_embedding(self._trim(char_ids))  # (n, <= 50, dim)
         pooled = []
         packed = self.packed_filters or [None] * len(self.convolutions)
-        for conv, filters in zip(self.convolutions, packed, strict=True):
+        for k, (conv, filters) in enumerate(zip(self.convolutions, packed, strict=True)):
             # The convolution as one matmul over unfolded windows: about 2x faster than
             # conv1d on CPU for these narrow inputs. The bias is added after the max, which
             # gives the same maximum.
             windows = chars.unfold(1, conv.kernel_size[0], 1).flatten(2)  # (n, positions, dim*w)
-            scores = windows @ conv.weight.flatten(1).T if filters is None else filters(windows)
+            if filters is not None:
+                scores = filters(windows)
+            elif PackedFloatWeights.usable(conv.weight):
+                rows = self._onednn.linear(f"conv.{k}", windows.flatten(0, 1), conv.weight.flatten(1))
+                scores = rows.view(*windows.shape[:2], -1)
+            else:
+                scores = windows @ conv.weight.flatten(1).T
             pooled.append(scores.amax(dim=1) + conv.bias)
         features = self.activation(torch.cat(pooled, dim=-1))
-        return self.projection(self.highway(features))
+        return _linear(self._onednn, "projection", self.projection, self.highway(features))

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
-from contextvec.encoders.precision import Pack
+from contextvec.encoders.precision import Pack, PackedFloatWeights
 
 # Gate blocks of the packed weights, in bilm-tf (TensorFlow LSTMCell) order.
 GATE_I, GATE_J, GATE_F, GATE_O = range(4)
@@ -15,6 +15,17 @@ GATE_I, GATE_J, GATE_F, GATE_O = range(4)
 
 def _clip(x: torch.Tensor, value: float | None) -> torch.Tensor:
     return x.clamp(-value, value) if value else x
+
+
+def _stack_sum(parts: list[torch.Tensor], others: list[torch.Tensor]) -> torch.Tensor:
+    """``torch.stack([a + b for a, b in zip(parts, others)])``; without gradients each sum is
+    written straight into the stacked result (one pass over the gates instead of two)."""
+    if torch.is_grad_enabled():
+        return torch.stack([a + b for a, b in zip(parts, others, strict=True)])
+    out = parts[0].new_empty(len(parts), *parts[0].shape)
+    for d, (a, b) in enumerate(zip(parts, others, strict=True)):
+        torch.add(a, b, out=out[d])
+    return out
 
 
 class ProjectedLSTMLayer(nn.Module):
@@ -72,6 +83,8 @@ class ProjectedLSTMLayer(nn.Module):
         self._fused: list[nn.LSTM] = [nn.LSTM(input_dim, c)] if not projection else []
         # Lower-precision weights per direction (see pack_weights); None runs the float ones.
         self.packed: nn.ModuleDict | None = None
+        # oneDNN layouts of the float weights, for inference (remade when a weight changes).
+        self._onednn = PackedFloatWeights()
 
     def pack_weights(self, pack: Pack) -> None:
         """Replace the float matrices by ``pack(matrix)`` per direction, for lower-precision
@@ -84,11 +97,19 @@ class ProjectedLSTMLayer(nn.Module):
             setattr(self, name, None)
         self._fused = []
 
-    def _matmul(self, name: str, x: torch.Tensor, w: torch.Tensor | None) -> torch.Tensor:
-        """``x (directions, rows, in) @ w (directions, in, out)``, or by the packed weights."""
-        if self.packed is None:
-            return torch.bmm(x, w)
-        return torch.stack([weight(x[d]) for d, weight in enumerate(self.packed[name])])
+    def _matmuls(
+        self, name: str, x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None = None
+    ) -> list[torch.Tensor]:
+        """Per direction d, ``x[d] (rows, in) @ weight[d].T + bias[d]`` (``weight`` (directions,
+        out, in), ``bias`` (directions, out) or None): by the packed weights of ``name`` after
+        :meth:`pack_weights`, by oneDNN's layout of the float weights in inference, else ``bmm``."""
+        biases = [None] * x.shape[0] if bias is None else bias
+        if self.packed is not None:
+            return [w(x[d], biases[d]) for d, w in enumerate(self.packed[name])]
+        if PackedFloatWeights.usable(weight):
+            return [self._onednn.linear(f"{name}.{d}", x[d], weight[d], biases[d]) for d in range(x.shape[0])]
+        w = weight.transpose(1, 2)
+        return list((torch.bmm(x, w) if bias is None else torch.baddbmm(bias.unsqueeze(1), x, w)).unbind(0))
 
     def reset_parameters(self) -> None:
         for w in (self.input_weight, self.state_weight, self.projection):
@@ -161,17 +182,12 @@ class ProjectedLSTMLayer(nn.Module):
         # Input projections of every time step at once, laid out time-major so that each step
         # reads a contiguous (batch, 4*cell) block.
         time_major = inputs.transpose(1, 2).reshape(d, steps * batch, inputs.shape[-1])
-        if self.packed is None:
-            x_proj = torch.baddbmm(bias.unsqueeze(1), time_major, self.input_weight.transpose(1, 2))
-        else:
-            x_proj = self._matmul("input_weight", time_major, None) + bias.unsqueeze(1)
-        x_proj = x_proj.view(d, steps, batch, 4 * c_dim)
+        x_proj = [p.view(steps, batch, 4 * c_dim)
+                  for p in self._matmuls("input_weight", time_major, self.input_weight, bias)]
 
         final_h, final_c = torch.empty_like(h), torch.empty_like(c)
         outputs = inputs.new_zeros(d, steps, batch, self.projection_dim)
-        w_state = None if state_weight is None else state_weight.transpose(1, 2)
         projected = self.projection is not None or (self.packed is not None and "projection" in self.packed)
-        w_proj = None if self.projection is None else self.projection.transpose(1, 2)
         # Number of sequences still running at each step (lengths are sorted, longest first).
         steps_range = torch.arange(steps, device=lengths.device).view(-1, 1)
         active = (lengths.view(1, -1) > steps_range).sum(1).tolist()
@@ -184,14 +200,13 @@ class ProjectedLSTMLayer(nn.Module):
                 k_prev = k
             if k == 0:
                 break
-            if self.packed is None:
-                gates = torch.baddbmm(x_proj[:, t, :k], h, w_state)
-            else:
-                gates = x_proj[:, t, :k] + self._matmul("state_weight", h, None)
+            gates = _stack_sum(self._matmuls("state_weight", h, state_weight), [p[t, :k] for p in x_proj])
             i, j, f, o = gates.chunk(4, dim=-1)
             c = _clip(torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(j), self.cell_clip)
             h = torch.sigmoid(o) * torch.tanh(c)
-            h = _clip(self._matmul("projection", h, w_proj) if projected else h, self.proj_clip)
+            if projected:
+                h = torch.stack(self._matmuls("projection", h, self.projection))
+            h = _clip(h, self.proj_clip)
             outputs[:, t, :k] = h
         if k_prev:
             final_h[:, :k_prev], final_c[:, :k_prev] = h, c
