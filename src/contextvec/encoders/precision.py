@@ -27,6 +27,7 @@ what speeds it up, and float32 activations keep the error to the weights' roundi
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 
@@ -156,18 +157,20 @@ class LowPrecisionWeight(nn.Module):
 class PackedFloatWeights:
     """oneDNN's packed copies of float32 weight matrices, for inference on the CPU.
 
-    ``linear(name, x, weight, bias)`` is ``F.linear(x, weight, bias)``. Without gradients, on the
-    CPU and in float32, it multiplies by a copy of ``weight`` that oneDNN laid out for its GEMM
-    kernels (``mkldnn._reorder_linear_weight``): for the few rows of an LSTM step (1 to 32) that
-    is 1.3x (one row) to 3x (a few rows) faster than MKL's ``mm`` on the plain matrix. The copy is
-    made on first use and remade when ``weight`` changes (keyed on its storage and version counter, as an
-    optimizer step or ``load_state_dict`` bumps it), so training and loading need no hook. It is
-    held outside the module's state (not saved, not fingerprinted) and costs the weights' size
-    again in memory. Several threads may share one instance: a race only packs a matrix twice.
+    ``linear(name, x, weight, bias)`` is ``F.linear(x, weight, bias)`` (then GELU with ``gelu``
+    ``"none"`` (exact) or ``"tanh"``). Without gradients, on the CPU and in float32, it
+    multiplies by a copy of ``weight`` that oneDNN laid out for its GEMM kernels
+    (``mkldnn._reorder_linear_weight``), with the GELU fused into the matmul: for the few rows of
+    an LSTM step (1 to 32) that is 1.3x (one row) to 3x (a few rows) faster than MKL's ``mm`` on
+    the plain matrix. The copy is made on first use and remade when ``weight`` changes: another
+    tensor (or view of another tensor), or the same one updated in place (its version counter,
+    as an optimizer step or ``load_state_dict`` bumps it), so training and loading need no hook.
+    It is held outside the module's state (not saved, not fingerprinted) and costs the weights'
+    size again in memory. Threads may share one instance: a race only packs a matrix twice.
     """
 
     def __init__(self) -> None:
-        self._packed: dict[str, tuple[tuple, torch.Tensor]] = {}
+        self._packed: dict[str, tuple[weakref.ref, tuple, torch.Tensor]] = {}
 
     @staticmethod
     def usable(weight: torch.Tensor) -> bool:
@@ -176,21 +179,39 @@ class PackedFloatWeights:
                 and weight.dtype == torch.float32 and torch.backends.mkldnn.is_available())
 
     def linear(
-        self, name: str, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None
+        self, name: str, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+        gelu: str | None = None,
     ) -> torch.Tensor:
-        """``x (rows, in) @ weight (out, in).T + bias``; ``name`` identifies the matrix."""
+        """``x (rows, in) @ weight (out, in).T + bias``, then GELU if ``gelu`` names its form;
+        ``name`` identifies the matrix within this instance."""
         if not self.usable(weight):
-            return F.linear(x, weight, bias)
+            out = F.linear(x, weight, bias)
+            return out if gelu is None else F.gelu(out, approximate=gelu)
+        base = weight if weight._base is None else weight._base
         key = (weight.data_ptr(), 0 if weight.is_inference() else weight._version, tuple(weight.shape))
         entry = self._packed.get(name)
-        if entry is None or entry[0] != key:
-            entry = (key, torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous(), None))
+        if entry is None or entry[0]() is not base or entry[1] != key:
+            packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous(), None)
+            entry = (weakref.ref(base), key, packed)
             self._packed[name] = entry
-        return torch.ops.mkldnn._linear_pointwise(x, entry[1], bias, "none", [], "")
+        if gelu is None:
+            return torch.ops.mkldnn._linear_pointwise(x, entry[2], bias, "none", [], "")
+        return torch.ops.mkldnn._linear_pointwise(x, entry[2], bias, "gelu", [], gelu)
 
     def __getstate__(self) -> dict:
         # Copies and pickles start empty: oneDNN's opaque tensors can be neither (remade on use).
         return {"_packed": {}}
+
+
+def run_linear(
+    packing: PackedFloatWeights, name: str, layer: nn.Module, x: torch.Tensor, gelu: str | None = None
+) -> torch.Tensor:
+    """``layer(x)`` (then GELU if ``gelu``): a float ``nn.Linear`` through ``packing``, any other
+    layer (a :class:`LowPrecisionLinear` after :func:`apply_precision`) called as it is."""
+    if isinstance(layer, nn.Linear):
+        return packing.linear(name, x, layer.weight, layer.bias, gelu)
+    out = layer(x)
+    return out if gelu is None else F.gelu(out, approximate=gelu)
 
 
 class LowPrecisionLinear(nn.Module):

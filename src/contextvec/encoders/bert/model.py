@@ -25,6 +25,7 @@ from torch import nn
 
 from contextvec.encoders.bert.config import BertConfig
 from contextvec.encoders.bert.packing import RowLayout, packed_positions
+from contextvec.encoders.precision import PackedFloatWeights, run_linear
 
 if TYPE_CHECKING:
     from contextvec.encoders.precision import Pack
@@ -85,6 +86,7 @@ class BertSelfAttention(nn.Module):
         self.dropout_prob = config.attention_probs_dropout_prob
         self.qkv_packed: nn.Module | None = None  # set by pack_weights (lower precision)
         self._fused: tuple[tuple, torch.Tensor, torch.Tensor] | None = None
+        self._onednn = PackedFloatWeights()
 
     def _fused_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Query, key and value weights and biases concatenated (3 * hidden, ...).
@@ -117,7 +119,7 @@ class BertSelfAttention(nn.Module):
         if self.qkv_packed is not None:
             return self.qkv_packed(hidden, self.qkv_bias)
         weight, bias = self._fused_weights()
-        return F.linear(hidden, weight, bias)
+        return self._onednn.linear("qkv", hidden, weight, bias)
 
     def forward(self, hidden: torch.Tensor, layout: RowLayout) -> torch.Tensor:
         """``hidden`` (n, hidden) laid out by ``layout`` -> (n, hidden)."""
@@ -140,10 +142,12 @@ class BertResidualOutput(nn.Module):
         self.dense = nn.Linear(input_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self._onednn = PackedFloatWeights()
 
     def forward(self, hidden: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         # In place on the projection's fresh output: one tensor fewer per layer.
-        return self.LayerNorm(self.dropout(self.dense(hidden)).add_(residual))
+        projected = run_linear(self._onednn, "dense", self.dense, hidden)
+        return self.LayerNorm(self.dropout(projected).add_(residual))
 
 
 class BertAttention(nn.Module):
@@ -163,9 +167,11 @@ class BertIntermediate(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
         self.approximate = config.gelu_approximate
+        self._onednn = PackedFloatWeights()
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return F.gelu(self.dense(hidden), approximate=self.approximate)
+        # In inference the GELU runs inside oneDNN's matmul (PackedFloatWeights).
+        return run_linear(self._onednn, "dense", self.dense, hidden, gelu=self.approximate)
 
 
 class BertLayer(nn.Module):

@@ -6,17 +6,10 @@ import torch
 from torch import nn
 
 from contextvec.encoders.bilm.config import BiLMConfig
-from contextvec.encoders.precision import Pack, PackedFloatWeights
+from contextvec.encoders.precision import Pack, PackedFloatWeights, run_linear
 from contextvec.text.chars import PAD_CHAR
 
 _PAD_ID = PAD_CHAR + 1  # in-word padding at inference (0 is a padded token)
-
-
-def _linear(packing: PackedFloatWeights, name: str, layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """``layer(x)``; a float ``nn.Linear`` runs on its oneDNN layout in inference."""
-    if isinstance(layer, nn.Linear):
-        return packing.linear(name, x, layer.weight, layer.bias)
-    return layer(x)
 
 
 class Highway(nn.Module):
@@ -38,8 +31,8 @@ class Highway(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for k, (transform, gate) in enumerate(zip(self.transform, self.gate, strict=True)):
-            g = torch.sigmoid(_linear(self._onednn, f"gate.{k}", gate, x))
-            x = x + g * (torch.relu(_linear(self._onednn, f"transform.{k}", transform, x)) - x)
+            g = torch.sigmoid(run_linear(self._onednn, f"gate.{k}", gate, x))
+            x = x + g * (torch.relu(run_linear(self._onednn, f"transform.{k}", transform, x)) - x)
         return x
 
 
@@ -109,4 +102,4 @@ class CharCNN(nn.Module):
                 scores = windows @ conv.weight.flatten(1).T
             pooled.append(scores.amax(dim=1) + conv.bias)
         features = self.activation(torch.cat(pooled, dim=-1))
-        return _linear(self._onednn, "projection", self.projection, self.highway(features))
+        return run_linear(self._onednn, "projection", self.projection, self.highway(features))
