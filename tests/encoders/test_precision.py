@@ -229,3 +229,17 @@ def test_bf16_packed_layout_gives_the_plain_bf16_products():
     assert packed._packed is not None
     expected = torch.mm(x.to(torch.bfloat16), weight.to(torch.bfloat16).T).float()
     assert torch.equal(packed(x), expected)
+
+
+def test_packed_float_weights_follow_a_replaced_weight_and_fuse_gelu():
+    torch.manual_seed(0)
+    packing, x = PackedFloatWeights(), torch.randn(6, 16)
+    with torch.no_grad():
+        for _ in range(3):  # a new tensor each time, perhaps at a freed one's address
+            weight = torch.randn(24, 16)
+            torch.testing.assert_close(packing.linear("w", x, weight), x @ weight.T, atol=1e-5, rtol=0)
+        bias = torch.randn(24)
+        for form in ("none", "tanh"):
+            expected = torch.nn.functional.gelu(x @ weight.T + bias, approximate=form)
+            torch.testing.assert_close(packing.linear("w", x, weight, bias, gelu=form), expected,
+                                       atol=1e-5, rtol=0)
