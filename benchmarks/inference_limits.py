@@ -172,12 +172,17 @@ def run_elmo(args: argparse.Namespace, precisions: list[str], bandwidth: dict, p
     sentences = [line.split() for line in lines * (args.n_sentences // len(lines) + 1)][: args.n_sentences]
     print(f"{'ELMo':<9} {'batch':>5} {'precision':<9} {'sents':>5} {'tokens/s':>9} {'x fp32':>7} "
           f"{'x allennlp':>10} {'of limit':>8}  limit")
+    print("occupancy: LSTM steps of real tokens / (batch size x longest sequence), over all batches; "
+          "at batch 32 the\nfraction of the matmul peak cannot much exceed it (finished sequences "
+          "leave the step)")
     for name in args.configs.split(","):
         for batch_size in (int(b) for b in args.batch_sizes.split(",")):
             subset = sentences if batch_size > 1 else sentences[: args.batch1_sentences]
             n_tokens = sum(map(len, subset))
             order = length_batches([len(s) for s in subset], batch_size, 10**9)
             batches = [[subset[i] for i in b] for b in order]
+            slots = sum(batch_size * (max(map(len, b)) + 2) for b in batches)
+            occupancy = (n_tokens + 2 * len(subset)) / slots
             reference = allennlp_seconds(name, batches, args.passes)
             base = None
             for precision in precisions:
@@ -198,7 +203,8 @@ def run_elmo(args: argparse.Namespace, precisions: list[str], bandwidth: dict, p
                     fraction, what = rate * steps / n_tokens / limit, f"{limit:.0f} tokens/s (GEMV bandwidth)"
                 else:
                     flops = steps * lstm_flops(encoder.config)
-                    fraction, what = flops / seconds / 1e9 / peak[precision], f"{peak[precision]:.0f} GFLOP/s"
+                    fraction = flops / seconds / 1e9 / peak[precision]
+                    what = f"{peak[precision]:.0f} GFLOP/s; occupancy {occupancy:.0%}"
                 ratio = f"{rate / base:6.2f}x" if base else "      -"
                 versus = f"{reference / seconds:9.2f}x" if reference else f"{'-':>10}"
                 print(f"{name:<9} {batch_size:>5} {precision:<9} {len(subset):>5} {rate:>9.1f} {ratio} "

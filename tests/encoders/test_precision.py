@@ -173,13 +173,28 @@ def test_fingerprint_tells_precisions_apart(own_tiny_dir, bf16_cpu):
     assert identities["int8"] == model_identity(contextvec.load(own_tiny_dir, precision="int8"))
 
 
-def test_packed_float_weights_match_linear_and_follow_weight_changes():
+@pytest.fixture
+def pack_all(monkeypatch):
+    """Pack matrices of any size (the tests' are far below ``PackedFloatWeights.min_size``)."""
+    monkeypatch.setattr(PackedFloatWeights, "min_size", 0)
+
+
+def test_small_matrices_times_few_rows_stay_on_f_linear():
+    small, large = torch.zeros(512, 512), torch.zeros(PackedFloatWeights.min_size // 512, 512)
+    with torch.no_grad():
+        assert not PackedFloatWeights.usable(small, 32)
+        assert PackedFloatWeights.usable(small, PackedFloatWeights.min_rows)
+        assert PackedFloatWeights.usable(large, 1)
+    assert not PackedFloatWeights.usable(large, 1)  # with gradients: never
+
+
+def test_packed_float_weights_match_linear_and_follow_weight_changes(pack_all):
     torch.manual_seed(0)
     linear = nn.Linear(48, 40)
     packing = PackedFloatWeights()
     x = torch.randn(7, 48)
     with torch.no_grad():
-        assert PackedFloatWeights.usable(linear.weight)
+        assert PackedFloatWeights.usable(linear.weight, 7)
         torch.testing.assert_close(packing.linear("w", x, linear.weight, linear.bias), linear(x),
                                    atol=1e-5, rtol=0)
         torch.testing.assert_close(packing.linear("w", x[:1], linear.weight), x[:1] @ linear.weight.T,
@@ -188,12 +203,12 @@ def test_packed_float_weights_match_linear_and_follow_weight_changes():
         torch.testing.assert_close(packing.linear("w", x, linear.weight, linear.bias), linear(x),
                                    atol=1e-5, rtol=0)
     # With gradients it is F.linear itself: the gradient reaches the weight.
-    assert not PackedFloatWeights.usable(linear.weight)
+    assert not PackedFloatWeights.usable(linear.weight, 7)
     packing.linear("w", x, linear.weight, linear.bias).sum().backward()
     assert linear.weight.grad is not None and linear.weight.grad.abs().sum() > 0
 
 
-def test_packed_float_weights_copy_and_pickle_empty():
+def test_packed_float_weights_copy_and_pickle_empty(pack_all):
     import copy
     import pickle
 
@@ -205,7 +220,7 @@ def test_packed_float_weights_copy_and_pickle_empty():
 
 
 @pytest.mark.parametrize("projection", [True, False])
-def test_lstm_inference_path_matches_gradient_path(projection):
+def test_lstm_inference_path_matches_gradient_path(projection, pack_all):
     """The oneDNN inference path (no gradients) and the bmm training path give the same outputs."""
     from contextvec.encoders.bilm import ProjectedLSTMLayer
 
@@ -231,7 +246,7 @@ def test_bf16_packed_layout_gives_the_plain_bf16_products():
     assert torch.equal(packed(x), expected)
 
 
-def test_packed_float_weights_follow_a_replaced_weight_and_fuse_gelu():
+def test_packed_float_weights_follow_a_replaced_weight_and_fuse_gelu(pack_all):
     torch.manual_seed(0)
     packing, x = PackedFloatWeights(), torch.randn(6, 16)
     with torch.no_grad():

@@ -8,10 +8,10 @@ memory-bound (each token reads every weight once), so weights half or a quarter 
 what speeds it up, and float32 activations keep the error to the weights' rounding.
 
 - ``"fp32"``: the model as loaded (the default; nothing is converted). Without gradients on the
-  CPU, ELMo's matmuls (LSTMs, char-CNN, highway) multiply by oneDNN's packed copies of their
-  float32 weights (:class:`PackedFloatWeights`): float32 products summed in another order
-  (within 1e-5 of the plain ones on the reference models), 1.3-3x faster for the few-row matmuls
-  of a recurrence.
+  CPU, the large matmuls of ELMo (LSTMs, char-CNN, highway) and BERT multiply by oneDNN's
+  packed copies of their float32 weights (:class:`PackedFloatWeights`): float32 products summed
+  in another order (within 1e-5 of the plain ones on the reference models), 1.3-3x faster for
+  the few-row matmuls of a recurrence.
 - ``"bf16"``: weights in bfloat16, matmuls in bf16 with float32 accumulation (oneDNN). Only on
   a CPU with native bf16 (``avx512_bf16`` or ``amx_bf16`` in ``/proc/cpuinfo``): without them
   torch emulates bf16 and runs slower than fp32, so :func:`check_precision` refuses it.
@@ -161,22 +161,34 @@ class PackedFloatWeights:
     ``"none"`` (exact) or ``"tanh"``). Without gradients, on the CPU and in float32, it
     multiplies by a copy of ``weight`` that oneDNN laid out for its GEMM kernels
     (``mkldnn._reorder_linear_weight``), with the GELU fused into the matmul: for the few rows of
-    an LSTM step (1 to 32) that is 1.3x (one row) to 3x (a few rows) faster than MKL's ``mm`` on
-    the plain matrix. The copy is made on first use and remade when ``weight`` changes: another
-    tensor (or view of another tensor), or the same one updated in place (its version counter,
-    as an optimizer step or ``load_state_dict`` bumps it), so training and loading need no hook.
-    It is held outside the module's state (not saved, not fingerprinted) and costs the weights'
-    size again in memory. Threads may share one instance: a race only packs a matrix twice.
+    an LSTM step (1 to 32) on a large matrix that is 1.3x (one row) to 3x (a few rows) faster
+    than MKL's ``mm`` on the plain matrix; :meth:`usable` says where it pays.
+
+    The copy is made on first use and remade when ``weight`` changes: another tensor (or a view
+    of another tensor), or the same one updated in place (its version counter, as an optimizer
+    step or ``load_state_dict`` bumps it), so training and loading need no hook. It is held
+    outside the module's state (not saved, not fingerprinted) and costs the weights' size again
+    in memory. Threads may share one instance: a race only packs a matrix twice.
     """
+
+    min_size = 1 << 20
+    """A matrix of at least this many entries (4 MB) is packed whatever the rows: streaming it
+    is the cost, and oneDNN streams it faster."""
+    min_rows = 256
+    """A smaller matrix is packed from this many rows on. Below both, ``F.linear`` is faster:
+    oneDNN's per-call overhead (about 10 us) outweighs its kernel (the bundled model's LSTM
+    steps ran 1.3-2x slower packed)."""
 
     def __init__(self) -> None:
         self._packed: dict[str, tuple[weakref.ref, tuple, torch.Tensor]] = {}
 
-    @staticmethod
-    def usable(weight: torch.Tensor) -> bool:
-        """Whether ``linear`` takes the packed path for ``weight`` now."""
+    @classmethod
+    def usable(cls, weight: torch.Tensor, rows: int) -> bool:
+        """Whether ``linear`` takes the packed path for ``weight`` times ``rows`` rows now."""
         return (not torch.is_grad_enabled() and weight.device.type == "cpu"
-                and weight.dtype == torch.float32 and torch.backends.mkldnn.is_available())
+                and weight.dtype == torch.float32
+                and (weight.numel() >= cls.min_size or rows >= cls.min_rows)
+                and torch.backends.mkldnn.is_available())
 
     def linear(
         self, name: str, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
@@ -184,7 +196,7 @@ class PackedFloatWeights:
     ) -> torch.Tensor:
         """``x (rows, in) @ weight (out, in).T + bias``, then GELU if ``gelu`` names its form;
         ``name`` identifies the matrix within this instance."""
-        if not self.usable(weight):
+        if not self.usable(weight, x.shape[0]):
             out = F.linear(x, weight, bias)
             return out if gelu is None else F.gelu(out, approximate=gelu)
         base = weight if weight._base is None else weight._base

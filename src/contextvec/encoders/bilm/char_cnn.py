@@ -95,7 +95,7 @@ class CharCNN(nn.Module):
             windows = chars.unfold(1, conv.kernel_size[0], 1).flatten(2)  # (n, positions, dim*w)
             if filters is not None:
                 scores = filters(windows)
-            elif PackedFloatWeights.usable(conv.weight):
+            elif PackedFloatWeights.usable(conv.weight, windows.shape[0] * windows.shape[1]):
                 rows = self._onednn.linear(f"conv.{k}", windows.flatten(0, 1), conv.weight.flatten(1))
                 scores = rows.view(*windows.shape[:2], -1)
             else:

@@ -17,14 +17,14 @@ def _clip(x: torch.Tensor, value: float | None) -> torch.Tensor:
     return x.clamp(-value, value) if value else x
 
 
-def _stack_sum(parts: list[torch.Tensor], others: list[torch.Tensor]) -> torch.Tensor:
-    """``torch.stack([a + b for a, b in zip(parts, others)])``; without gradients each sum is
-    written straight into the stacked result (one pass over the gates instead of two)."""
+def _stack_sum(parts: list[torch.Tensor], other: torch.Tensor) -> torch.Tensor:
+    """``torch.stack(parts) + other``; without gradients each sum is written straight into the
+    result (one pass over the gates instead of two)."""
     if torch.is_grad_enabled():
-        return torch.stack([a + b for a, b in zip(parts, others, strict=True)])
-    out = parts[0].new_empty(len(parts), *parts[0].shape)
-    for d, (a, b) in enumerate(zip(parts, others, strict=True)):
-        torch.add(a, b, out=out[d])
+        return torch.stack(parts) + other
+    out = torch.empty_like(other)
+    for d, part in enumerate(parts):
+        torch.add(part, other[d], out=out[d])
     return out
 
 
@@ -97,19 +97,32 @@ class ProjectedLSTMLayer(nn.Module):
             setattr(self, name, None)
         self._fused = []
 
-    def _matmuls(
-        self, name: str, x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None = None
-    ) -> list[torch.Tensor]:
-        """Per direction d, ``x[d] (rows, in) @ weight[d].T + bias[d]`` (``weight`` (directions,
-        out, in), ``bias`` (directions, out) or None): by the packed weights of ``name`` after
-        :meth:`pack_weights`, by oneDNN's layout of the float weights in inference, else ``bmm``."""
+    def _per_direction(
+        self, name: str, x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None
+    ) -> list[torch.Tensor] | None:
+        """``x[d] @ weight[d].T + bias[d]`` for each direction d by the packed weights of ``name``
+        (after :meth:`pack_weights`) or oneDNN's layout of the float weights (in inference, where
+        it pays); None where one ``bmm`` of the float weights serves both directions."""
         biases = [None] * x.shape[0] if bias is None else bias
         if self.packed is not None:
             return [w(x[d], biases[d]) for d, w in enumerate(self.packed[name])]
-        if PackedFloatWeights.usable(weight):
+        if PackedFloatWeights.usable(weight, x.shape[1]):
             return [self._onednn.linear(f"{name}.{d}", x[d], weight[d], biases[d]) for d in range(x.shape[0])]
-        w = weight.transpose(1, 2)
-        return list((torch.bmm(x, w) if bias is None else torch.baddbmm(bias.unsqueeze(1), x, w)).unbind(0))
+        return None
+
+    def _matmul(
+        self, name: str, x: torch.Tensor, weight: torch.Tensor | None,
+        bias: torch.Tensor | None = None, add: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """``x (directions, rows, in)`` times each direction's ``weight (directions, out, in)``
+        transposed, plus ``bias (directions, out)`` or ``add (directions, rows, out)``."""
+        parts = self._per_direction(name, x, weight, bias)
+        if parts is None:
+            w = weight.transpose(1, 2)
+            if add is None and bias is None:
+                return torch.bmm(x, w)
+            return torch.baddbmm(bias.unsqueeze(1) if add is None else add, x, w)
+        return torch.stack(parts) if add is None else _stack_sum(parts, add)
 
     def reset_parameters(self) -> None:
         for w in (self.input_weight, self.state_weight, self.projection):
@@ -182,8 +195,8 @@ class ProjectedLSTMLayer(nn.Module):
         # Input projections of every time step at once, laid out time-major so that each step
         # reads a contiguous (batch, 4*cell) block.
         time_major = inputs.transpose(1, 2).reshape(d, steps * batch, inputs.shape[-1])
-        x_proj = [p.view(steps, batch, 4 * c_dim)
-                  for p in self._matmuls("input_weight", time_major, self.input_weight, bias)]
+        x_proj = self._matmul("input_weight", time_major, self.input_weight, bias)
+        x_proj = x_proj.view(d, steps, batch, 4 * c_dim)
 
         final_h, final_c = torch.empty_like(h), torch.empty_like(c)
         outputs = inputs.new_zeros(d, steps, batch, self.projection_dim)
@@ -200,13 +213,11 @@ class ProjectedLSTMLayer(nn.Module):
                 k_prev = k
             if k == 0:
                 break
-            gates = _stack_sum(self._matmuls("state_weight", h, state_weight), [p[t, :k] for p in x_proj])
+            gates = self._matmul("state_weight", h, state_weight, add=x_proj[:, t, :k])
             i, j, f, o = gates.chunk(4, dim=-1)
             c = _clip(torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(j), self.cell_clip)
             h = torch.sigmoid(o) * torch.tanh(c)
-            if projected:
-                h = torch.stack(self._matmuls("projection", h, self.projection))
-            h = _clip(h, self.proj_clip)
+            h = _clip(self._matmul("projection", h, self.projection) if projected else h, self.proj_clip)
             outputs[:, t, :k] = h
         if k_prev:
             final_h[:, :k_prev], final_c[:, :k_prev] = h, c
