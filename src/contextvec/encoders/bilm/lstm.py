@@ -97,31 +97,31 @@ class ProjectedLSTMLayer(nn.Module):
             setattr(self, name, None)
         self._fused = []
 
-    def _per_direction(
-        self, name: str, x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None
-    ) -> list[torch.Tensor] | None:
-        """``x[d] @ weight[d].T + bias[d]`` for each direction d by the packed weights of ``name``
-        (after :meth:`pack_weights`) or oneDNN's layout of the float weights (in inference, where
-        it pays); None where one ``bmm`` of the float weights serves both directions."""
-        biases = [None] * x.shape[0] if bias is None else bias
-        if self.packed is not None:
-            return [w(x[d], biases[d]) for d, w in enumerate(self.packed[name])]
-        if PackedFloatWeights.usable(weight, x.shape[1]):
-            return [self._onednn.linear(f"{name}.{d}", x[d], weight[d], biases[d]) for d in range(x.shape[0])]
-        return None
+    def _per_direction(self, weight: torch.Tensor | None, rows: int) -> bool:
+        """Whether products with ``weight`` run direction by direction: by the packed weights
+        after :meth:`pack_weights`, or by oneDNN's layout of the float weights where that pays
+        (inference); otherwise one ``bmm`` serves both directions."""
+        return self.packed is not None or PackedFloatWeights.usable(weight, rows)
 
     def _matmul(
-        self, name: str, x: torch.Tensor, weight: torch.Tensor | None,
+        self, name: str, x: torch.Tensor, weight: torch.Tensor | None, per_direction: bool,
         bias: torch.Tensor | None = None, add: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """``x (directions, rows, in)`` times each direction's ``weight (directions, out, in)``
-        transposed, plus ``bias (directions, out)`` or ``add (directions, rows, out)``."""
-        parts = self._per_direction(name, x, weight, bias)
-        if parts is None:
+        transposed (``name``'s packed weights after :meth:`pack_weights`), plus ``bias
+        (directions, out)`` or ``add (directions, rows, out)``; ``per_direction`` from
+        :meth:`_per_direction`."""
+        if not per_direction:
             w = weight.transpose(1, 2)
             if add is None and bias is None:
                 return torch.bmm(x, w)
             return torch.baddbmm(bias.unsqueeze(1) if add is None else add, x, w)
+        biases = [None] * x.shape[0] if bias is None else bias
+        if self.packed is not None:
+            parts = [w(x[d], biases[d]) for d, w in enumerate(self.packed[name])]
+        else:
+            parts = [self._onednn.linear(f"{name}.{d}", x[d], weight[d], biases[d])
+                     for d in range(x.shape[0])]
         return torch.stack(parts) if add is None else _stack_sum(parts, add)
 
     def reset_parameters(self) -> None:
@@ -192,18 +192,26 @@ class ProjectedLSTMLayer(nn.Module):
                  and bool((lengths == steps).all()))
         if fused:
             return self._run_fused(inputs, state_weight, bias, h, c)
-        # Input projections of every time step at once, laid out time-major so that each step
-        # reads a contiguous (batch, 4*cell) block.
+        # Input projections of every running (step, sequence) at once, time-major: step t's
+        # sequences are the first active[t] (lengths sort longest first), so they are one block
+        # of rows starting at starts[t]; padding positions are left out of the matmul.
+        running = lengths.view(1, -1) > torch.arange(steps, device=lengths.device).view(-1, 1)
+        active = running.sum(1).tolist()
+        starts = [0]
+        for k in active[:-1]:
+            starts.append(starts[-1] + k)
         time_major = inputs.transpose(1, 2).reshape(d, steps * batch, inputs.shape[-1])
-        x_proj = self._matmul("input_weight", time_major, self.input_weight, bias)
-        x_proj = x_proj.view(d, steps, batch, 4 * c_dim)
+        if sum(active) < steps * batch:
+            time_major = time_major[:, running.flatten().nonzero().squeeze(1)]
+        x_proj = self._matmul("input_weight", time_major, self.input_weight,
+                              self._per_direction(self.input_weight, time_major.shape[1]), bias)
 
         final_h, final_c = torch.empty_like(h), torch.empty_like(c)
         outputs = inputs.new_zeros(d, steps, batch, self.projection_dim)
         projected = self.projection is not None or (self.packed is not None and "projection" in self.packed)
-        # Number of sequences still running at each step (lengths are sorted, longest first).
-        steps_range = torch.arange(steps, device=lengths.device).view(-1, 1)
-        active = (lengths.view(1, -1) > steps_range).sum(1).tolist()
+        # Decided once: a step's rows only shrink from the batch size.
+        state_route = self._per_direction(state_weight, batch)
+        projection_route = projected and self._per_direction(self.projection, batch)
         k_prev = batch
         for t in range(steps):
             k = active[t]
@@ -213,11 +221,14 @@ class ProjectedLSTMLayer(nn.Module):
                 k_prev = k
             if k == 0:
                 break
-            gates = self._matmul("state_weight", h, state_weight, add=x_proj[:, t, :k])
+            gates = self._matmul("state_weight", h, state_weight, state_route,
+                                 add=x_proj[:, starts[t] : starts[t] + k])
             i, j, f, o = gates.chunk(4, dim=-1)
             c = _clip(torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(j), self.cell_clip)
             h = torch.sigmoid(o) * torch.tanh(c)
-            h = _clip(self._matmul("projection", h, self.projection) if projected else h, self.proj_clip)
+            if projected:
+                h = self._matmul("projection", h, self.projection, projection_route)
+            h = _clip(h, self.proj_clip)
             outputs[:, t, :k] = h
         if k_prev:
             final_h[:, :k_prev], final_c[:, :k_prev] = h, c
