@@ -172,9 +172,9 @@ def run_elmo(args: argparse.Namespace, precisions: list[str], bandwidth: dict, p
     sentences = [line.split() for line in lines * (args.n_sentences // len(lines) + 1)][: args.n_sentences]
     print(f"{'ELMo':<9} {'batch':>5} {'precision':<9} {'sents':>5} {'tokens/s':>9} {'x fp32':>7} "
           f"{'x allennlp':>10} {'of limit':>8}  limit")
-    print("occupancy: LSTM steps of real tokens / (batch size x longest sequence), over all batches; "
-          "at batch 32 the\nfraction of the matmul peak cannot much exceed it (finished sequences "
-          "leave the step)")
+    print("occupancy: real LSTM steps / (batch size x longest sequence), over all batches: how full"
+          " the per-step\nproducts are at batch 32 (input projections run on the real tokens only,"
+          " at full width)")
     for name in args.configs.split(","):
         for batch_size in (int(b) for b in args.batch_sizes.split(",")):
             subset = sentences if batch_size > 1 else sentences[: args.batch1_sentences]

@@ -178,6 +178,8 @@ class PackedFloatWeights:
     """A smaller matrix is packed from this many rows on. Below both, ``F.linear`` is faster:
     oneDNN's per-call overhead (about 10 us) outweighs its kernel (the bundled model's LSTM
     steps ran 1.3-2x slower packed)."""
+    chunk_rows = 256
+    """Products of more rows run in chunks of this many (see ``linear``)."""
 
     def __init__(self) -> None:
         self._packed: dict[str, tuple[weakref.ref, tuple, torch.Tensor]] = {}
@@ -206,9 +208,24 @@ class PackedFloatWeights:
             packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous(), None)
             entry = (weakref.ref(base), key, packed)
             self._packed[name] = entry
-        if gelu is None:
-            return torch.ops.mkldnn._linear_pointwise(x, entry[2], bias, "none", [], "")
-        return torch.ops.mkldnn._linear_pointwise(x, entry[2], bias, "gelu", [], gelu)
+        attr, algorithm = ("none", "") if gelu is None else ("gelu", gelu)
+        rows = x.shape[0]
+        if rows <= self.chunk_rows:
+            return torch.ops.mkldnn._linear_pointwise(x, entry[2], bias, attr, [], algorithm)
+        # oneDNN keeps memory for every row count it has seen (about 1 MB each, without bound:
+        # a server's RSS grew 70% over 10,000 requests), so long inputs run in chunks of
+        # ``chunk_rows``, and what is left over on the plain weights when it is small.
+        full = rows - rows % self.chunk_rows
+        parts = [torch.ops.mkldnn._linear_pointwise(chunk, entry[2], bias, attr, [], algorithm)
+                 for chunk in x[:full].split(self.chunk_rows)]
+        if full < rows:
+            rest = x[full:]
+            if weight.numel() >= self.min_size:
+                parts.append(torch.ops.mkldnn._linear_pointwise(rest, entry[2], bias, attr, [], algorithm))
+            else:
+                out = F.linear(rest, weight, bias)
+                parts.append(out if gelu is None else F.gelu(out, approximate=gelu))
+        return torch.cat(parts)
 
     def __getstate__(self) -> dict:
         # Copies and pickles start empty: oneDNN's opaque tensors can be neither (remade on use).
