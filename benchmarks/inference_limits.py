@@ -7,7 +7,8 @@ Prints, measured in the same run:
 
 1. the CPU (model name, the /proc/cpuinfo flags that matter: AVX-512, BF16, VNNI, AMX);
 2. the limits: GEMV bandwidth per weight dtype (a 16384 x 4096 weight times one vector, the
-   weight's bytes over the time; int8 through the same kernel ``precision="int8"`` uses) and a
+   weight's bytes over the time; fp32 the faster of MKL's ``mm`` and oneDNN's packed GEMM, bf16
+   and int8 through the kernels ``precision=`` uses) and a
    plain read of the fp32 weight; matmul peak per dtype (2048^3, fp32/bf16 ``torch.mm``, int8 the
    oneDNN kernel);
 3. ELMo small (reference weights) and original (random weights of the published
@@ -52,6 +53,7 @@ from contextvec.encoders.precision import (
     INT8_FLAGS,
     PRECISIONS,
     LowPrecisionWeight,
+    PackedFloatWeights,
     apply_precision,
     cpu_flags,
     native_bf16,
@@ -97,12 +99,15 @@ def print_cpu() -> None:
           f"int8 dot products ({'/'.join(INT8_FLAGS)}): {any(f in cpu_flags() for f in INT8_FLAGS)}\n")
 
 
-def gemv(precision: str, weight: torch.Tensor) -> Callable[[], torch.Tensor]:
+def gemvs(precision: str, weight: torch.Tensor) -> list[Callable[[], torch.Tensor]]:
+    """The GEMV kernels of ``precision``: fp32 both MKL's ``mm`` and oneDNN's packed GEMM (the
+    limit is the faster: it streams the weights faster than ``mm``), the others their one kernel."""
     x = torch.randn(1, weight.shape[1])
     if precision == "fp32":
-        return lambda: x @ weight.T
+        packing = PackedFloatWeights()
+        return [lambda: x @ weight.T, lambda: packing.linear("w", x, weight)]
     packed = LowPrecisionWeight(weight, precision)
-    return lambda: packed(x)
+    return [lambda: packed(x)]
 
 
 def measure_limits(precisions: list[str], repeats: int) -> tuple[dict[str, float], dict[str, float]]:
@@ -115,7 +120,8 @@ def measure_limits(precisions: list[str], repeats: int) -> tuple[dict[str, float
     size = 2048
     square = torch.randn(size, size)
     for precision in precisions:
-        seconds = best_seconds(gemv(precision, weight), repeats)
+        with torch.no_grad():
+            seconds = min(best_seconds(kernel, repeats) for kernel in gemvs(precision, weight))
         bandwidth[precision] = weight.numel() * BYTES[precision] / seconds / 1e9
         if precision == "fp32":
             peak[precision] = matmul_peak(torch.float32, size, repeats)

@@ -260,15 +260,16 @@ def test_packed_float_weights_follow_a_replaced_weight_and_fuse_gelu(pack_all):
                                        atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("large", [False, True])
-def test_packed_float_weights_chunk_long_inputs(large, monkeypatch):
-    """Rows past ``chunk_rows`` run in chunks (oneDNN keeps memory per row count seen); the
-    leftover rows run packed for a large matrix and on the plain weights otherwise."""
-    monkeypatch.setattr(PackedFloatWeights, "min_size", 0 if large else 1 << 30)
+def test_packed_float_weights_pad_long_inputs_to_few_row_counts(pack_all):
+    """Past ``row_bucket`` rows the product runs padded to a multiple of it (oneDNN keeps memory
+    per row count seen); the padding never shows."""
     torch.manual_seed(0)
-    weight, bias, x = torch.randn(24, 16), torch.randn(24), torch.randn(2 * 256 + 37, 16)
-    with torch.no_grad():
-        out = PackedFloatWeights().linear("w", x, weight, bias, gelu="tanh")
-    expected = torch.nn.functional.gelu(x @ weight.T + bias, approximate="tanh")
-    assert out.shape == expected.shape
-    torch.testing.assert_close(out, expected, atol=1e-5, rtol=0)
+    weight, bias = torch.randn(24, 16), torch.randn(24)
+    packing = PackedFloatWeights()
+    for rows in (5, 128, 129, 2 * 128 + 37):
+        x = torch.randn(rows, 16)
+        with torch.no_grad():
+            out = packing.linear("w", x, weight, bias, gelu="tanh")
+        expected = torch.nn.functional.gelu(x @ weight.T + bias, approximate="tanh")
+        assert out.shape == expected.shape
+        torch.testing.assert_close(out, expected, atol=1e-5, rtol=0)

@@ -178,8 +178,8 @@ class PackedFloatWeights:
     """A smaller matrix is packed from this many rows on. Below both, ``F.linear`` is faster:
     oneDNN's per-call overhead (about 10 us) outweighs its kernel (the bundled model's LSTM
     steps ran 1.3-2x slower packed)."""
-    chunk_rows = 256
-    """Products of more rows run in chunks of this many (see ``linear``)."""
+    row_bucket = 64
+    """Products of more rows are padded to a multiple of this many (see ``linear``)."""
 
     def __init__(self) -> None:
         self._packed: dict[str, tuple[weakref.ref, tuple, torch.Tensor]] = {}
@@ -210,22 +210,14 @@ class PackedFloatWeights:
             self._packed[name] = entry
         attr, algorithm = ("none", "") if gelu is None else ("gelu", gelu)
         rows = x.shape[0]
-        if rows <= self.chunk_rows:
-            return torch.ops.mkldnn._linear_pointwise(x, entry[2], bias, attr, [], algorithm)
         # oneDNN keeps memory for every row count it has seen (about 1 MB each, without bound:
-        # a server's RSS grew 70% over 10,000 requests), so long inputs run in chunks of
-        # ``chunk_rows``, and what is left over on the plain weights when it is small.
-        full = rows - rows % self.chunk_rows
-        parts = [torch.ops.mkldnn._linear_pointwise(chunk, entry[2], bias, attr, [], algorithm)
-                 for chunk in x[:full].split(self.chunk_rows)]
-        if full < rows:
-            rest = x[full:]
-            if weight.numel() >= self.min_size:
-                parts.append(torch.ops.mkldnn._linear_pointwise(rest, entry[2], bias, attr, [], algorithm))
-            else:
-                out = F.linear(rest, weight, bias)
-                parts.append(out if gelu is None else F.gelu(out, approximate=gelu))
-        return torch.cat(parts)
+        # a server's RSS grew 77% over 10,000 requests), so more than ``row_bucket`` rows are
+        # padded to a multiple of it: few distinct counts, at most row_bucket - 1 rows of waste.
+        padded = rows if rows <= self.row_bucket else -(-rows // self.row_bucket) * self.row_bucket
+        if padded > rows:
+            x = F.pad(x, (0, 0, 0, padded - rows))
+        out = torch.ops.mkldnn._linear_pointwise(x, entry[2], bias, attr, [], algorithm)
+        return out[:rows] if padded > rows else out
 
     def __getstate__(self) -> dict:
         # Copies and pickles start empty: oneDNN's opaque tensors can be neither (remade on use).
