@@ -8,7 +8,7 @@ memory-bound (each token reads every weight once), so weights half or a quarter 
 what speeds it up, and float32 activations keep the error to the weights' rounding.
 
 - ``"fp32"``: the model as loaded (the default; nothing is converted). Without gradients on the
-  CPU, the large matmuls of ELMo (LSTMs, char-CNN, highway) and BERT multiply by oneDNN's
+  CPU, the large matmuls of ELMo (LSTMs, highway, token projection) and BERT multiply by oneDNN's
   packed copies of their float32 weights (:class:`PackedFloatWeights`): float32 products summed
   in another order (within 1e-5 of the plain ones on the reference models), 1.3-3x faster for
   the few-row matmuls of a recurrence.
@@ -207,6 +207,14 @@ class PackedFloatWeights:
         if not self.usable(weight, x.shape[0]):
             out = F.linear(x, weight, bias)
             return out if gelu is None else F.gelu(out, approximate=gelu)
+        return self.packed_linear(name, x, weight, bias, gelu)
+
+    def packed_linear(
+        self, name: str, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+        gelu: str | None = None,
+    ) -> torch.Tensor:
+        """:meth:`linear` on the packed copy, for a caller that already knows it is
+        :meth:`usable` (an LSTM decides once per call, not once per step)."""
         base = weight if weight._base is None else weight._base
         key = (weight.data_ptr(), 0 if weight.is_inference() else weight._version, tuple(weight.shape))
         entry = self._packed.get(name)

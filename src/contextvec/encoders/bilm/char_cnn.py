@@ -93,8 +93,8 @@ class CharCNN(nn.Module):
             # conv1d on CPU for these narrow inputs. The bias is added after the max, which
             # gives the same maximum.
             windows = chars.unfold(1, conv.kernel_size[0], 1).flatten(2)  # (n, positions, dim*w)
-            # (Not on oneDNN's packed weights: the windows' row counts vary from call to call,
-            # and its per-shape caches grew a server's memory by 70% over 10,000 requests.)
+            # (Not on oneDNN's packed weights: the windows' row counts (tokens x positions) vary
+            # most from call to call, and oneDNN keeps memory per row count it has seen.)
             scores = windows @ conv.weight.flatten(1).T if filters is None else filters(windows)
             pooled.append(scores.amax(dim=1) + conv.bias)
         features = self.activation(torch.cat(pooled, dim=-1))

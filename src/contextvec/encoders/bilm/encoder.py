@@ -51,6 +51,8 @@ class ElmoEncoder(Encoder):
         )
         words = list(vocab)
         caching = self.token_cache_size > 0 and not torch.is_grad_enabled()
+        if caching:
+            self._check_cache()
         vectors = self._cached_vectors(words) if caching else self._cnn(words)
         tokens = vectors.new_zeros(len(sentences), width, vectors.shape[-1])
         tokens[mask.to(device)] = vectors[positions.to(device)]
@@ -77,14 +79,13 @@ class ElmoEncoder(Encoder):
             self.clear_caches()
             self._cache_key = key
 
+    # Both below assume _check_cache() ran first in this forward.
     def _cached_boundaries(self) -> torch.Tensor:
-        self._check_cache()
         if self._boundaries is None:
             self._boundaries = self.bilm.boundary_vectors()
         return self._boundaries
 
     def _cached_vectors(self, words: list[str]) -> torch.Tensor:
-        self._check_cache()
         cache = self._cache
         missing = [w for w in words if w not in cache]
         if missing:

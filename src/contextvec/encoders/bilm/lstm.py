@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -129,7 +131,7 @@ class ProjectedLSTMLayer(nn.Module):
         if self.packed is not None:
             parts = [w(x[d], biases[d]) for d, w in enumerate(self.packed[name])]
         else:
-            parts = [self._onednn.linear(f"{name}.{d}", x[d], weight[d], biases[d])
+            parts = [self._onednn.packed_linear(f"{name}.{d}", x[d], weight[d], biases[d])
                      for d in range(x.shape[0])]
         return torch.stack(parts) if add is None else _stack_sum(parts, add)
 
@@ -206,9 +208,7 @@ class ProjectedLSTMLayer(nn.Module):
         # of rows starting at starts[t]; padding positions are left out of the matmul.
         running = lengths.view(1, -1) > torch.arange(steps, device=lengths.device).view(-1, 1)
         active = running.sum(1).tolist()
-        starts = [0]
-        for k in active[:-1]:
-            starts.append(starts[-1] + k)
+        starts = [0, *itertools.accumulate(active[:-1])]
         time_major = inputs.transpose(1, 2).reshape(d, steps * batch, inputs.shape[-1])
         if sum(active) < steps * batch:
             time_major = time_major[:, running.flatten().nonzero().squeeze(1)]
