@@ -17,6 +17,7 @@ from contextvec.encoders.precision import (
     apply_precision,
     check_precision,
     cpu_flags,
+    run_linear,
 )
 
 SENTENCES = [
@@ -275,3 +276,21 @@ def test_packed_float_weights_pad_long_inputs_to_few_row_counts(pack_all):
         expected = torch.nn.functional.gelu(x @ weight.T + bias, approximate="tanh")
         assert out.shape == expected.shape
         torch.testing.assert_close(out, expected, atol=1e-5, rtol=0)
+
+
+def test_bf16_bias_and_gelu_fused_into_the_product():
+    """Bias and GELU go into the bf16 product (oneDNN) or follow it (``mm``): either way
+    ``gelu(x @ W.T + b)`` of the bf16-rounded weights and inputs, to bf16's precision."""
+    torch.manual_seed(0)
+    linear, x = nn.Linear(48, 37), torch.randn(5, 48)
+    low = LowPrecisionLinear(linear, "bf16")
+    weight = linear.weight.detach().to(torch.bfloat16).float()
+    inputs = x.to(torch.bfloat16).float()
+    for form in (None, "none", "tanh"):
+        expected = inputs @ weight.T + linear.bias.detach()
+        expected = expected if form is None else nn.functional.gelu(expected, approximate=form)
+        with torch.no_grad():
+            got = run_linear(PackedFloatWeights(), "w", low, x, gelu=form)
+        torch.testing.assert_close(got, expected, atol=0.02, rtol=0.01)
+    assert not torch.allclose(run_linear(PackedFloatWeights(), "w", low, x, gelu="none"),
+                              run_linear(PackedFloatWeights(), "w", low, x), atol=0.05)

@@ -12,7 +12,8 @@ what speeds it up, and float32 activations keep the error to the weights' roundi
   packed copies of their float32 weights (:class:`PackedFloatWeights`): float32 products summed
   in another order (within 1e-5 of the plain ones on the reference models), 1.3-3x faster for
   the few-row matmuls of a recurrence.
-- ``"bf16"``: weights in bfloat16, matmuls in bf16 with float32 accumulation (oneDNN). Only on
+- ``"bf16"``: weights in bfloat16, matmuls in bf16 with float32 accumulation (oneDNN), the
+  float32 bias (and BERT's GELU) applied to the float32 sums and the result rounded once. Only on
   a CPU with native bf16 (``avx512_bf16`` or ``amx_bf16`` in ``/proc/cpuinfo``): without them
   torch emulates bf16 and runs slower than fp32, so :func:`check_precision` refuses it.
 - ``"int8"``: weights in int8 with one float32 scale per output row (symmetric), activations
@@ -124,20 +125,28 @@ class LowPrecisionWeight(nn.Module):
         self.register_buffer("zero_points", torch.zeros(self.out_features, dtype=torch.long))
         self.levels = 255 if native_int8() else 127
 
-    def forward(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-        """``x @ W.T``, plus ``bias`` (out,) if given (added in the same pass as the scales)."""
+    def forward(self, x: torch.Tensor, bias: torch.Tensor | None = None,
+                gelu: str | None = None) -> torch.Tensor:
+        """``x @ W.T``, plus ``bias`` (out,) if given (added in the same pass as the scales),
+        then GELU if ``gelu`` names its form (``"none"``: exact, or ``"tanh"``).
+
+        bf16 through oneDNN adds the float32 bias and applies the GELU inside the matmul, on
+        its float32 sums, and rounds the result to bf16 once; elsewhere the bf16 product is
+        rounded first and the bias added in float32 after."""
         rows = x.reshape(-1, self.in_features)
         if rows.shape[0] == 0:
             out = x.new_zeros(0, self.out_features, dtype=torch.float32)
         elif self.precision == "bf16":
             rows = rows.to(torch.bfloat16)
             if self._packed is not None and rows.device.type == "cpu":
-                out = torch.ops.mkldnn._linear_pointwise(rows, self._packed, None, "none", [], "").float()
-            else:
-                out = torch.mm(rows, self.weight.T).float()
+                attr, algorithm = ("none", "") if gelu is None else ("gelu", gelu)
+                out = torch.ops.mkldnn._linear_pointwise(rows, self._packed, bias, attr, [], algorithm)
+                return out.float().view(*x.shape[:-1], self.out_features)
+            out = torch.mm(rows, self.weight.T).float()
             out = out if bias is None else out.add_(bias)
         else:
             out = self._int8_mm(rows.float().contiguous(), bias)
+        out = out if gelu is None else F.gelu(out, approximate=gelu)
         return out.view(*x.shape[:-1], self.out_features)
 
     def _int8_mm(self, rows: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -245,6 +254,8 @@ def run_linear(
     layer (a :class:`LowPrecisionLinear` after :func:`apply_precision`) called as it is."""
     if isinstance(layer, nn.Linear):
         return packing.linear(name, x, layer.weight, layer.bias, gelu)
+    if isinstance(layer, LowPrecisionLinear):
+        return layer(x, gelu)
     out = layer(x)
     return out if gelu is None else F.gelu(out, approximate=gelu)
 
@@ -258,8 +269,9 @@ class LowPrecisionLinear(nn.Module):
         bias = None if linear.bias is None else linear.bias.detach().float().clone()
         self.register_buffer("bias", bias)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.weight_packed(x, self.bias)
+    def forward(self, x: torch.Tensor, gelu: str | None = None) -> torch.Tensor:
+        """``x @ W.T + bias``, then GELU if ``gelu`` names its form."""
+        return self.weight_packed(x, self.bias, gelu)
 
 
 def apply_precision(module: nn.Module, precision: str, *, check_cpu: bool = True) -> nn.Module:

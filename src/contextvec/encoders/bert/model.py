@@ -4,7 +4,8 @@ The module tree follows HF ``modeling_bert.py`` name for name, so a ``BertModel`
 is an HF checkpoint's (``embeddings.word_embeddings.weight``,
 ``encoder.layer.0.attention.self.query.weight``, ``pooler.dense.weight``, ...); ``LayerNorm``
 keeps its TensorFlow-era capital letters for that reason. Attention runs through
-``torch.nn.functional.scaled_dot_product_attention`` with a boolean padding mask. Everything
+``torch.nn.functional.scaled_dot_product_attention`` with a boolean padding mask (in inference,
+rows of up to ``SHORT_ROWS`` pieces through two batched matrix products instead). Everything
 here works on word pieces; words, windows and tokenizers live in ``encoder.py``.
 
 Inside, the layers work on pieces as rows ``(n, hidden)`` laid out by a
@@ -73,6 +74,28 @@ class BertEmbeddings(nn.Module):
         return self.dropout(self.LayerNorm(x))
 
 
+SHORT_ROWS = 40
+"""Rows of at most this many pieces attend through :func:`short_attention` in inference."""
+
+
+def short_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                    mask: torch.Tensor | None) -> torch.Tensor:
+    """Softmax attention as two batched matrix products, ``q, k, v`` (rows, heads, T, d),
+    ``mask`` bool (rows, 1, 1, T) True at keys that may be attended to (or None).
+
+    For short rows this is about twice as fast as ``scaled_dot_product_attention``'s CPU kernel,
+    whose blocking pays off only on longer ones; the scores of a short batch are small.
+    """
+    rows, heads, length, dim = q.shape
+    flat = rows * heads
+    scores = torch.bmm(q.reshape(flat, length, dim), k.reshape(flat, length, dim).transpose(1, 2))
+    scores = scores.view(rows, heads, length, length).mul_(dim ** -0.5)
+    if mask is not None:
+        scores.masked_fill_(~mask, float("-inf"))
+    probs = torch.softmax(scores, dim=-1).view(flat, length, length)
+    return torch.bmm(probs, v.reshape(flat, length, dim)).view(rows, heads, length, dim)
+
+
 class BertSelfAttention(nn.Module):
     """Multi-head scaled dot-product attention over the whole sequence (no causal mask)."""
 
@@ -126,10 +149,14 @@ class BertSelfAttention(nn.Module):
         grid = layout.to_grid(self._project(hidden))                  # (rows, T, 3 * hidden)
         shape = (layout.rows, layout.longest, 3, self.num_heads, self.head_dim)
         q, k, v = grid.view(shape).permute(2, 0, 3, 1, 4)             # each (rows, heads, T, d)
-        out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=layout.mask, dropout_p=self.dropout_prob if self.training else 0.0
-        )
+        if layout.longest <= SHORT_ROWS and not self.training and not torch.is_grad_enabled():
+            out = short_attention(q, k, v, layout.mask)
+        else:
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=layout.mask, dropout_p=self.dropout_prob if self.training else 0.0
+            )
         return layout.from_grid(out.transpose(1, 2))
+
 
 
 class BertResidualOutput(nn.Module):
