@@ -126,13 +126,15 @@ class LowPrecisionWeight(nn.Module):
         self.levels = 255 if native_int8() else 127
 
     def forward(self, x: torch.Tensor, bias: torch.Tensor | None = None,
-                gelu: str | None = None) -> torch.Tensor:
+                gelu: str | None = None, float_output: bool = True) -> torch.Tensor:
         """``x @ W.T``, plus ``bias`` (out,) if given (added in the same pass as the scales),
         then GELU if ``gelu`` names its form (``"none"``: exact, or ``"tanh"``).
 
         bf16 through oneDNN adds the float32 bias and applies the GELU inside the matmul, on
         its float32 sums, and rounds the result to bf16 once; elsewhere the bf16 product is
-        rounded first and the bias added in float32 after."""
+        rounded first and the bias added in float32 after. ``float_output=False`` leaves
+        oneDNN's bf16 result in bf16 (the same values) for a caller that only multiplies it
+        by another bf16 matrix."""
         rows = x.reshape(-1, self.in_features)
         if rows.shape[0] == 0:
             out = x.new_zeros(0, self.out_features, dtype=torch.float32)
@@ -141,7 +143,8 @@ class LowPrecisionWeight(nn.Module):
             if self._packed is not None and rows.device.type == "cpu":
                 attr, algorithm = ("none", "") if gelu is None else ("gelu", gelu)
                 out = torch.ops.mkldnn._linear_pointwise(rows, self._packed, bias, attr, [], algorithm)
-                return out.float().view(*x.shape[:-1], self.out_features)
+                out = out.float() if float_output else out
+                return out.view(*x.shape[:-1], self.out_features)
             out = torch.mm(rows, self.weight.T).float()
             out = out if bias is None else out.add_(bias)
         else:
@@ -248,14 +251,16 @@ class PackedFloatWeights:
 
 
 def run_linear(
-    packing: PackedFloatWeights, name: str, layer: nn.Module, x: torch.Tensor, gelu: str | None = None
+    packing: PackedFloatWeights, name: str, layer: nn.Module, x: torch.Tensor, gelu: str | None = None,
+    float_output: bool = True,
 ) -> torch.Tensor:
     """``layer(x)`` (then GELU if ``gelu``): a float ``nn.Linear`` through ``packing``, any other
-    layer (a :class:`LowPrecisionLinear` after :func:`apply_precision`) called as it is."""
+    layer (a :class:`LowPrecisionLinear` after :func:`apply_precision`) called as it is;
+    ``float_output=False`` lets a bf16 layer return its bf16 result (see ``LowPrecisionWeight``)."""
     if isinstance(layer, nn.Linear):
         return packing.linear(name, x, layer.weight, layer.bias, gelu)
     if isinstance(layer, LowPrecisionLinear):
-        return layer(x, gelu)
+        return layer(x, gelu, float_output)
     out = layer(x)
     return out if gelu is None else F.gelu(out, approximate=gelu)
 
@@ -269,9 +274,9 @@ class LowPrecisionLinear(nn.Module):
         bias = None if linear.bias is None else linear.bias.detach().float().clone()
         self.register_buffer("bias", bias)
 
-    def forward(self, x: torch.Tensor, gelu: str | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, gelu: str | None = None, float_output: bool = True) -> torch.Tensor:
         """``x @ W.T + bias``, then GELU if ``gelu`` names its form."""
-        return self.weight_packed(x, self.bias, gelu)
+        return self.weight_packed(x, self.bias, gelu, float_output)
 
 
 def apply_precision(module: nn.Module, precision: str, *, check_cpu: bool = True) -> nn.Module:

@@ -197,8 +197,10 @@ class BertIntermediate(nn.Module):
         self._onednn = PackedFloatWeights()
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        # In inference the GELU runs inside oneDNN's matmul (PackedFloatWeights).
-        return run_linear(self._onednn, "dense", self.dense, hidden, gelu=self.approximate)
+        # In inference the GELU runs inside oneDNN's matmul (PackedFloatWeights); in bf16 the
+        # result stays bf16 (it only feeds BertOutput's bf16 matmul: no round trip via float32).
+        return run_linear(self._onednn, "dense", self.dense, hidden, gelu=self.approximate,
+                          float_output=False)
 
 
 class BertLayer(nn.Module):
