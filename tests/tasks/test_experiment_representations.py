@@ -207,3 +207,41 @@ def test_the_table_takes_each_runs_last_finished_record_and_the_best_representat
     assert sorted((r["config"], r["dev"]) for r in kept) == [("words", 0.5), ("words+cove", 0.6)]
     assert rep_runner.best_representation(kept, "trec") == "words+cove"
     assert rep_runner.best_representation(kept, "sst2") is None
+
+
+def test_two_commands_saving_into_one_directory_keep_each_others_runs(tmp_path):
+    """One command per task, run at once into one --output-dir: each save adopts the runs the
+    other saved meanwhile; a fresh (--overwrite) store never takes back the runs it discarded."""
+    def record(task: str) -> dict:
+        return {"task": task, "config": "words", "seed": 0, "key": {"task": task}}
+
+    old = rep_runner.ResultStore(tmp_path, "representations", {})
+    old.add(record("sst5"))
+    old.save([])
+    first = rep_runner.ResultStore(tmp_path, "representations", {})
+    second = rep_runner.ResultStore(tmp_path, "representations", {}, fresh=True)
+    first.add(record("trec"))
+    first.save([{"task": "trec"}])
+    second.add(record("sst2"))
+    second.save([{"task": "sst2"}])
+    document = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
+    assert [r["task"] for r in document["runs"]] == ["sst2"]
+    assert [r["task"] for r in document["other_runs"]] == ["trec"]  # sst5 was discarded
+    first.save([{"task": "trec"}])
+    assert sorted(r["task"] for r in first.records) == ["sst2", "sst5", "trec"]  # first read sst5 itself
+    with first.locked(), first.locked():  # re-entrant
+        first.save([])
+    assert not [p for p in tmp_path.iterdir() if p.name != "results.json"]
+
+
+def test_workers_get_the_encoders_on_the_cpu():
+    mt_lstm = MTLSTM(MTLSTMConfig(input_dim=4, hidden_size=2), ["a"], torch.ones(1, 4))
+    cove = CoveContext(CoveEncoder(mt_lstm).eval())
+    inputs = rep_runner._Inputs("trec", {}, {"cove": cove}, None, 1)
+    assert rep_runner._for_workers(inputs).encoders["cove"] is cove  # on the CPU already: not copied
+    if not torch.cuda.is_available():
+        return
+    on_gpu = rep_runner._Inputs("trec", {}, {"cove": cove.to("cuda")}, None, 1)
+    shipped = rep_runner._for_workers(on_gpu).encoders["cove"]
+    assert shipped is not cove and {t.device.type for t in shipped.state_dict().values()} == {"cpu"}
+    assert next(cove.parameters()).is_cuda  # the parent's encoder stays on the GPU

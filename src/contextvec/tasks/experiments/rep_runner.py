@@ -8,11 +8,12 @@ the same shared settings (``table_id``: encoders, word vectors, hyper-parameters
 
 from __future__ import annotations
 
+import copy
 import multiprocessing
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -106,17 +107,28 @@ def _attach(inputs: _Inputs, jobs: Sequence[Job], raw: tuple[Split, Split, Split
     return seconds
 
 
+def _for_workers(inputs: _Inputs) -> _Inputs:
+    """``inputs`` as the worker processes get them: the encoders on the CPU. A worker moves each
+    task model, the frozen encoder inside it, to the run's device itself; a CUDA tensor would be
+    pickled as a CUDA IPC handle into the parent's memory, which ties every worker to the parent
+    and which a sandboxed GPU may refuse."""
+    encoders = {name: e if all(t.device.type == "cpu" for t in e.state_dict().values())
+                else copy.deepcopy(e).cpu() for name, e in inputs.encoders.items()}
+    return replace(inputs, encoders=encoders)
+
+
 def _run_jobs(inputs: _Inputs, jobs: Sequence[Job], workers: int,
               done: Callable[[Job, dict, float], None]) -> None:
     if workers <= 1 or len(jobs) <= 1:
         for job in jobs:
             done(job, *_train(inputs, *job))
         return
-    # spawn, not fork: a forked child of a process that already ran torch's thread pool can hang.
+    # spawn, not fork: a forked child of a process that already ran torch's thread pool can hang
+    # (and CUDA cannot be used in a forked child at all).
     context = multiprocessing.get_context("spawn")
     # Pool's exit terminates the workers: on Ctrl-C or an error no queued run starts, and the
     # finished ones are in results.json already.
-    with context.Pool(min(workers, len(jobs)), _init_worker, (inputs,)) as pool:
+    with context.Pool(min(workers, len(jobs)), _init_worker, (_for_workers(inputs),)) as pool:
         for job, report, runtime in pool.imap_unordered(_train_in_worker, jobs):
             done(job, report, runtime)
 
@@ -204,9 +216,12 @@ def run_representations(
         best = best_representation(_table_records(store, table_id), task)
         if best is not None:
             run_batch(pool_plan(best, model, train_settings, seeds, char_dim))
-    store.save(keys)
-    records = _table_records(store, table_id)
-    files, table = write_outputs(output_dir, records, header)
+    # Under the directory's lock: the outputs cover exactly the runs saved, and of several
+    # commands adding to one directory at once, the last to finish writes the complete table.
+    with store.locked():
+        store.save(keys)
+        records = _table_records(store, table_id)
+        files, table = write_outputs(output_dir, records, header)
     seconds["total"] = time.perf_counter() - started
     return RepResult(trained, len(keys) - trained, files, table,
                      {k: round(v, 3) for k, v in seconds.items()})

@@ -27,10 +27,17 @@ SCALE = (
     "Scale: far below the CoVe paper's. CoVe here is the project's CoVe-S MT-LSTM (trained 2 epochs "
     "on Multi30k, 29k sentence pairs, not WMT); the word vectors are the project's word2vec vectors "
     "(~25M tokens of Wikipedia) standing in for GloVe 840B; ELMo is the bundled model (trained on 13M "
-    "tokens); BERT is the 6-layer MiniLM (frozen); the BCN is smaller (hidden size below) and trains "
-    "for few epochs on a subsample of each training set. Only the directions are comparable with "
+    "tokens); BERT is the 6-layer MiniLM (frozen); {bcn}. Only the directions are comparable with "
     "the paper, not the numbers."
 )
+SCALE_BCN = {"subsample": "the BCN is smaller (hidden size below) and trains for few epochs on a "
+                          "subsample of each training set",
+             "full": "the BCN trains on each full training set for at most the epochs below"}
+
+
+def scale_note(header: dict) -> str:
+    """The table's account of scale; the BCN's part depends on ``--max-train``."""
+    return SCALE.format(bcn=SCALE_BCN["subsample" if header.get("max_train") else "full"])
 
 
 def _groups(records: Sequence[dict]) -> dict[tuple[str, str], list[float]]:
@@ -95,8 +102,9 @@ def _settings_lines(records: Sequence[dict], header: dict) -> list[str]:
         f"ELMo: {header.get('elmo')}; BERT: {header.get('bert')} (sum of the last 4 layers).",
         f"BCN hidden {m['hidden']}, dropout {m['dropout']}, char n-grams {header.get('char_ngrams')}-d; "
         f"Adam lr {t['lr']}, batch {t['batch_size']}, at most {t['epochs']} epochs, "
-        f"patience {t['patience']}; "
-        f"--max-train {header.get('max_train') or 'all'} (a seeded subsample of train).",
+        f"patience {t['patience']}; device {t.get('device', 'cpu')}; "
+        f"--max-train {header.get('max_train') or 'all'}"
+        + (" (a seeded subsample of train)." if header.get("max_train") else " (every training sentence)."),
         "Sentences: " + "; ".join(sizes[task] for task in _tasks(records)) + ".",
     ]
 
@@ -108,7 +116,7 @@ def results_markdown(records: Sequence[dict], header: dict) -> str:
              "Dev accuracy (%), mean ± sample std over seeds (n = seeds), every run through CoVe's BCN "
              "on the same fixed word vectors; `pool:` rows are the simpler pooling classifier on the "
              "representation that is best for the BCN on that task.", "",
-             *_settings_lines(records, header), "", SCALE, "",
+             *_settings_lines(records, header), "", scale_note(header), "",
              _row(["representation", *tasks]), _row(["---", *(["---:"] * len(tasks))])]
     lines += [_row([c, *(_cell(groups.get((t, c))) for t in tasks)]) for c in _configs(records)]
     lines += ["", "## The seed's directions (CoVe paper, Table 2) and the measured ones", "",

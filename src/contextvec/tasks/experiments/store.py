@@ -1,10 +1,18 @@
-"""``results.json``: finished runs stored by what they were run on, so reruns skip them."""
+"""``results.json``: finished runs stored by what they were run on, so reruns skip them.
+
+Several commands may add to one output directory at once (``experiment representations``, one
+command per task, all sharing a GPU): :meth:`ResultStore.save` takes an exclusive lock on the
+directory, adopts the runs that other commands saved meanwhile, and writes atomically, so no
+command's runs overwrite another's.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-from collections.abc import Sequence
+import os
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
@@ -54,12 +62,44 @@ class ResultStore:
         self.experiment = experiment
         self.header = header
         self.records: list[dict] = []
-        if self.path.exists() and not fresh:
-            stored = json.loads(self.path.read_text(encoding="utf-8"))
-            if stored.get("experiment") != experiment:
-                raise ValueError(f"{self.path} holds the {stored.get('experiment')!r} experiment, not "
-                                 f"{experiment!r}: give another --output-dir")
-            self.records = stored["runs"] + stored.get("other_runs", [])
+        self._discarded: list[dict] = []  # keys a fresh store drops: never adopted back on save
+        self._lock_depth, self._lock_fd = 0, -1
+        stored = self._read()
+        if fresh:
+            self._discarded = [r["key"] for r in stored]
+        else:
+            self.records = stored
+
+    def _read(self) -> list[dict]:
+        """The runs ``results.json`` holds now (none if it does not exist)."""
+        if not self.path.exists():
+            return []
+        stored = json.loads(self.path.read_text(encoding="utf-8"))
+        if stored.get("experiment") != self.experiment:
+            raise ValueError(f"{self.path} holds the {stored.get('experiment')!r} experiment, not "
+                             f"{self.experiment!r}: give another --output-dir")
+        return stored["runs"] + stored.get("other_runs", [])
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the output directory's lock (re-entrant): no other store saves meanwhile, so a
+        save and the outputs written from its records belong together."""
+        if self._lock_depth == 0:
+            try:
+                import fcntl
+            except ImportError:  # no flock (Windows): one command per directory at a time
+                fcntl = None
+            self._lock_fd = os.open(self.path.parent, os.O_RDONLY)
+            if fcntl is not None:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        self._lock_depth += 1
+        try:
+            yield
+        finally:
+            self._lock_depth -= 1
+            if self._lock_depth == 0:
+                os.close(self._lock_fd)  # closing the descriptor releases the lock
+                self._lock_fd = -1
 
     def find(self, key: dict) -> dict | None:
         return next((r for r in self.records if r["key"] == key), None)
@@ -68,10 +108,14 @@ class ResultStore:
         self.records = [r for r in self.records if r["key"] != record["key"]] + [record]
 
     def save(self, plan_keys: Sequence[dict], extra: dict | None = None) -> None:
-        """Write the plan's finished runs in plan order, then every other stored run."""
-        in_plan = [r for key in plan_keys if (r := self.find(key)) is not None]
-        others = [r for r in self.records if r["key"] not in plan_keys]
-        document = {"experiment": self.experiment, **self.header, **(extra or {}),
-                    "runs": in_plan, "other_runs": others}
-        with atomic_path(self.path) as tmp:
-            tmp.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        """Write the plan's finished runs in plan order, then every other stored run, those
+        that other commands saved since this store read the file included."""
+        with self.locked():
+            known = [r["key"] for r in self.records] + self._discarded
+            self.records += [r for r in self._read() if r["key"] not in known]
+            in_plan = [r for key in plan_keys if (r := self.find(key)) is not None]
+            others = [r for r in self.records if r["key"] not in plan_keys]
+            document = {"experiment": self.experiment, **self.header, **(extra or {}),
+                        "runs": in_plan, "other_runs": others}
+            with atomic_path(self.path) as tmp:
+                tmp.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
