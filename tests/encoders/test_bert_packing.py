@@ -140,3 +140,16 @@ def test_short_attention_equals_the_fused_kernel(lengths, monkeypatch):
         fused = model(ids, mask).hidden_states
     for a, b in zip(short, fused, strict=True):
         torch.testing.assert_close(a[mask], b[mask], atol=1e-5, rtol=0)
+
+
+def test_to_grid_reuses_its_grid_without_gradients():
+    """Layer after layer the same zero-padded grid is refilled; with gradients each is fresh."""
+    layout = RowLayout.packed([3, 1, 2])
+    with torch.no_grad():
+        first = layout.to_grid(torch.arange(6.0).view(6, 1))
+        second = layout.to_grid(torch.arange(10.0, 16.0).view(6, 1))
+    assert second.data_ptr() == first.data_ptr()
+    assert second[:, :, 0].tolist() == [[10, 11, 12], [13, 0, 0], [14, 15, 0]]
+    pieces = torch.arange(6.0, requires_grad=True).view(6, 1)
+    grid = layout.to_grid(pieces)
+    assert grid.data_ptr() != second.data_ptr() and grid.requires_grad

@@ -21,13 +21,15 @@ class RowLayout(NamedTuple):
     ``index``: ``(n,)`` each piece's place in the flattened ``(rows * longest)`` grid, or None
     when the pieces already are that grid (no padding, or a padded batch run as is).
     ``mask``: bool ``(rows, 1, 1, longest)``, True at keys that may be attended to, or None when
-    every key may be.
+    every key may be. ``grids``: without gradients, :meth:`to_grid`'s grid of each width, kept
+    for the next layer (its padding stays zero: only the pieces' places are written).
     """
 
     rows: int
     longest: int
     index: torch.Tensor | None
     mask: torch.Tensor | None
+    grids: dict[int, torch.Tensor] | None = None
 
     @classmethod
     def dense(cls, rows: int, longest: int, mask: torch.Tensor | None) -> RowLayout:
@@ -43,13 +45,22 @@ class RowLayout(NamedTuple):
             return cls(len(lengths), longest, None, None)
         grid = torch.arange(longest).view(1, -1) < sizes.view(-1, 1)
         index = grid.view(-1).nonzero().view(-1)
-        return cls(len(lengths), longest, index.to(device), grid[:, None, None, :].to(device))
+        return cls(len(lengths), longest, index.to(device), grid[:, None, None, :].to(device), {})
 
     def to_grid(self, pieces: torch.Tensor) -> torch.Tensor:
-        """``(n, width)`` pieces -> ``(rows, longest, width)``, zeros at padding."""
+        """``(n, width)`` pieces -> ``(rows, longest, width)``, zeros at padding.
+
+        Without gradients the grid is reused by the next call of the same width and dtype (the
+        next layer's), which must come after the last use of this one: no zero fill and no fresh
+        buffer per layer."""
         if self.index is None:
             return pieces.view(self.rows, self.longest, -1)
-        grid = pieces.new_zeros(self.rows * self.longest, pieces.shape[-1])
+        width = pieces.shape[-1]
+        grid = None if self.grids is None or torch.is_grad_enabled() else self.grids.get(width)
+        if grid is None or grid.dtype != pieces.dtype or grid.device != pieces.device:
+            grid = pieces.new_zeros(self.rows * self.longest, width)
+            if self.grids is not None and not torch.is_grad_enabled():
+                self.grids[width] = grid
         grid.index_copy_(0, self.index, pieces)
         return grid.view(self.rows, self.longest, -1)
 
