@@ -124,7 +124,7 @@ def test_int8_packs_query_key_and_value_as_one_matrix():
 @pytest.mark.parametrize("lengths", [LENGTHS, [4, 4]])
 def test_short_attention_equals_the_fused_kernel(lengths, monkeypatch):
     """Inference on short rows attends through two batched products: the same vectors as
-    ``scaled_dot_product_attention`` (rows over ``SHORT_ROWS`` keep the fused kernel)."""
+    ``scaled_dot_product_attention`` (batches over ``SMALL_SCORES`` keep the fused kernel)."""
     import contextvec.encoders.bert.model as model_module
 
     model, (ids, mask) = _model(), _padded(lengths)
@@ -132,11 +132,11 @@ def test_short_attention_equals_the_fused_kernel(lengths, monkeypatch):
     torch.manual_seed(3)
     q, k, v = torch.randn(3, len(lengths), 4, max(lengths), 4).unbind(0)
     expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=layout.mask)
-    torch.testing.assert_close(model_module.short_attention(q, k, v, layout.mask), expected,
+    torch.testing.assert_close(model_module.short_attention(q, k, v, layout.score_bias(q.dtype)), expected,
                                atol=1e-6, rtol=0)
     with torch.no_grad():
         short = model(ids, mask).hidden_states
-        monkeypatch.setattr(model_module, "SHORT_ROWS", 0)
+        monkeypatch.setattr(model_module, "SMALL_SCORES", 0)
         fused = model(ids, mask).hidden_states
     for a, b in zip(short, fused, strict=True):
         torch.testing.assert_close(a[mask], b[mask], atol=1e-5, rtol=0)

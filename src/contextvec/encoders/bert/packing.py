@@ -9,7 +9,7 @@ all-MiniLM-L6-v2 inputs was padding), and all of that was matrix-product work.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import torch
@@ -21,20 +21,21 @@ class RowLayout(NamedTuple):
     ``index``: ``(n,)`` each piece's place in the flattened ``(rows * longest)`` grid, or None
     when the pieces already are that grid (no padding, or a padded batch run as is).
     ``mask``: bool ``(rows, 1, 1, longest)``, True at keys that may be attended to, or None when
-    every key may be. ``grids``: without gradients, :meth:`to_grid`'s grid of each width, kept
-    for the next layer (its padding stays zero: only the pieces' places are written).
+    every key may be. ``kept``: without gradients, what every layer needs again (the grids of
+    :meth:`to_grid`, whose padding stays zero as only the pieces' places are written, and the
+    :meth:`score_bias`), or None to keep nothing.
     """
 
     rows: int
     longest: int
     index: torch.Tensor | None
     mask: torch.Tensor | None
-    grids: dict[int, torch.Tensor] | None = None
+    kept: dict[object, torch.Tensor] | None = None
 
     @classmethod
     def dense(cls, rows: int, longest: int, mask: torch.Tensor | None) -> RowLayout:
         """A padded batch run as is (``mask``: None or bool (rows, 1, 1, longest))."""
-        return cls(rows, longest, None, mask)
+        return cls(rows, longest, None, mask, {})
 
     @classmethod
     def packed(cls, lengths: Sequence[int], device: torch.device | str = "cpu") -> RowLayout:
@@ -56,13 +57,29 @@ class RowLayout(NamedTuple):
         if self.index is None:
             return pieces.view(self.rows, self.longest, -1)
         width = pieces.shape[-1]
-        grid = None if self.grids is None or torch.is_grad_enabled() else self.grids.get(width)
-        if grid is None or grid.dtype != pieces.dtype or grid.device != pieces.device:
-            grid = pieces.new_zeros(self.rows * self.longest, width)
-            if self.grids is not None and not torch.is_grad_enabled():
-                self.grids[width] = grid
+        key = ("grid", width, pieces.dtype, pieces.device)
+        grid = self._kept(key, lambda: pieces.new_zeros(self.rows * self.longest, width))
         grid.index_copy_(0, self.index, pieces)
         return grid.view(self.rows, self.longest, -1)
+
+    def score_bias(self, dtype: torch.dtype) -> torch.Tensor | None:
+        """The key mask as a bias to add to attention scores: ``(rows, 1, 1, longest)``, 0 at
+        keys that may be attended to and -inf elsewhere (None when every key may be); adding
+        it is several times faster than ``masked_fill`` with the mask."""
+        if self.mask is None:
+            return None
+        mask = self.mask
+        return self._kept(("bias", dtype, mask.device),
+                          lambda: torch.zeros(mask.shape, dtype=dtype, device=mask.device)
+                          .masked_fill_(~mask, float("-inf")))
+
+    def _kept(self, key: tuple, make: Callable[[], torch.Tensor]) -> torch.Tensor:
+        """``kept[key]``, made by ``make()`` on first use; always fresh with gradients."""
+        if self.kept is None or torch.is_grad_enabled():
+            return make()
+        if key not in self.kept:
+            self.kept[key] = make()
+        return self.kept[key]
 
     def from_grid(self, grid: torch.Tensor) -> torch.Tensor:
         """``(rows, longest, width)`` -> ``(n, width)``: the pieces back in packed order."""
