@@ -3,7 +3,8 @@
 Weight-only precision: every matmul *weight* (``nn.Linear`` layers, and whatever a module
 hands over through a ``pack_weights(pack)`` method: ELMo's LSTM matrices and char-CNN filters,
 BERT's query, key and value as one matrix) is stored in the lower precision; activations,
-biases, embeddings, layer norms, LSTM states and every output stay float32. Batch 1 is
+biases, embeddings, layer norms, LSTM states and every output stay float32 (a bf16 product
+that only feeds another bf16 product may hand over its bf16 result: ``float_output``). Batch 1 is
 memory-bound (each token reads every weight once), so weights half or a quarter the size are
 what speeds it up, and float32 activations keep the error to the weights' rounding.
 

@@ -82,8 +82,10 @@ float32) attend through :func:`short_attention` in inference."""
 def short_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                     bias: torch.Tensor | None) -> torch.Tensor:
     """Softmax attention as two batched matrix products, ``q, k, v`` (rows, heads, T, d),
-    ``bias`` (rows, 1, 1, T) added to the scores: -inf at keys that may not be attended to
-    (:meth:`RowLayout.score_bias`), or None.
+    ``bias`` (rows, 1, 1, T) float32, added to the scores: -inf at keys that may not be attended
+    to (:meth:`RowLayout.score_bias`), or None. Scores and softmax are float32 whatever the
+    inputs' dtype; the probabilities take ``v``'s dtype for the second product (bf16 under
+    ``precision="bf16"``, whose queries, keys and values come out of a bf16 product anyway).
 
     While the scores stay small (:data:`SMALL_SCORES`, in cache) this is 1.2-3x as fast as
     ``scaled_dot_product_attention``'s CPU kernel, whose blocking pays off on larger ones (on a
@@ -91,12 +93,16 @@ def short_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     """
     rows, heads, length, dim = q.shape
     flat = rows * heads
-    scores = torch.bmm(q.reshape(flat, length, dim), k.reshape(flat, length, dim).transpose(1, 2))
+
+    def rows_of(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        return x.to(dtype).reshape(flat, length, dim)
+
+    scores = torch.bmm(rows_of(q, torch.float32), rows_of(k, torch.float32).transpose(1, 2))
     scores = scores.view(rows, heads, length, length).mul_(dim ** -0.5)
     if bias is not None:
         scores.add_(bias)
     probs = torch.softmax(scores, dim=-1).view(flat, length, length)
-    return torch.bmm(probs, v.reshape(flat, length, dim)).view(rows, heads, length, dim)
+    return torch.bmm(probs.to(v.dtype), rows_of(v, v.dtype)).view(rows, heads, length, dim)
 
 
 class BertSelfAttention(nn.Module):
@@ -142,8 +148,8 @@ class BertSelfAttention(nn.Module):
 
     def _project(self, hidden: torch.Tensor) -> torch.Tensor:
         """(n, hidden) -> (n, 3 * hidden): queries, keys and values side by side."""
-        if self.qkv_packed is not None:
-            return self.qkv_packed(hidden, self.qkv_bias)
+        if self.qkv_packed is not None:  # bf16 stays bf16: attention reads it as it is
+            return self.qkv_packed(hidden, self.qkv_bias, float_output=False)
         weight, bias = self._fused_weights()
         return self._onednn.linear("qkv", hidden, weight, bias)
 
@@ -154,7 +160,7 @@ class BertSelfAttention(nn.Module):
         q, k, v = grid.view(shape).permute(2, 0, 3, 1, 4)             # each (rows, heads, T, d)
         small = layout.rows * self.num_heads * layout.longest ** 2 <= SMALL_SCORES
         if small and not self.training and not torch.is_grad_enabled():
-            out = short_attention(q, k, v, layout.score_bias(q.dtype))
+            out = short_attention(q, k, v, layout.score_bias(torch.float32))
         else:
             out = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=layout.mask, dropout_p=self.dropout_prob if self.training else 0.0
