@@ -261,6 +261,9 @@ def test_service_endpoints(server):
                  "contextvec_batch_padded_tokens_bucket", "contextvec_tokens_total"):
         assert name in text
     assert 'contextvec_requests_total{endpoint="/v1/embed",status="422"}' in text
+    # The start-up objects are out of the collector's view (no full collection walks the model).
+    assert metric(server, "contextvec_gc_frozen_objects") > 10_000
+    assert "python_gc_collections_total" in text
     assert "x-request-id" in {k.lower() for k in headers}
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, GCCollector, Histogram, generate_latest
 
 ENDPOINTS = ("/v1/embed", "/v1/embeddings", "/v1/models", "/health", "/ready", "/metrics",
              "/openapi.json", "/docs")
@@ -39,6 +40,11 @@ class Metrics:
         self.tokens_per_second = Gauge("contextvec_last_batch_tokens_per_second",
                                        "padded tokens per second of the last forward pass",
                                        registry=r)
+        # The collector's work (python_gc_*): a full collection stalls every request at once.
+        GCCollector(registry=r)
+        self.frozen = Gauge("contextvec_gc_frozen_objects", "objects kept out of the garbage "
+                            "collector's view since start-up (gc.freeze)", registry=r)
+        self.frozen.set_function(gc.get_freeze_count)
         self._series: dict[tuple[str, int], tuple[Counter, Histogram]] = {}
 
     @staticmethod
