@@ -35,8 +35,6 @@ def minilm_dir() -> Path:
     return Path(spec.submodule_search_locations[0]) / "model"
 
 
-@pytest.mark.slow
-
 def ask_together(client: Client, requests: list[list[str]]) -> list:
     """Every request sent at the same moment from its own thread (so the server batches them)."""
     barrier = threading.Barrier(len(requests))
@@ -49,6 +47,7 @@ def ask_together(client: Client, requests: list[list[str]]) -> list:
         return list(pool.map(ask, requests))
 
 
+@pytest.mark.slow
 def test_bert_words_not_pieces_exact_whatever_the_partners(minilm_dir):
     torch.set_num_threads(1)
     encoder = contextvec.load(minilm_dir)
