@@ -168,7 +168,6 @@ class BertSelfAttention(nn.Module):
         return layout.from_grid(out.transpose(1, 2))
 
 
-
 class BertResidualOutput(nn.Module):
     """Projection to ``hidden_size``, dropout, residual, LayerNorm (post-LN): HF's
     ``BertSelfOutput`` (after attention, input ``hidden_size``) and ``BertOutput`` (after the
