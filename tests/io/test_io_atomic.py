@@ -1,13 +1,16 @@
-"""Atomic writes: complete file or none, with the permissions of a plain open()."""
+"""Atomic writes: complete file or none, with the permissions of a plain open(); file locks."""
 
 import os
 import stat
+import sys
+import threading
+import time
 
 import pytest
 import torch
 from safetensors.torch import save_file
 
-from contextvec.io.atomic import atomic_path
+from contextvec.io.atomic import atomic_path, file_lock
 
 
 def test_safetensors_output_gets_umask_permissions(tmp_path):
@@ -29,3 +32,32 @@ def test_failed_block_leaves_the_old_file_and_no_temporary(tmp_path):
         raise RuntimeError("interrupted")
     assert target.read_text(encoding="utf-8") == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="file_lock does not lock without fcntl")
+def test_file_lock_takes_turns_and_leaves_no_file(tmp_path):
+    """The second holder gets the lock only after the first let go, also when the first removed
+    the lock file that the second had already opened; no lock file is left."""
+    lock, events = tmp_path / ".entry.lock", []
+    held, waiting = threading.Event(), threading.Event()
+
+    def first():
+        with file_lock(lock):
+            held.set()
+            waiting.wait(5)
+            time.sleep(0.2)  # the second is at the lock by now: unlocked, it would go first
+            events.append("first releases")
+
+    def second():
+        held.wait(5)
+        waiting.set()
+        with file_lock(lock):
+            events.append("second holds")
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert events == ["first releases", "second holds"]
+    assert not lock.exists()

@@ -121,6 +121,29 @@ def test_cache_matches_embed_and_second_call_is_a_hit(tmp_path, monkeypatch):
     assert cached_features(encoder, SENTENCES, cache_dir=tmp_path, progress=False) == path
 
 
+def test_two_callers_of_one_entry_compute_it_once(tmp_path):
+    """Two commands sharing a cache that ask for the same entry at once: one computes it, the
+    other waits and reads it (unlocked, the second merged shards the first had removed)."""
+    import threading
+
+    encoder, runs, results = _tiny_encoder(), [], []
+    embed_batches = encoder.embed_batches
+
+    def counted(*args, **kwargs):
+        runs.append(1)
+        yield from embed_batches(*args, **kwargs)
+
+    encoder.embed_batches = counted
+    threads = [threading.Thread(target=lambda: results.append(cached_features(
+        encoder, SENTENCES, cache_dir=tmp_path, chunk_sentences=3, progress=False))) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(results) == 2 and results[0] == results[1] and len(runs) == 3  # 3 chunks, once
+    assert sorted(p.name for p in tmp_path.iterdir()) == [results[0].name]
+
+
 def test_cache_key_depends_on_model_data_and_dtype(tmp_path):
     encoder = _tiny_encoder()
     path = cached_features(encoder, SENTENCES, cache_dir=tmp_path, progress=False)

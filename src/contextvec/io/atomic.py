@@ -31,3 +31,35 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def file_lock(path: str | os.PathLike) -> Iterator[None]:
+    """Hold an exclusive lock named ``path`` for the block: processes (and threads) that ask
+    for the same ``path`` take turns. The lock file is created on demand and removed by its
+    holder, so no lock files are left behind.
+
+    Advisory (``fcntl.flock``): it orders the code that takes it and nothing else. Where there
+    is no ``fcntl`` (Windows) it does not lock.
+    """
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            current = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            current = False
+        if current:
+            break
+        os.close(fd)  # its holder removed that file meanwhile: lock the file now at ``path``
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        os.close(fd)

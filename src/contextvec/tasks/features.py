@@ -42,7 +42,7 @@ from tqdm import tqdm
 
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.fingerprint import model_identity
-from contextvec.io.atomic import atomic_path
+from contextvec.io.atomic import atomic_path, file_lock
 from contextvec.io.shards import ShardDir
 
 CACHE_ENV = "CONTEXTVEC_CACHE"
@@ -185,38 +185,42 @@ def cached_features(
     if output.exists():
         return output
     root.mkdir(parents=True, exist_ok=True)
-    parts = ShardDir(root / f"{key}.parts", {
-        "model": model_id, "data": data_id, "dtype": dtype, "chunk_sentences": chunk_sentences,
-    }, free={"chunk_sentences"})
-    parts.reuse_or_restart()  # resume with the chunking the shards were written with
-    chunk = parts.manifest["chunk_sentences"]
-    n = len(sentences)
-    n_chunks = max(1, -(-n // chunk))
-    done = parts.done(n_chunks)
-    desc = f"features {label.split()[0]}" if label else "features"
-    with tqdm(total=n, unit="sent", desc=desc, disable=not progress) as bar:
-        bar.update(sum(len(sentences[i * chunk:(i + 1) * chunk]) for i in done))
-        tokens = 0
-        for number in range(n_chunks):
-            if number in done:
-                continue
-            batch = [list(s) for s in sentences[number * chunk:(number + 1) * chunk]]
-            arrays: list[np.ndarray] = [np.empty(0)] * len(batch)
-            for row, array in encoder.embed_batches(batch, batch_size, max_tokens):
-                arrays[row] = array
-                bar.update(1)
-            tokens += sum(len(s) for s in batch)
-            bar.set_postfix_str(f"{tokens / max(bar.format_dict['elapsed'], 1e-9):.0f} tok/s")
-            _write_shard(parts.shard(number), arrays, dtype, encoder.num_layers, encoder.output_dim)
-    lengths = np.array([len(s) for s in sentences], dtype=np.int64)
-    attrs = {
-        "model": model_id, "data": data_id, "dtype": dtype, "num_layers": encoder.num_layers,
-        "dim": encoder.output_dim, "n_sentences": n, "n_tokens": int(lengths.sum()),
-        "format_version": FORMAT_VERSION, "label": label, "chunk_sentences": chunk,
-    }
-    if not output.exists():  # another process may have finished the same entry meanwhile
+    # One process computes an entry; another that asks for it meanwhile (two commands sharing a
+    # cache) waits, then finds it made. Unlocked, the second merged shards the first had removed.
+    with file_lock(root / f".{key}.lock"):
+        if output.exists():
+            return output
+        parts = ShardDir(root / f"{key}.parts", {
+            "model": model_id, "data": data_id, "dtype": dtype, "chunk_sentences": chunk_sentences,
+        }, free={"chunk_sentences"})
+        parts.reuse_or_restart()  # resume with the chunking the shards were written with
+        chunk = parts.manifest["chunk_sentences"]
+        n = len(sentences)
+        n_chunks = max(1, -(-n // chunk))
+        done = parts.done(n_chunks)
+        desc = f"features {label.split()[0]}" if label else "features"
+        with tqdm(total=n, unit="sent", desc=desc, disable=not progress) as bar:
+            bar.update(sum(len(sentences[i * chunk:(i + 1) * chunk]) for i in done))
+            tokens = 0
+            for number in range(n_chunks):
+                if number in done:
+                    continue
+                batch = [list(s) for s in sentences[number * chunk:(number + 1) * chunk]]
+                arrays: list[np.ndarray] = [np.empty(0)] * len(batch)
+                for row, array in encoder.embed_batches(batch, batch_size, max_tokens):
+                    arrays[row] = array
+                    bar.update(1)
+                tokens += sum(len(s) for s in batch)
+                bar.set_postfix_str(f"{tokens / max(bar.format_dict['elapsed'], 1e-9):.0f} tok/s")
+                _write_shard(parts.shard(number), arrays, dtype, encoder.num_layers, encoder.output_dim)
+        lengths = np.array([len(s) for s in sentences], dtype=np.int64)
+        attrs = {
+            "model": model_id, "data": data_id, "dtype": dtype, "num_layers": encoder.num_layers,
+            "dim": encoder.output_dim, "n_sentences": n, "n_tokens": int(lengths.sum()),
+            "format_version": FORMAT_VERSION, "label": label, "chunk_sentences": chunk,
+        }
         _merge(parts, n_chunks, output, lengths, attrs)
-    parts.remove()
+        parts.remove()
     return output
 
 
