@@ -1,8 +1,12 @@
 """Task scores per precision with the bundled model: the POS probe per layer (UD-EWT train -> dev,
 UPOS) and NER dev F1 (CoNLL-2003 train -> eng.testa), each trained and scored on the features of
-that precision, same seed and recipe. A score more than 0.3 points from fp32 is flagged.
+that precision, same seeds and recipe. A score more than 0.3 points from fp32 is flagged.
 
     python benchmarks/precision_tasks.py --output-dir runs/precision-tasks [--precisions fp32 int8]
+    python benchmarks/precision_tasks.py --output-dir runs/precision-tasks --seeds 0 1 2
+
+The NER tagger's dev F1 moves by a few tenths between seeds (more than bf16 or int8 move it), so
+with several ``--seeds`` its column is the mean over them (sample std beside it).
 
 It runs the CLI (`contextvec probe pos`, `contextvec train-task ner`), keeps each JSON in
 --output-dir (a rerun reuses finished ones) and prints a Markdown table. bf16 is skipped with the
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -37,9 +42,11 @@ def main() -> None:
     parser.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS))
     parser.add_argument("--threads", default="1")
     parser.add_argument("--ner-epochs", default="5")
+    parser.add_argument("--seeds", nargs="+", default=["0"], help="NER seeds (default: 0)")
     args = parser.parse_args()
     args.output_dir.mkdir(parents=True, exist_ok=True)
     rows: dict[str, dict[str, float]] = {}
+    spread: dict[str, float | None] = {}
     for precision in args.precisions:
         try:
             check_precision(precision)
@@ -52,13 +59,17 @@ def main() -> None:
                    "--dev", str(EWT / "en_ewt-ud-dev.conllu.gz"), *common,
                    "--output", str(args.output_dir / f"pos-{precision}.json")],
                   args.output_dir / f"pos-{precision}.json")
-        ner = run(["contextvec", "train-task", "ner", "--train", str(CONLL / "eng.train.gz"),
-                   "--dev", str(CONLL / "eng.testa.gz"), "--epochs", args.ner_epochs, "--patience", "3",
-                   "--lr", "0.005", "--seed", "0", *common,
-                   "--output", str(args.output_dir / f"ner-{precision}.json")],
-                  args.output_dir / f"ner-{precision}.json")
+        f1s = []
+        for seed in args.seeds:
+            name = f"ner-{precision}.json" if seed == "0" else f"ner-{precision}-s{seed}.json"
+            output = args.output_dir / name
+            ner = run(["contextvec", "train-task", "ner", "--train", str(CONLL / "eng.train.gz"),
+                       "--dev", str(CONLL / "eng.testa.gz"), "--epochs", args.ner_epochs, "--patience", "3",
+                       "--lr", "0.005", "--seed", seed, *common, "--output", str(output)], output)
+            f1s.append(100 * ner["dev"]["f1"])
         scores = {f"POS {probe['name']}": 100 * probe["dev_accuracy"] for probe in pos["probes"]}
-        scores["NER dev F1"] = 100 * ner["dev"]["f1"]
+        scores["NER dev F1"] = statistics.mean(f1s)
+        spread[precision] = statistics.stdev(f1s) if len(f1s) > 1 else None
         rows[precision] = scores
     names = list(next(iter(rows.values())))
     print(f"| precision | {' | '.join(names)} |")
@@ -68,6 +79,8 @@ def main() -> None:
         cells = []
         for name in names:
             cell = f"{scores[name]:.2f}"
+            if name == "NER dev F1" and spread[precision] is not None:
+                cell += f" ± {spread[precision]:.2f} (n={len(args.seeds)})"
             if base is not None and precision != "fp32":
                 delta = scores[name] - base[name]
                 cell += f" ({delta:+.2f}{' **> 0.3**' if abs(delta) > FLAG else ''})"
