@@ -113,10 +113,21 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--passive", action="store_true", help="idle threads sleep, not spin (all engines)")
     args = parser.parse_args()
-
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.passive:
         os.environ["OMP_WAIT_POLICY"] = "PASSIVE"   # read once, when torch's OpenMP starts
+    import torch
+
+    torch.set_num_threads(args.threads)
+    lines = (REFERENCE / "sentences.txt").read_text("utf-8").splitlines()
+    lines = (lines * (args.sentences // len(lines) + 1))[: args.sentences]
+    compare([line.split() for line in lines], args.batch_size, args.threads, args.passes, args.passive)
+
+
+def compare(words: list[list[str]], batch_size: int, threads: int, passes: int,
+            passive: bool = False) -> None:
+    """Time every engine on ``words`` in contextvec's length-sorted batches and print the table
+    and the accuracy lines (also run by ``inference_limits.py``)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import onnxruntime as ort
     import torch
     import transformers
@@ -127,11 +138,8 @@ def main() -> None:
     from contextvec.encoders.precision import cpu_flags, native_bf16
     from contextvec.text.batching import length_batches
 
-    torch.set_num_threads(args.threads)
-    lines = (REFERENCE / "sentences.txt").read_text("utf-8").splitlines()
-    lines = (lines * (args.sentences // len(lines) + 1))[: args.sentences]
-    words = [line.split() for line in lines]
-    batches = length_batches([len(w) for w in words], args.batch_size, 4096)
+    n = len(words)
+    batches = length_batches([len(w) for w in words], batch_size, 4096)
     path = minilm_dir()
 
     tokenizer = AutoTokenizer.from_pretrained(path)
@@ -143,8 +151,8 @@ def main() -> None:
     fp32_file, int8_file = workdir / "minilm.onnx", workdir / "minilm-int8.onnx"
     names = export_onnx(hf, encoded[0], fp32_file)
     quantize_dynamic(str(fp32_file), str(int8_file), weight_type=QuantType.QInt8)
-    sessions = {"ORT fp32": ort_session(fp32_file, args.threads, args.passive),
-                "ORT int8": ort_session(int8_file, args.threads, args.passive)}
+    sessions = {"ORT fp32": ort_session(fp32_file, threads, passive),
+                "ORT int8": ort_session(int8_file, threads, passive)}
     # bf16 only where the CPU multiplies it natively (contextvec.load refuses it elsewhere).
     precisions = ("fp32", "bf16", "int8") if native_bf16() else ("fp32", "int8")
     ours = {p: contextvec.load(path, precision=p) for p in precisions}
@@ -157,7 +165,7 @@ def main() -> None:
         return lambda: [sessions[name].run(names, batch) for batch in ort_inputs]
 
     def run_ours(precision: str) -> Callable[[], list]:
-        return lambda: ours[precision].embed(words, batch_size=args.batch_size)
+        return lambda: ours[precision].embed(words, batch_size=batch_size)
 
     engines: dict[str, Callable[[], list]] = {
         "HF eager fp32": run_hf, "ORT fp32": run_ort("ORT fp32"), "ORT int8": run_ort("ORT int8"),
@@ -165,7 +173,7 @@ def main() -> None:
     }
     outputs = {name: run() for name, run in engines.items()}  # warm-up, and the vectors compared
     times: dict[str, list[float]] = {name: [] for name in engines}
-    for _ in range(args.passes):
+    for _ in range(passes):
         for name, run in engines.items():
             start = time.perf_counter()
             run()
@@ -173,11 +181,11 @@ def main() -> None:
 
     flags = cpu_flags()
     print(f"CPU: {cpu_name()}; flags: {' '.join(f for f in FLAGS_SHOWN if f in flags)}")
-    print(f"threads {args.threads}; torch {torch.__version__}, transformers {transformers.__version__}, "
-          f"onnxruntime {ort.__version__}; {args.sentences} sentences, {len(batches)} length-sorted "
-          f"batches of <= {args.batch_size}; median of {args.passes} interleaved passes; idle threads "
-          f"{'sleep (--passive)' if args.passive else 'spin (default)'}")
-    rates = {name: args.sentences / statistics.median(t) for name, t in times.items()}
+    print(f"threads {threads}; torch {torch.__version__}, transformers {transformers.__version__}, "
+          f"onnxruntime {ort.__version__}; {n} sentences, {len(batches)} length-sorted "
+          f"batches of <= {batch_size}; median of {passes} interleaved passes; idle threads "
+          f"{'sleep (--passive)' if passive else 'spin (default)'}")
+    rates = {name: n / statistics.median(t) for name, t in times.items()}
     for name, rate in rates.items():
         print(f"{name:16s} {rate:8.1f} sentences/s   x{rate / rates['HF eager fp32']:.2f} HF   "
               f"x{rate / rates['ORT fp32']:.2f} ORT fp32   x{rate / rates['ORT int8']:.2f} ORT int8")

