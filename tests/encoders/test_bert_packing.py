@@ -153,3 +153,18 @@ def test_to_grid_reuses_its_grid_without_gradients():
     pieces = torch.arange(6.0, requires_grad=True).view(6, 1)
     grid = layout.to_grid(pieces)
     assert grid.data_ptr() != second.data_ptr() and grid.requires_grad
+
+
+@pytest.mark.parametrize(("lengths", "keep"), [(LENGTHS, [0, 5, 3, 12, 22, 21]), ([4, 4, 4], [0, 11, 5])])
+def test_last_rows_compute_only_the_pieces_read(lengths, keep):
+    """``last_rows``: the last state holds those rows in that order, the same vectors as the
+    full last state's; the earlier states are whole (padded rows or not)."""
+    model, (ids, mask) = _model(), _padded(lengths)
+    keep = torch.tensor(keep)
+    with torch.no_grad():
+        full = model.forward_packed(ids[mask], lengths)
+        some = model.forward_packed(ids[mask], lengths, last_rows=keep)
+    assert [s.shape[0] for s in some] == [s.shape[0] for s in full[:-1]] + [len(keep)]
+    for a, b in zip(some[:-1], full[:-1], strict=True):
+        torch.testing.assert_close(a, b, atol=0, rtol=0)
+    torch.testing.assert_close(some[-1], full[-1][keep], atol=1e-6, rtol=0)

@@ -116,15 +116,17 @@ class BertEncoder(Encoder):
         offsets = [0, *itertools.accumulate(row_lengths)]
         for first in range(0, len(row_lengths), step):
             lo_piece, hi_piece = offsets[first], offsets[min(first + step, len(row_lengths))]
-            states = self.model.forward_packed(ids[lo_piece:hi_piece].to(device),
-                                               row_lengths[first:first + step])
             lo, hi = torch.searchsorted(source, torch.tensor([lo_piece, hi_piece], device=device)).tolist()
             take, put = source[lo:hi] - lo_piece, slots[lo:hi]
+            # The last layer is computed at the pieces read only (its state: those rows, in order).
+            states = self.model.forward_packed(ids[lo_piece:hi_piece].to(device),
+                                               row_lengths[first:first + step], last_rows=take)
             for layer, state in enumerate(states):
+                rows = state if 0 < layer == len(states) - 1 else state.index_select(0, take)
                 if self.subword_pooling == "first":
-                    out[layer].index_copy_(0, put, state.index_select(0, take))
+                    out[layer].index_copy_(0, put, rows)
                 else:
-                    out[layer].index_add_(0, put, state.index_select(0, take))
+                    out[layer].index_add_(0, put, rows)
         if self.subword_pooling == "mean":
             counts = torch.bincount(word_of_piece, minlength=len(slot_of_word)).to(device, out.dtype)
             out[:, slot_of_word] /= counts[None, :, None]

@@ -153,8 +153,10 @@ class BertSelfAttention(nn.Module):
         weight, bias = self._fused_weights()
         return self._onednn.linear("qkv", hidden, weight, bias)
 
-    def forward(self, hidden: torch.Tensor, layout: RowLayout) -> torch.Tensor:
-        """``hidden`` (n, hidden) laid out by ``layout`` -> (n, hidden)."""
+    def forward(self, hidden: torch.Tensor, layout: RowLayout,
+                keep: torch.Tensor | None = None) -> torch.Tensor:
+        """``hidden`` (n, hidden) laid out by ``layout`` -> (n, hidden), or only the rows
+        ``keep`` (every row still attends to all)."""
         grid = layout.to_grid(self._project(hidden))                  # (rows, T, 3 * hidden)
         shape = (layout.rows, layout.longest, 3, self.num_heads, self.head_dim)
         q, k, v = grid.view(shape).permute(2, 0, 3, 1, 4)             # each (rows, heads, T, d)
@@ -165,7 +167,7 @@ class BertSelfAttention(nn.Module):
             out = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=layout.mask, dropout_p=self.dropout_prob if self.training else 0.0
             )
-        return layout.from_grid(out.transpose(1, 2))
+        return layout.from_grid(out.transpose(1, 2), keep)
 
 
 class BertResidualOutput(nn.Module):
@@ -192,8 +194,10 @@ class BertAttention(nn.Module):
         self.self = BertSelfAttention(config)
         self.output = BertResidualOutput(config, config.hidden_size)
 
-    def forward(self, hidden: torch.Tensor, layout: RowLayout) -> torch.Tensor:
-        return self.output(self.self(hidden, layout), hidden)
+    def forward(self, hidden: torch.Tensor, layout: RowLayout,
+                keep: torch.Tensor | None = None) -> torch.Tensor:
+        residual = hidden if keep is None else hidden.index_select(0, keep)
+        return self.output(self.self(hidden, layout, keep), residual)
 
 
 class BertIntermediate(nn.Module):
@@ -219,9 +223,11 @@ class BertLayer(nn.Module):
         self.intermediate = BertIntermediate(config)
         self.output = BertResidualOutput(config, config.intermediate_size)
 
-    def forward(self, hidden: torch.Tensor, layout: RowLayout) -> torch.Tensor:
-        """``hidden`` (n, hidden) laid out by ``layout`` -> (n, hidden)."""
-        attended = self.attention(hidden, layout)
+    def forward(self, hidden: torch.Tensor, layout: RowLayout,
+                keep: torch.Tensor | None = None) -> torch.Tensor:
+        """``hidden`` (n, hidden) laid out by ``layout`` -> (n, hidden); with ``keep``, only
+        those rows are computed past attention, and returned in that order."""
+        attended = self.attention(hidden, layout, keep)
         return self.output(self.intermediate(attended), attended)
 
 
@@ -233,11 +239,13 @@ class BertLayerStack(nn.Module):
         super().__init__()
         self.layer = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
 
-    def forward(self, hidden: torch.Tensor, layout: RowLayout) -> list[torch.Tensor]:
-        """The output of every layer (not including the input), each (n, hidden)."""
+    def forward(self, hidden: torch.Tensor, layout: RowLayout,
+                last_rows: torch.Tensor | None = None) -> list[torch.Tensor]:
+        """The output of every layer (not including the input), each (n, hidden); the last
+        layer's only at ``last_rows`` if given (nothing reads its other rows)."""
         outputs = []
-        for layer in self.layer:
-            hidden = layer(hidden, layout)
+        for index, layer in enumerate(self.layer):
+            hidden = layer(hidden, layout, last_rows if index == len(self.layer) - 1 else None)
             outputs.append(hidden)
         return outputs
 
@@ -285,10 +293,12 @@ class BertModel(nn.Module):
         pooled = self.pooler(hidden_states[-1]) if self.pooler is not None else None
         return BertModelOutput(hidden_states, pooled)
 
-    def forward_packed(self, input_ids: torch.Tensor, lengths: Sequence[int]) -> list[torch.Tensor]:
+    def forward_packed(self, input_ids: torch.Tensor, lengths: Sequence[int],
+                       last_rows: torch.Tensor | None = None) -> list[torch.Tensor]:
         """Rows of ``lengths`` pieces packed end to end (``input_ids`` (n,), token type 0) ->
         the ``num_hidden_layers + 1`` hidden states (embedding output first), each (n, hidden),
-        with no work on padding. No pooler."""
+        with no work on padding. No pooler. ``last_rows`` (indices into the n pieces): the last
+        state holds only those rows, in that order; its feed-forward skips the rest."""
         limit = self.embeddings.position_embeddings.num_embeddings
         if max(lengths) > limit:
             raise ValueError(f"{max(lengths)} pieces exceed max_position_embeddings {limit} "
@@ -296,4 +306,4 @@ class BertModel(nn.Module):
         device = input_ids.device
         layout = RowLayout.packed(lengths, device)
         embedded = self.embeddings.forward_packed(input_ids, packed_positions(lengths).to(device))
-        return [embedded, *self.encoder(embedded, layout)]
+        return [embedded, *self.encoder(embedded, layout, last_rows)]

@@ -81,10 +81,13 @@ class RowLayout(NamedTuple):
             self.kept[key] = make()
         return self.kept[key]
 
-    def from_grid(self, grid: torch.Tensor) -> torch.Tensor:
-        """``(rows, longest, width)`` -> ``(n, width)``: the pieces back in packed order."""
+    def from_grid(self, grid: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
+        """``(rows, longest, width)`` -> ``(n, width)``: the pieces back in packed order (only
+        the pieces ``keep``, indices into the n, if given)."""
         flat = grid.reshape(self.rows * self.longest, -1)
-        return flat if self.index is None else flat.index_select(0, self.index)
+        index = self.index if keep is None or self.index is None else self.index[keep]
+        index = keep if index is None else index
+        return flat if index is None else flat.index_select(0, index)
 
 
 def packed_positions(lengths: Sequence[int]) -> torch.Tensor:
