@@ -132,7 +132,7 @@ def test_short_attention_equals_the_fused_kernel(lengths, monkeypatch):
     torch.manual_seed(3)
     q, k, v = torch.randn(3, len(lengths), 4, max(lengths), 4).unbind(0)
     expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=layout.mask)
-    torch.testing.assert_close(model_module.short_attention(q, k, v, layout.score_bias(q.dtype)), expected,
+    torch.testing.assert_close(model_module.short_attention(q, k, v, layout.score_bias()), expected,
                                atol=1e-6, rtol=0)
     with torch.no_grad():
         short = model(ids, mask).hidden_states

@@ -122,7 +122,8 @@ class BertEncoder(Encoder):
             states = self.model.forward_packed(ids[lo_piece:hi_piece].to(device),
                                                row_lengths[first:first + step], last_rows=take)
             for layer, state in enumerate(states):
-                rows = state if 0 < layer == len(states) - 1 else state.index_select(0, take)
+                pruned = layer == len(states) - 1 and layer > 0   # states[0]: the embeddings
+                rows = state if pruned else state.index_select(0, take)
                 if self.subword_pooling == "first":
                     out[layer].index_copy_(0, put, rows)
                 else:

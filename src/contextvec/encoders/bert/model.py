@@ -162,7 +162,7 @@ class BertSelfAttention(nn.Module):
         q, k, v = grid.view(shape).permute(2, 0, 3, 1, 4)             # each (rows, heads, T, d)
         small = layout.rows * self.num_heads * layout.longest ** 2 <= SMALL_SCORES
         if small and not self.training and not torch.is_grad_enabled():
-            out = short_attention(q, k, v, layout.score_bias(torch.float32))
+            out = short_attention(q, k, v, layout.score_bias())
         else:
             out = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=layout.mask, dropout_p=self.dropout_prob if self.training else 0.0

@@ -62,15 +62,14 @@ class RowLayout(NamedTuple):
         grid.index_copy_(0, self.index, pieces)
         return grid.view(self.rows, self.longest, -1)
 
-    def score_bias(self, dtype: torch.dtype) -> torch.Tensor | None:
-        """The key mask as a bias to add to attention scores: ``(rows, 1, 1, longest)``, 0 at
-        keys that may be attended to and -inf elsewhere (None when every key may be); adding
-        it is several times faster than ``masked_fill`` with the mask."""
+    def score_bias(self) -> torch.Tensor | None:
+        """The key mask as a float32 bias to add to attention scores: ``(rows, 1, 1, longest)``,
+        0 at keys that may be attended to and -inf elsewhere (None when every key may be);
+        adding it is several times faster than ``masked_fill`` with the mask."""
         if self.mask is None:
             return None
         mask = self.mask
-        return self._kept(("bias", dtype, mask.device),
-                          lambda: torch.zeros(mask.shape, dtype=dtype, device=mask.device)
+        return self._kept(("bias", mask.device), lambda: torch.zeros(mask.shape, device=mask.device)
                           .masked_fill_(~mask, float("-inf")))
 
     def _kept(self, key: tuple, make: Callable[[], torch.Tensor]) -> torch.Tensor:

@@ -11,12 +11,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from contextvec.io.atomic import atomic_path
+from contextvec.io.atomic import atomic_path, file_lock
 from contextvec.tasks.experiments.plans import RunSpec
 from contextvec.tasks.split import Split
 
@@ -63,7 +62,7 @@ class ResultStore:
         self.header = header
         self.records: list[dict] = []
         self._discarded: list[dict] = []  # keys a fresh store drops: never adopted back on save
-        self._lock_depth, self._lock_fd = 0, -1
+        self._holding = False  # this store holds the directory's lock (see locked)
         stored = self._read()
         if fresh:
             self._discarded = [r["key"] for r in stored]
@@ -84,22 +83,15 @@ class ResultStore:
     def locked(self) -> Iterator[None]:
         """Hold the output directory's lock (re-entrant): no other store saves meanwhile, so a
         save and the outputs written from its records belong together."""
-        if self._lock_depth == 0:
-            try:
-                import fcntl
-            except ImportError:  # no flock (Windows): one command per directory at a time
-                fcntl = None
-            self._lock_fd = os.open(self.path.parent, os.O_RDONLY)
-            if fcntl is not None:
-                fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
-        self._lock_depth += 1
-        try:
+        if self._holding:
             yield
-        finally:
-            self._lock_depth -= 1
-            if self._lock_depth == 0:
-                os.close(self._lock_fd)  # closing the descriptor releases the lock
-                self._lock_fd = -1
+            return
+        with file_lock(self.path.with_name(f".{RESULTS_JSON}.lock")):
+            self._holding = True
+            try:
+                yield
+            finally:
+                self._holding = False
 
     def find(self, key: dict) -> dict | None:
         return next((r for r in self.records if r["key"] == key), None)
