@@ -255,16 +255,19 @@ class PackedFloatWeights:
 
 
 def run_linear(
-    packing: PackedFloatWeights, name: str, layer: nn.Linear | LowPrecisionLinear, x: torch.Tensor,
-    gelu: str | None = None,
+    packing: PackedFloatWeights, name: str, layer: nn.Module, x: torch.Tensor, gelu: str | None = None,
     float_output: bool = True,
 ) -> torch.Tensor:
     """``layer(x)`` (then GELU if ``gelu``): a float ``nn.Linear`` through ``packing``, a
-    :class:`LowPrecisionLinear` (after :func:`apply_precision`) with the GELU in its product;
+    :class:`LowPrecisionLinear` (after :func:`apply_precision`) with the GELU in its product,
+    any other layer (``nn.Identity`` where a model has no projection) called as it is;
     ``float_output=False`` lets a bf16 layer return its bf16 result (see ``LowPrecisionWeight``)."""
+    if isinstance(layer, nn.Linear):
+        return packing.linear(name, x, layer.weight, layer.bias, gelu)
     if isinstance(layer, LowPrecisionLinear):
         return layer(x, gelu, float_output)
-    return packing.linear(name, x, layer.weight, layer.bias, gelu)
+    out = layer(x)
+    return out if gelu is None else F.gelu(out, approximate=gelu)
 
 
 class LowPrecisionLinear(nn.Module):
