@@ -13,6 +13,7 @@ pytest.importorskip("fastapi", reason="the server extra is not installed: pip in
 
 from contextvec.encoders.base import Encoder, EncoderOutput  # noqa: E402
 from contextvec.server.batcher import Batcher, QueueFull  # noqa: E402
+from contextvec.server.worker import WorkerThread  # noqa: E402
 
 
 class Recording(Encoder):
@@ -23,6 +24,7 @@ class Recording(Encoder):
     def __init__(self, fail_on: str | None = None) -> None:
         super().__init__()
         self.calls: list[list[list[str]]] = []
+        self.threads: set[int] = set()
         self.gate = threading.Event()
         self.gate.set()
         self.fail_on = fail_on
@@ -30,6 +32,7 @@ class Recording(Encoder):
     def forward(self, sentences: Sequence[Sequence[str]]) -> EncoderOutput:
         self.gate.wait(10)
         self.calls.append([list(s) for s in sentences])
+        self.threads.add(threading.get_ident())
         if any(self.fail_on in s for s in sentences):
             raise ValueError(f"cannot encode {self.fail_on!r}")
         width = max(len(s) for s in sentences)
@@ -106,3 +109,29 @@ def test_dead_jobs_are_dropped_and_a_failing_job_does_not_fail_its_partners():
     seen = [token for call in encoder.calls for sentence in call for token in sentence]
     assert "late" not in seen and "gone" not in seen and not expired.future.done()
     b.close(5)
+
+
+def test_worker_thread_runs_in_order_and_hands_back_results_and_errors():
+    worker = WorkerThread("test-worker")
+    seen: list[int] = []
+    futures = [worker.submit(lambda i=i: seen.append(i) or threading.get_ident()) for i in range(5)]
+    idents = {f.result(5) for f in futures}
+    assert seen == [0, 1, 2, 3, 4]
+    assert len(idents) == 1 and threading.get_ident() not in idents
+    with pytest.raises(ZeroDivisionError):
+        worker.run(lambda: 1 / 0)
+    assert worker.run(lambda: "still alive") == "still alive"
+
+
+def test_forwards_run_on_the_worker_that_loaded_the_model():
+    """One thread for all torch work (server/worker.py): the forwards run on the thread given."""
+    worker = WorkerThread("test-torch")
+    loader = worker.run(threading.get_ident)
+    encoder = Recording()
+    b = batcher(encoder, worker=worker)
+    jobs = [b.submit([["a", "bb"]], time.monotonic() + 10) for _ in range(3)]
+    for job in jobs:
+        job.future.result(5)
+    assert encoder.threads == {loader}
+    b.close(5)
+    assert not b.accepting

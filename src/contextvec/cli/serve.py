@@ -134,6 +134,7 @@ def run(args: argparse.Namespace) -> None:
 
         from contextvec.server.app import create_app
         from contextvec.server.settings import ServerSettings
+        from contextvec.server.worker import WorkerThread
     except ImportError as e:
         raise RuntimeError(f"contextvec serve needs the server extra ({e.name} is missing): "
                            'pip install "contextvec[server]"') from None
@@ -152,13 +153,15 @@ def run(args: argparse.Namespace) -> None:
         print(f"contextvec serve: warning: listening on {args.host} without --api-key",
               file=sys.stderr)
     start = time.perf_counter()
-    encoder = load_model(args)
-    warm_up(encoder)
+    # Loading, warm-up and every forward on one thread: one OpenMP team (server/worker.py).
+    worker = WorkerThread()
+    encoder = worker.run(lambda: load_model(args))
+    worker.run(lambda: warm_up(encoder))
     sock = bind(args.host, args.port)
     host, port = sock.getsockname()[:2]
     server: uvicorn.Server | None = None
     app = create_app(encoder, settings, is_stopping=lambda: bool(server and server.should_exit),
-                     grace_period=args.grace_period)
+                     grace_period=args.grace_period, worker=worker)
     config = uvicorn.Config(app, log_level=args.log_level, access_log=args.access_log,
                             timeout_graceful_shutdown=int(args.grace_period), lifespan="on")
     server = uvicorn.Server(config)

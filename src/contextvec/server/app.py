@@ -18,6 +18,7 @@ from contextvec.server.hot import HotRoute, HotRoutes
 from contextvec.server.middleware import ApiKey, BodyReader, RequestContext
 from contextvec.server.service import Call, Service
 from contextvec.server.settings import ServerSettings
+from contextvec.server.worker import WorkerThread
 
 ERRORS = {status: {"model": schemas.ErrorResponse} for status in (401, 413, 422, 429, 503, 504)}
 HEALTH = b'{"status":"ok"}'
@@ -36,14 +37,17 @@ async def _health(body: None, call: Call) -> bytes:
 
 
 def create_app(encoder: Encoder, settings: ServerSettings | None = None,
-               is_stopping: Callable[[], bool] = lambda: False, grace_period: float = 30.0) -> ASGIApp:
+               is_stopping: Callable[[], bool] = lambda: False, grace_period: float = 30.0,
+               worker: WorkerThread | None = None) -> ASGIApp:
     """The ASGI app serving ``encoder`` (loaded, eval mode, warmed by the caller).
 
     ``is_stopping`` tells whether the server is shutting down (``/ready`` then answers 503);
-    on shutdown the batcher gets ``grace_period`` seconds to finish the queued work.
+    on shutdown the batcher gets ``grace_period`` seconds to finish the queued work. ``worker``:
+    the thread that loaded and warmed ``encoder``, to run the forward passes on too (a new one
+    if None; :mod:`contextvec.server.worker` says why one thread).
     """
     settings = settings or ServerSettings()
-    service = Service(encoder, settings, is_stopping)
+    service = Service(encoder, settings, is_stopping, worker)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):

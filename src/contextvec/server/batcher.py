@@ -17,6 +17,9 @@ The worker's rule:
 
 With ``batching=False`` the worker takes one job at a time (one request = one forward when it
 fits the budget): the baseline of ``benchmarks/serve_load.py``.
+
+The worker loop runs on a :class:`~contextvec.server.worker.WorkerThread`: the server's one
+thread for torch work, which also loaded and warmed the model (see that module for why).
 """
 
 from __future__ import annotations
@@ -27,12 +30,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future, InvalidStateError, wait
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from contextvec.encoders.base import Encoder
+from contextvec.server.worker import WorkerThread
 
 logger = logging.getLogger("contextvec.server")
 
@@ -71,7 +75,8 @@ BatchObserver = Callable[[int, int, float], None]
 
 
 class Batcher:
-    """Runs jobs on ``encoder`` in a worker thread; :meth:`submit` from any thread."""
+    """Runs jobs on ``encoder`` on ``worker`` (a new :class:`WorkerThread` if None);
+    :meth:`submit` from any thread."""
 
     def __init__(
         self,
@@ -81,6 +86,7 @@ class Batcher:
         max_queue: int = 512,
         batching: bool = True,
         on_batch: BatchObserver | None = None,
+        worker: WorkerThread | None = None,
     ) -> None:
         self.encoder = encoder
         self.max_batch_tokens = max_batch_tokens
@@ -93,10 +99,12 @@ class Batcher:
         self._cond = threading.Condition()
         self._closing = False
         self._free_since = 0.0  # when the last forward ended: the answered clients come back
-        self._thread = threading.Thread(target=self._run, name="contextvec-batcher", daemon=True)
+        self._worker = worker
+        self._running: Future | None = None  # the worker loop, once started
 
     def start(self) -> None:
-        self._thread.start()
+        self._worker = self._worker or WorkerThread("contextvec-batcher")
+        self._running = self._worker.submit(self._run)
 
     @property
     def depth(self) -> int:
@@ -105,7 +113,7 @@ class Batcher:
 
     @property
     def accepting(self) -> bool:
-        return not self._closing and self._thread.is_alive()
+        return not self._closing and self._running is not None and not self._running.done()
 
     def submit(self, sentences: list[list[str]], deadline: float) -> Job:
         """Queue a job; raises :class:`QueueFull` or :class:`ShuttingDown`."""
@@ -138,8 +146,8 @@ class Batcher:
         with self._cond:
             self._closing = True
             self._cond.notify_all()
-        if self._thread.is_alive():
-            self._thread.join(timeout)
+        if self._running is not None:
+            wait([self._running], timeout)
 
     # -- worker --------------------------------------------------------------------------
 

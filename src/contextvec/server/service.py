@@ -26,6 +26,7 @@ from contextvec.server.errors import APIError
 from contextvec.server.metrics import Metrics
 from contextvec.server.settings import ServerSettings
 from contextvec.server.vectors import FieldError, LayerView, encode, has_lone_surrogate, layer_view
+from contextvec.server.worker import WorkerThread
 from contextvec.text.tokenize import Tokenizer
 
 logger = logging.getLogger("contextvec.server")
@@ -47,11 +48,12 @@ class Service:
     """What the routes share: the encoder's batcher, tokenizers, limits and metrics."""
 
     def __init__(self, encoder: Encoder, settings: ServerSettings,
-                 is_stopping: Callable[[], bool]) -> None:
+                 is_stopping: Callable[[], bool], worker: WorkerThread | None = None) -> None:
         self.encoder, self.settings, self.is_stopping = encoder, settings, is_stopping
         self.metrics = Metrics(queue_depth=lambda: self.batcher.depth)
         self.batcher = Batcher(encoder, settings.max_batch_tokens, settings.max_wait_ms / 1000,
-                               settings.max_queue, settings.batching, self.metrics.observe_batch)
+                               settings.max_queue, settings.batching, self.metrics.observe_batch,
+                               worker)
         self.tokenizers: dict[str, Tokenizer] = {}
         self.started = int(time.time())
         layers = settings.openai_layers
