@@ -160,7 +160,8 @@ def rss_mib(pid: int) -> float:
 
 def server_args(args: argparse.Namespace, *extra: str) -> list[str]:
     model = ["--model", args.model] if args.model else []
-    return [*model, "--threads", str(args.threads), "--max-queue", "4096", *extra]
+    threads = ["--threads", str(args.threads)] if args.threads else []
+    return [*model, *threads, "--max-queue", "4096", *extra]
 
 
 HEADERS = {"Content-Type": "application/json"}
@@ -176,7 +177,8 @@ def lone(args, sentences) -> dict:
     server's own forward time (mean of ``contextvec_batch_seconds`` over the measured requests).
     """
     sentence = min(sentences[:200], key=lambda s: abs(len(s.split()) - 25))  # a typical length
-    torch.set_num_threads(args.threads)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     encoder = contextvec.load(args.model)
     body = embed_bodies([sentence], 1)[0][0]
     direct, served, health = [], [], []
@@ -223,7 +225,8 @@ def overhead(args, sentences) -> dict:
     lone benchmark's sentence; and a direct ``Encoder.embed`` of it in this process, one before
     each request of it."""
     sentence = min(sentences[:200], key=lambda s: abs(len(s.split()) - 25))
-    torch.set_num_threads(args.threads)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     encoder = contextvec.load(args.model)
     cases = [("health", "GET", "/health", None, 10 * args.lone_repeats),
              ("empty_embed", "POST", "/v1/embed", embed_bodies([""], 1)[0][0], 10 * args.lone_repeats),
@@ -340,7 +343,9 @@ def compare(args, sentences) -> list[dict]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", help="model path (default: the bundled model)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads of the server (1)")
+    p.add_argument("--threads", type=int,
+                   help="torch threads of the server and of the direct calls (default: torch's, as "
+                        "contextvec serve and a script get them)")
     p.add_argument("--only", nargs="+", choices=("lone", "overhead", "throughput", "soak", "compare"),
                    default=["lone", "throughput", "soak"])
     p.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16, 64])
