@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 import torch
 from conftest import REFERENCE
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from safetensors.torch import save_file
 
 import contextvec
@@ -118,6 +120,28 @@ def test_words_without_pieces_get_unk(minilm):
     assert pieces.tokens == ["[CLS]", "a", "[UNK]", "[UNK]", "x", "##y", "[SEP]"]
     assert pieces.word_index == [-1, 0, 1, 2, 3, 3, -1]
     assert minilm.embed([words])[0].shape == (7, 4, 384)
+
+
+def _sentence_by_sentence(tokenizer: WordPieceTokenizer, sentences: list[list[str]]) -> list:
+    """``encode_batch`` without the word memory: the tokenizer on whole sentences."""
+    memory, tokenizer._words = tokenizer._words, None
+    try:
+        return tokenizer.encode_batch(sentences)
+    finally:
+        tokenizer._words = memory
+
+
+def test_remembered_words_give_the_sentence_pieces(minilm, reference):
+    _, lines = reference
+    sentences = [line.split() for line in lines] + [["a", "\x01", "", "x\x02y", "[CLS]", "1,200", "Straße",
+                                                      "日本語", "e\u0301", "x" * 150, "can't"]]
+    tokenizer = minilm.tokenizer
+    assert tokenizer._words is not None
+    tokenizer._words.clear()
+    want = _sentence_by_sentence(tokenizer, sentences)
+    assert tokenizer.encode_batch(sentences) == want          # words new to the memory
+    assert tokenizer.encode_batch(sentences) == want          # all remembered
+    assert tokenizer.encode_batch(sentences[::-1]) == want[::-1]
 
 
 def test_vocab_txt_tokenizer_matches_tokenizer_json(minilm, minilm_dir, reference, tmp_path):
@@ -298,6 +322,17 @@ def _pair(
     table[:16] = state["embeddings.position_embeddings.weight"]
     big.load_state_dict({**state, "embeddings.position_embeddings.weight": table})
     return BertEncoder(tiny, tokenizer), BertEncoder(big, tokenizer)
+
+
+ODD = st.text(st.sampled_from([*LETTERS, *LETTERS.upper(), "é", "ß", "日", "\x00", "\x01", " ", ",", "'",
+                                "\u0301", "\u200b", "\ufeff", "[", "]", "#"]), max_size=12)
+
+
+@given(st.lists(st.lists(ODD, max_size=8), min_size=1, max_size=4))
+@settings(max_examples=60, deadline=None)
+def test_word_memory_matches_whole_sentences(tiny_tokenizer, sentences):
+    assert tiny_tokenizer._words is not None
+    assert tiny_tokenizer.encode_batch(sentences) == _sentence_by_sentence(tiny_tokenizer, sentences)
 
 
 def _words(n: int, seed: int = 0) -> list[str]:

@@ -12,6 +12,11 @@ pieces belong to that word. A word that yields no pieces at all (an empty string
 control character, which BERT's text cleaning deletes) is given one ``[UNK]`` piece, so
 that every word gets a vector. ``[CLS]`` and ``[SEP]`` are added here, not by the
 tokenizer's post-processor.
+
+With BERT's own pipeline (WordPiece under BERT's normalizer and pre-tokenizer, which act within
+a word) a word's pieces do not depend on its neighbours, so each distinct word is tokenized once
+and remembered (up to :data:`WORD_CACHE_SIZE` words): the speed benchmark's 500 sentences
+tokenize in 2-5 ms instead of 20-100 ms, into the same pieces.
 """
 
 from __future__ import annotations
@@ -24,6 +29,9 @@ from typing import Any, NamedTuple
 
 from tokenizers import Encoding, Tokenizer, normalizers, pre_tokenizers
 from tokenizers.models import WordPiece
+
+WORD_CACHE_SIZE = 200_000
+"""Distinct words whose pieces a tokenizer remembers; past it the memory starts afresh."""
 
 TOKENIZER_JSON = "tokenizer.json"
 VOCAB_TXT = "vocab.txt"
@@ -69,6 +77,9 @@ class WordPieceTokenizer:
                 raise ValueError(f"the vocabulary has no {name} token")
         self.cls_token, self.sep_token, self.unk_token = cls_token, sep_token, unk_token
         self.cls_id, self.sep_id, self.unk_id = ids[cls_token], ids[sep_token], ids[unk_token]
+        # word -> (piece ids, piece tokens), for pipelines that tokenize words independently.
+        self._words: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] | None = (
+            {} if _word_by_word(tokenizer) else None)
 
     @classmethod
     def from_directory(cls, directory: str | os.PathLike) -> WordPieceTokenizer:
@@ -125,12 +136,52 @@ class WordPieceTokenizer:
         return self.encode_batch([words])[0]
 
     def encode_batch(self, sentences: Sequence[Sequence[str]]) -> list[WordPieces]:
+        if self._words is not None:
+            return self._encode_by_word(sentences, self._words)
         encodings = self.tokenizer.encode_batch(
             [list(words) for words in sentences], is_pretokenized=True, add_special_tokens=False
         )
         return [self._with_specials(e, len(words)) for e, words in zip(encodings, sentences, strict=True)]
 
+    def _encode_by_word(self, sentences: Sequence[Sequence[str]],
+                        memory: dict[str, tuple[tuple[int, ...], tuple[str, ...]]]) -> list[WordPieces]:
+        """:meth:`encode_batch` from remembered words; the new ones tokenized in one call."""
+        lookup = {word: memory.get(word) for words in sentences for word in words}
+        new = [word for word, pieces in lookup.items() if pieces is None]
+        if new:
+            encodings = self.tokenizer.encode_batch([[word] for word in new], is_pretokenized=True,
+                                                    add_special_tokens=False)
+            unk = ((self.unk_id,), (self.unk_token,))
+            found = {word: (tuple(e.ids), tuple(e.tokens)) if e.ids else unk
+                     for word, e in zip(new, encodings, strict=True)}
+            lookup.update(found)
+            if len(memory) + len(found) > WORD_CACHE_SIZE:
+                memory.clear()
+            memory.update(found)
+        out = []
+        for words in sentences:
+            ids, tokens, index = [self.cls_id], [self.cls_token], [-1]
+            for position, word in enumerate(words):
+                piece_ids, piece_tokens = lookup[word]
+                ids += piece_ids
+                tokens += piece_tokens
+                index += [position] * len(piece_ids)
+            ids.append(self.sep_id)
+            tokens.append(self.sep_token)
+            index.append(-1)
+            out.append(WordPieces(ids, tokens, index))
+        return out
+
     def encode_text(self, text: str) -> WordPieces:
         """Pieces of raw text as BERT tokenizes it (``word_index`` counts the pre-tokenizer's
         words, punctuation split off)."""
         return self._with_specials(self.tokenizer.encode(text, add_special_tokens=False), None)
+
+
+def _word_by_word(tokenizer: Tokenizer) -> bool:
+    """Whether ``tokenizer`` gives each pre-tokenized word the pieces it gives that word alone:
+    BERT's pipeline (WordPiece, BERT's normalizer and pre-tokenizer, or none). Others (a
+    byte-level BPE marks a word by its position) are not assumed to."""
+    return (isinstance(tokenizer.model, WordPiece)
+            and isinstance(tokenizer.normalizer, (normalizers.BertNormalizer, type(None)))
+            and isinstance(tokenizer.pre_tokenizer, (pre_tokenizers.BertPreTokenizer, type(None))))
