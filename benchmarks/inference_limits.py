@@ -119,17 +119,17 @@ def gemv_gbps(precision: str, weight: torch.Tensor, repeats: int,
     return weight.numel() * BYTES[precision] / seconds / 1e9
 
 
-def measure_limits(precisions: list[str], repeats: int,
-                   weight: torch.Tensor) -> tuple[dict[str, float], dict[str, float]]:
-    """GB/s of a GEMV over ``weight`` and GFLOP/s of a square matmul per precision."""
-    bandwidth, peak = {}, {}
+def measure_limits(precisions: list[str], repeats: int, weight: torch.Tensor) -> dict[str, float]:
+    """Prints the GB/s of a GEMV over ``weight`` and returns the GFLOP/s of a square matmul, per
+    precision (batch 1 reads the bandwidth again before each pass: :func:`paired_passes`)."""
+    peak = {}
     read = best_seconds(lambda: weight.sum(), repeats)
     size_bytes = weight.numel() * 4
     print(f"plain read of a {size_bytes / 1e6:.0f} MB fp32 matrix: {size_bytes / read / 1e9:.1f} GB/s")
     size = 2048
     square = torch.randn(size, size)
     for precision in precisions:
-        bandwidth[precision] = gemv_gbps(precision, weight, repeats)
+        bandwidth = gemv_gbps(precision, weight, repeats)
         if precision == "fp32":
             peak[precision] = matmul_peak(torch.float32, size, repeats)
         elif precision == "bf16":
@@ -137,10 +137,10 @@ def measure_limits(precisions: list[str], repeats: int,
         else:
             packed, x = LowPrecisionWeight(square, "int8"), torch.randn(size, size)
             peak[precision] = 2 * size**3 / best_seconds(lambda: packed(x), repeats) / 1e9  # noqa: B023
-        print(f"{precision:>5}: GEMV {bandwidth[precision]:6.1f} GB/s   "
+        print(f"{precision:>5}: GEMV {bandwidth:6.1f} GB/s   "
               f"matmul {peak[precision]:7.1f} GFLOP/s")
     print()
-    return bandwidth, peak
+    return peak
 
 
 def paired_passes(run: Callable[[], object], passes: int, before: Callable[[], None],
@@ -284,7 +284,7 @@ def main() -> None:
     skip = set(args.skip.split(","))
     limits = [p for p in precisions if p != "bf16" or native_bf16()]
     probe = torch.randn(16384, 4096)
-    _, peak = measure_limits(limits, args.repeats, probe)
+    peak = measure_limits(limits, args.repeats, probe)
     if "elmo" not in skip:
         run_elmo(args, precisions, peak, probe)
     if "bert" not in skip:
