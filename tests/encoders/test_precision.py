@@ -239,6 +239,28 @@ def test_lstm_inference_path_matches_gradient_path(projection, pack_all):
     assert torch.all(inferred[:, 2, 2:] == 0)
 
 
+@pytest.mark.parametrize("clip", [0.5, None])
+@pytest.mark.parametrize("projection", [True, False])
+def test_lstm_inference_cell_matches_the_differentiable_cell(projection, clip):
+    """Without gradients the cell runs in fewer ops (one sigmoid over all gates, tanh through
+    it): the same outputs and final states as with gradients, clips and biases included."""
+    from contextvec.encoders.bilm import ProjectedLSTMLayer
+
+    torch.manual_seed(1)
+    dim = 24 if projection else 32
+    layer = ProjectedLSTMLayer(16, 32, dim, cell_clip=clip, proj_clip=clip, projection=projection).eval()
+    layer.bias.data.normal_()
+    inputs = torch.randn(2, 2, 6, 16) * 3  # large enough to reach the clips
+    lengths = torch.tensor([6, 3])  # (uneven: a plain layer would otherwise run torch's kernel)
+    trained, (h, c) = layer(inputs, lengths)
+    with torch.no_grad():
+        inferred, (h0, c0) = layer(inputs, lengths)
+    torch.testing.assert_close(inferred, trained.detach(), atol=1e-6, rtol=0)
+    torch.testing.assert_close((h0, c0), (h.detach(), c.detach()), atol=1e-6, rtol=0)
+    if clip:
+        assert float(c0.abs().max()) == clip  # the cell clip was exercised
+
+
 def test_bf16_packed_layout_gives_the_plain_bf16_products():
     """On a CPU with native bf16 through oneDNN's packed layout, elsewhere through ``mm``: the
     same products either way."""
