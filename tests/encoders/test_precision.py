@@ -209,6 +209,18 @@ def test_packed_float_weights_match_linear_and_follow_weight_changes(pack_all):
     assert linear.weight.grad is not None and linear.weight.grad.abs().sum() > 0
 
 
+def test_transposed_copies_are_contiguous_in_inference_and_follow_the_weights():
+    weights = torch.randn(2, 6, 4, requires_grad=True)
+    packing = PackedFloatWeights()
+    assert packing.transposed("w", weights)._base is weights  # with gradients: the view
+    with torch.no_grad():
+        copy = packing.transposed("w", weights)
+        assert copy.is_contiguous() and torch.equal(copy, weights.transpose(1, 2))
+        assert packing.transposed("w", weights) is copy  # kept
+        weights.mul_(2.0)  # an in-place update makes it again
+        assert torch.equal(packing.transposed("w", weights), weights.transpose(1, 2))
+
+
 def test_packed_float_weights_copy_and_pickle_empty(pack_all):
     import copy
     import pickle

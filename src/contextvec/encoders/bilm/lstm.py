@@ -123,7 +123,7 @@ class ProjectedLSTMLayer(nn.Module):
         (directions, out)`` or ``add (directions, rows, out)``; ``per_direction`` from
         :meth:`_per_direction`."""
         if not per_direction:
-            w = weight.transpose(1, 2)
+            w = self._onednn.transposed(name, weight)
             if add is None and bias is None:
                 return torch.bmm(x, w)
             return torch.baddbmm(bias.unsqueeze(1) if add is None else add, x, w)
