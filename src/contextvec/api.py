@@ -12,6 +12,7 @@ from contextvec.encoders.base import Encoder
 from contextvec.encoders.bilm.loader import load_bilm_tf_encoder
 from contextvec.encoders.precision import PRECISIONS, apply_precision, check_precision
 from contextvec.encoders.registry import EXPECTED, family_of, family_saving
+from contextvec.encoders.threads import in_passing_thread
 from contextvec.io.hf_bert import is_hf_bert_dir
 from contextvec.io.native import is_native_dir
 
@@ -83,13 +84,18 @@ def load(
     layer) stored in that precision for inference, activations and outputs in float32 (see
     :mod:`contextvec.encoders.precision`; accuracy in docs/precision.md). ``"bf16"`` on a CPU
     without native bf16 is refused with a ``ValueError``; CoVe runs in fp32 only.
+
+    The loading runs on a thread of its own that ends before this returns, so that the model
+    runs at full speed from whichever one thread embeds with it (see
+    :mod:`contextvec.encoders.threads`).
     """
     device = check_device(device)
     check_precision(precision, device)
     if options_file is not None or weight_file is not None:
         if options_file is None or weight_file is None:
             raise ValueError("options_file and weight_file go together")
-        return apply_precision(load_bilm_tf_encoder(options_file, weight_file, device), precision)
+        return in_passing_thread(lambda: apply_precision(
+            load_bilm_tf_encoder(options_file, weight_file, device), precision))
     bundled = bundled_models()
     if model is None:
         model = DEFAULT_MODEL
@@ -110,7 +116,7 @@ def load(
         raise ModelNotFoundError(f"{path}: not a model directory (expected {EXPECTED})")
     if precision != "fp32" and family.name not in LOW_PRECISION_FAMILIES:
         raise ValueError(f"precision {precision}: {family.name} models run in fp32 only")
-    return apply_precision(family.load(path, device), precision)
+    return in_passing_thread(lambda: apply_precision(family.load(path, device), precision))
 
 
 def save(encoder: Encoder, directory: str | os.PathLike) -> Path:

@@ -6,7 +6,8 @@ than cores (loading in the main thread and serving in a batcher thread: two team
 cores), libgomp stops letting idle team threads spin before they sleep, and every small parallel
 region then pays for waking threads that have gone to sleep: a lone sentence's forward with the
 bundled model took 17 ms served against 8.6 ms in a plain script (2 threads, AMD EPYC, 2 cores).
-Doing all torch work on this one thread keeps the process at one team.
+Doing all torch work on this one thread keeps the process at one team (``contextvec.load`` itself
+loads on a thread that ends: :mod:`contextvec.encoders.threads`).
 """
 
 from __future__ import annotations
