@@ -11,7 +11,8 @@ Parts (``--only``):
 
 - ``lone``: one client, one sentence at a time: median latency over HTTP vs a direct
   ``Encoder.embed`` of the same sentence in this process (same torch threads), with the
-  ``/health`` round trip (client + HTTP floor) and the server's own forward time beside them.
+  ``/health`` round trip (client + HTTP floor; also after the server idled as long as a forward)
+  and the server's own forward time beside them.
 - ``overhead``: CPU time per request of the server process and of this client (``/health``,
   an empty sentence, the lone sentence) beside a direct ``Encoder.embed``'s: robust to other load.
 - ``throughput``: closed-loop clients (each sends its next request when the last one is
@@ -38,7 +39,11 @@ import gzip
 import http.client
 import json
 import random
+import socket
 import statistics
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -173,8 +178,11 @@ def lone(args, sentences) -> dict:
     model's weights in the CPU caches, as a client repeatedly asking an idle server does).
 
     Also, to tell where a served request's extra time goes: a ``GET /health`` round trip (the
-    client, HTTP on loopback and the server's framework: the floor of any request) and the
-    server's own forward time (mean of ``contextvec_batch_seconds`` over the measured requests).
+    client, HTTP on loopback and the server's framework: the floor of any request), the same
+    round trip after the server has been idle for the direct call's median time (what a request
+    costs beyond its forward when it wakes an idle server), the same two for a bare ASGI app on
+    uvicorn (:func:`asgi_floor`: the machine's floor for any Python server), and the server's
+    own forward time (mean of ``contextvec_batch_seconds`` over the measured requests).
     """
     sentence = min(sentences[:200], key=lambda s: abs(len(s.split()) - 25))  # a typical length
     if args.threads:
@@ -210,12 +218,71 @@ def lone(args, sentences) -> dict:
             served += [timed("POST", "/v1/embed", body) for _ in range(block)]
             health += [timed("GET", "/health") for _ in range(block)]
         total, count = (a - b for a, b in zip(batch_seconds(connection), forwards, strict=True))
+        idle = statistics.median(direct)
+        after_idle = []
+        for _ in range(args.lone_repeats):
+            time.sleep(idle)
+            after_idle.append(timed("GET", "/health"))
         connection.close()
     d, s = statistics.median(direct) * 1000, statistics.median(served) * 1000
+    floor = asgi_floor(idle, args.lone_repeats)
     return {"part": "lone", "tokens": len(sentence.split()), "block": block, "direct_ms": round(d, 2),
             "server_ms": round(s, 2), "ratio": round(s / d, 3),
             "server_forward_ms": round(1000 * total / count, 2),
-            "health_ms": round(statistics.median(health) * 1000, 3)}
+            "health_ms": round(statistics.median(health) * 1000, 3),
+            "health_after_idle_ms": round(statistics.median(after_idle) * 1000, 3), **floor}
+
+
+HELLO_ASGI = """
+async def app(scope, receive, send):
+    if scope["type"] == "http":
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": b'{"status": "ok"}'})
+"""
+
+
+def asgi_floor(idle_s: float, repeats: int) -> dict:
+    """Median round trip to a bare ASGI app on uvicorn (the same stack, no contextvec) sent
+    back to back and after ``idle_s`` of idleness: what any Python server on this machine pays
+    for waking up, beside which the lone request's extra time is read."""
+    with tempfile.TemporaryDirectory() as tmp, socket.socket() as probe:
+        Path(tmp, "hello_asgi.py").write_text(HELLO_ASGI, encoding="utf-8")
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        probe.close()
+        server = subprocess.Popen([sys.executable, "-m", "uvicorn", "hello_asgi:app", "--app-dir", tmp,
+                                   "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"])
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+                    connection.request("GET", "/")
+                    connection.getresponse().read()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
+
+            def timed() -> float:
+                start = time.perf_counter()
+                connection.request("GET", "/")
+                connection.getresponse().read()
+                return time.perf_counter() - start
+
+            back_to_back = [timed() for _ in range(repeats)]
+            after_idle = []
+            for _ in range(repeats):
+                time.sleep(idle_s)
+                after_idle.append(timed())
+            connection.close()
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    return {"asgi_hello_ms": round(statistics.median(back_to_back) * 1000, 3),
+            "asgi_hello_after_idle_ms": round(statistics.median(after_idle) * 1000, 3)}
 
 
 def overhead(args, sentences) -> dict:
