@@ -95,7 +95,9 @@ def short_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     flat = rows * heads
 
     def rows_of(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-        return x.to(dtype).reshape(flat, length, dim)
+        # A conversion goes straight into the contiguous layout (``to`` alone keeps the permuted
+        # strides, and the reshape would copy a second time); without one the reshape copies.
+        return x.to(dtype, memory_format=torch.contiguous_format).reshape(flat, length, dim)
 
     scores = torch.bmm(rows_of(q, torch.float32), rows_of(k, torch.float32).transpose(1, 2))
     scores = scores.view(rows, heads, length, length).mul_(dim ** -0.5)
