@@ -1,0 +1,51 @@
+"""Milliseconds to embed one sentence alone: ``contextvec.load(MODEL).embed([sentence])``.
+
+    python benchmarks/lone_sentence.py                     # bundled model, the serve benchmark's sentence
+    python benchmarks/lone_sentence.py --model PATH --calls 500
+
+The direct side of ``serve_load.py --only lone``, without a server: the median of ``--calls``
+calls after 20 warm-up calls, in this process with torch's default threads. To compare two
+commits on one machine, alternate them with ``PYTHONPATH`` (each process imports the
+``src/`` it is given; the script itself only uses ``contextvec.load`` and ``embed``):
+
+    git worktree add /tmp/cv-before REV
+    for i in 1 2 3 4 5; do
+        PYTHONPATH=/tmp/cv-before/src python benchmarks/lone_sentence.py
+        python benchmarks/lone_sentence.py
+    done
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import contextvec
+
+SENTENCE = ("The game 's battle system , the BliTZ system , is carried over directly from Valkyira "
+            "Chronicles , with the player 's units moving on a map .")
+"""28 tokens from WikiText-2 (its valid split), about the length ``serve_load.py`` picks."""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default=None, help="what contextvec.load takes (default: bundled)")
+    parser.add_argument("--sentence", default=SENTENCE)
+    parser.add_argument("--calls", type=int, default=200)
+    args = parser.parse_args()
+    encoder = contextvec.load(args.model)
+    tokens = args.sentence.split()
+    for _ in range(20):
+        encoder.embed([tokens])
+    times = []
+    for _ in range(args.calls):
+        start = time.perf_counter()
+        encoder.embed([tokens])
+        times.append(time.perf_counter() - start)
+    print(f"{len(tokens)} tokens, {args.calls} calls: median {statistics.median(times) * 1000:.3f} ms "
+          f"(contextvec from {contextvec.__file__})")
+
+
+if __name__ == "__main__":
+    main()
