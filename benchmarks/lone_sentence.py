@@ -2,9 +2,12 @@
 
     python benchmarks/lone_sentence.py                     # bundled model, the serve benchmark's sentence
     python benchmarks/lone_sentence.py --model PATH --calls 500
+    python benchmarks/lone_sentence.py --pool-thread     # load here, embed from a pool thread
 
 The direct side of ``serve_load.py --only lone``, without a server: the median of ``--calls``
-calls after 20 warm-up calls, in this process with torch's default threads. To compare two
+calls after 20 warm-up calls, in this process with torch's default threads (``--pool-thread``:
+the model loaded on the main thread and every call made from one ``ThreadPoolExecutor`` thread,
+as a web framework's worker pool makes them; see ``encoders/threads.py``). To compare two
 commits on one machine, alternate them with ``PYTHONPATH`` (each process imports the
 ``src/`` it is given; the script itself only uses ``contextvec.load`` and ``embed``):
 
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import contextvec
 
@@ -33,18 +37,25 @@ def main() -> None:
     parser.add_argument("--model", default=None, help="what contextvec.load takes (default: bundled)")
     parser.add_argument("--sentence", default=SENTENCE)
     parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--pool-thread", action="store_true",
+                        help="embed from a pool thread (the model loaded on the main thread)")
     args = parser.parse_args()
     encoder = contextvec.load(args.model)
     tokens = args.sentence.split()
-    for _ in range(20):
-        encoder.embed([tokens])
-    times = []
-    for _ in range(args.calls):
+
+    def timed() -> float:
         start = time.perf_counter()
         encoder.embed([tokens])
-        times.append(time.perf_counter() - start)
-    print(f"{len(tokens)} tokens, {args.calls} calls: median {statistics.median(times) * 1000:.3f} ms "
-          f"(contextvec from {contextvec.__file__})")
+        return time.perf_counter() - start
+
+    with ThreadPoolExecutor(1) as pool:
+        call = (lambda: pool.submit(timed).result()) if args.pool_thread else timed
+        for _ in range(20):
+            call()
+        times = [call() for _ in range(args.calls)]
+    where = "a pool thread" if args.pool_thread else "the main thread"
+    print(f"{len(tokens)} tokens, {args.calls} calls from {where}: median "
+          f"{statistics.median(times) * 1000:.3f} ms (contextvec from {contextvec.__file__})")
 
 
 if __name__ == "__main__":
