@@ -40,6 +40,15 @@ def _stack_sum(parts: list[torch.Tensor], other: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def _bmm(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None,
+         add: torch.Tensor | None = None) -> torch.Tensor:
+    """``x (directions, rows, in) @ w (directions, in, out)``, plus ``bias (directions, out)`` or
+    ``add (directions, rows, out)``: one batched product for both directions."""
+    if add is None and bias is None:
+        return torch.bmm(x, w)
+    return torch.baddbmm(bias.unsqueeze(1) if add is None else add, x, w)
+
+
 class ProjectedLSTMLayer(nn.Module):
     """One layer of the forward and of the backward LSTM, with separate weights, run together.
 
@@ -124,10 +133,7 @@ class ProjectedLSTMLayer(nn.Module):
         (directions, out)`` or ``add (directions, rows, out)``; ``per_direction`` from
         :meth:`_per_direction`."""
         if not per_direction:
-            w = self._onednn.transposed(name, weight)
-            if add is None and bias is None:
-                return torch.bmm(x, w)
-            return torch.baddbmm(bias.unsqueeze(1) if add is None else add, x, w)
+            return _bmm(x, self._onednn.transposed(name, weight), bias, add)
         biases = [None] * x.shape[0] if bias is None else bias
         if self.packed is not None:
             parts = [w(x[d], biases[d]) for d, w in enumerate(self.packed[name])]
@@ -145,7 +151,7 @@ class ProjectedLSTMLayer(nn.Module):
         if per_direction:
             return lambda x, add=None: self._matmul(name, x, weight, True, add=add)
         w = self._onednn.transposed(name, weight)
-        return lambda x, add=None: torch.bmm(x, w) if add is None else torch.baddbmm(add, x, w)
+        return lambda x, add=None: _bmm(x, w, add=add)
 
     def _cell_inference(self, gates: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The cell and the unprojected output from ``gates`` (overwritten), in fewer ops than
