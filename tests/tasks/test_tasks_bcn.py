@@ -51,13 +51,43 @@ def test_bcn_shape_follows_the_seed():
     train = _sentiment(20, rng)
     model, _ = build_model("sst5", Split(train.sentences, ["1"] * 10 + ["3"] * 10), [], BCN)
     h = BCN.hidden
-    assert model.feedforward[0].__class__.__name__ == "Dropout"  # dropout before the feedforward layer
-    assert isinstance(model.feedforward[2], torch.nn.ReLU) and model.feedforward[1].out_features == h
+    assert isinstance(model.feedforward[1], torch.nn.ReLU) and model.feedforward[0].out_features == h
     assert model.encoder.bidirectional and model.integrator.input_size == 6 * h  # [X; X - C; X * C]
     layers = list(model.maxout)
     assert len(layers) == 3 and all(isinstance(m, Maxout) and m.pieces == 4 for m in layers)
     assert [m.linear.in_features for m in layers] == [8 * h, 4 * h, 2 * h]  # 4 poolings of 2h
     assert layers[-1].out_dim == 2
+
+
+def test_bcn_drops_its_input_once():
+    """Dropout before ``f`` is the task model's input dropout: in training, a share ``dropout`` of
+    the word-vector entries reaching ``f`` is zero (a second dropout would make it 0.75)."""
+    rng = random.Random(0)
+    train = _sentiment(40, rng)
+    torch.manual_seed(0)
+    model, indexer = build_model("sst2", train, [], ModelSettings(**{**BCN.__dict__, "dropout": 0.5}))
+    batch = indexer.batch(train.sentences, train.labels)
+    seen: list[torch.Tensor] = []
+    linear = next(m for m in model.feedforward if isinstance(m, torch.nn.Linear))
+    linear.register_forward_pre_hook(lambda _, args: seen.append(args[0].detach()))
+    model.train()
+    model.loss(batch)
+    real = model.tokens(batch.words, batch.chars, batch.ngrams).detach() != 0
+    assert abs(float((seen[0][real] == 0).float().mean()) - 0.5) < 0.05
+
+
+def test_bcn_loads_the_weights_of_models_saved_with_the_old_feedforward_names():
+    rng = random.Random(0)
+    train = _sentiment(20, rng)
+    torch.manual_seed(0)
+    model, _ = build_model("sst2", train, [], BCN)
+    state = {k.replace("feedforward.0.", "feedforward.1."): v.clone() for k, v in model.state_dict().items()}
+    torch.manual_seed(1)
+    fresh, _ = build_model("sst2", train, [], BCN)
+    assert not torch.equal(fresh.feedforward[0].weight, model.feedforward[0].weight)
+    fresh.load_state_dict(state)
+    assert torch.equal(fresh.feedforward[0].weight, model.feedforward[0].weight)
+    assert torch.equal(fresh.feedforward[0].bias, model.feedforward[0].bias)
 
 
 def test_bcn_predictions_do_not_depend_on_padding():

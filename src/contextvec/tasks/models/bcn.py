@@ -3,7 +3,9 @@
 For an input sequence ``w`` (each token's ``[x; ELMo_task]``, as the other task models read it;
 ``x`` is the word vector, with character n-grams and/or CoVe/ELMo/BERT vectors when chosen):
 
-1. ``f``: dropout, then a ReLU feedforward layer on every vector (``hidden`` units);
+1. ``f``: a ReLU feedforward layer on every vector (``hidden`` units). The dropout before it is
+   the one every task model applies to its input (``dropout`` on ``x``, the mix's own on the
+   contextual vectors); a second one here would drop each input twice;
 2. a biLSTM encoder: ``X = biLSTM(f(w))``;
 3. biattention. The paper's BCN reads two sequences ``x`` and ``y``; for single-sentence tasks
    the sequence is duplicated, ``y = x``: the affinity ``A = X Y^T``, its row-wise softmax
@@ -67,13 +69,21 @@ def _run_lstm(lstm: nn.LSTM, x: torch.Tensor, mask: torch.Tensor) -> torch.Tenso
     return pad_packed_sequence(h, batch_first=True, total_length=x.shape[1])[0]
 
 
+def _feedforward_renamed(module: nn.Module, state_dict: dict, prefix: str, *_: object) -> None:
+    """Models saved while ``f`` began with a dropout name its linear layer ``feedforward.1``."""
+    for name in ("weight", "bias"):
+        if f"{prefix}feedforward.1.{name}" in state_dict:
+            state_dict[f"{prefix}feedforward.0.{name}"] = state_dict.pop(f"{prefix}feedforward.1.{name}")
+
+
 class BCNClassifier(TaskModelBase):
     """The biattentive classification network (see the module docstring); one label per sentence."""
 
     def _build(self) -> None:
         h, p = self.settings.hidden, self.settings.dropout
         in_dim = self.tokens.output_dim + self.context_dim
-        self.feedforward = nn.Sequential(nn.Dropout(p), nn.Linear(in_dim, h), nn.ReLU())
+        self.feedforward = nn.Sequential(nn.Linear(in_dim, h), nn.ReLU())
+        self.register_load_state_dict_pre_hook(_feedforward_renamed)
         self.encoder = nn.LSTM(h, h, batch_first=True, bidirectional=True)
         self.integrator = nn.LSTM(6 * h, h, batch_first=True, bidirectional=True)
         self.self_attention = nn.Linear(2 * h, 1)
