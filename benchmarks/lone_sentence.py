@@ -3,6 +3,7 @@
     python benchmarks/lone_sentence.py                     # bundled model, the serve benchmark's sentence
     python benchmarks/lone_sentence.py --model PATH --calls 500
     python benchmarks/lone_sentence.py --pool-thread     # load here, embed from a pool thread
+    python benchmarks/lone_sentence.py --precision int8  # bf16 / int8 weights (docs/precision.md)
 
 The direct side of ``serve_load.py --only lone``, without a server: the median of ``--calls``
 calls after 20 warm-up calls, in this process with torch's default threads (``--pool-thread``:
@@ -37,10 +38,11 @@ def main() -> None:
     parser.add_argument("--model", default=None, help="what contextvec.load takes (default: bundled)")
     parser.add_argument("--sentence", default=SENTENCE)
     parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "int8"))
     parser.add_argument("--pool-thread", action="store_true",
                         help="embed from a pool thread (the model loaded on the main thread)")
     args = parser.parse_args()
-    encoder = contextvec.load(args.model)
+    encoder = contextvec.load(args.model, precision=args.precision)
     tokens = args.sentence.split()
 
     def timed() -> float:
@@ -54,7 +56,7 @@ def main() -> None:
             call()
         times = [call() for _ in range(args.calls)]
     where = "a pool thread" if args.pool_thread else "the main thread"
-    print(f"{len(tokens)} tokens, {args.calls} calls from {where}: median "
+    print(f"{len(tokens)} tokens, {args.precision}, {args.calls} calls from {where}: median "
           f"{statistics.median(times) * 1000:.3f} ms (contextvec from {contextvec.__file__})")
 
 
