@@ -245,3 +245,14 @@ def test_workers_get_the_encoders_on_the_cpu():
     shipped = rep_runner._for_workers(on_gpu).encoders["cove"]
     assert shipped is not cove and {t.device.type for t in shipped.state_dict().values()} == {"cpu"}
     assert next(cove.parameters()).is_cuda  # the parent's encoder stays on the GPU
+
+
+def test_jobs_sharing_a_gpu_get_the_mps_hint_until_mps_runs(tmp_path, monkeypatch):
+    from contextvec.tasks.experiments.rep_runner import shared_gpu_hint
+
+    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", str(tmp_path))
+    assert "nvidia-cuda-mps-control -d" in shared_gpu_hint("cuda", 4)
+    assert shared_gpu_hint("cuda:0", 1) is None  # one process has the GPU to itself
+    assert shared_gpu_hint("cpu", 4) is None
+    (tmp_path / "control").touch()  # the MPS daemon's control pipe
+    assert shared_gpu_hint("cuda", 4) is None

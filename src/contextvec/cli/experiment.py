@@ -8,6 +8,7 @@ import argparse
 import hashlib
 import importlib.util
 import json
+import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -293,7 +294,7 @@ def _table_id(args: argparse.Namespace, model: ModelSettings, train: TrainSettin
 
 
 def run_representations_command(args: argparse.Namespace) -> None:
-    from contextvec.tasks.experiments.rep_runner import run_representations
+    from contextvec.tasks.experiments.rep_runner import run_representations, shared_gpu_hint
     from contextvec.tasks.experiments.representations import check_representations
     from contextvec.tasks.split import subsample
 
@@ -306,6 +307,9 @@ def run_representations_command(args: argparse.Namespace) -> None:
     inputs = opts.check_inputs(args, "train", "dev", "test", "word_vectors")
     common.check_output(args.output_dir, inputs=inputs, overwrite=args.overwrite, resume=args.resume,
                         directory=True)
+    hint = shared_gpu_hint(args.device, args.jobs)
+    if hint:
+        print(hint, file=sys.stderr)
     threads = args.threads or (1 if args.jobs > 1 else None)
     if threads:
         torch.set_num_threads(threads)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import multiprocessing
+import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -131,6 +132,18 @@ def _run_jobs(inputs: _Inputs, jobs: Sequence[Job], workers: int,
     with context.Pool(min(workers, len(jobs)), _init_worker, (_for_workers(inputs),)) as pool:
         for job, report, runtime in pool.imap_unordered(_train_in_worker, jobs):
             done(job, report, runtime)
+
+
+def shared_gpu_hint(device: str, jobs: int) -> str | None:
+    """A one-line hint when ``jobs`` worker processes will share one CUDA GPU without CUDA MPS
+    (its control pipe in ``$CUDA_MPS_PIPE_DIRECTORY``, default ``/tmp/nvidia-mps``): without
+    it the processes' kernels take turns instead of running together."""
+    if jobs <= 1 or torch.device(device).type != "cuda":
+        return None
+    if (Path(os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps")) / "control").exists():
+        return None
+    return (f"--jobs {jobs} share one GPU without CUDA MPS, so their kernels take turns: start "
+            "`nvidia-cuda-mps-control -d` before the command to run them together (docs/experiments.md)")
 
 
 def best_representation(records: Sequence[dict], task: str) -> str | None:
