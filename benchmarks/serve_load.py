@@ -47,6 +47,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -219,10 +220,7 @@ def lone(args, sentences) -> dict:
             health += [timed("GET", "/health") for _ in range(block)]
         total, count = (a - b for a, b in zip(batch_seconds(connection), forwards, strict=True))
         idle = statistics.median(direct)
-        after_idle = []
-        for _ in range(args.lone_repeats):
-            time.sleep(idle)
-            after_idle.append(timed("GET", "/health"))
+        after_idle = timed_after_idle(lambda: timed("GET", "/health"), idle, args.lone_repeats)
         connection.close()
     d, s = statistics.median(direct) * 1000, statistics.median(served) * 1000
     floor = asgi_floor(idle, args.lone_repeats)
@@ -231,6 +229,15 @@ def lone(args, sentences) -> dict:
             "server_forward_ms": round(1000 * total / count, 2),
             "health_ms": round(statistics.median(health) * 1000, 3),
             "health_after_idle_ms": round(statistics.median(after_idle) * 1000, 3), **floor}
+
+
+def timed_after_idle(timed: Callable[[], float], idle_s: float, repeats: int) -> list[float]:
+    """``timed()`` ``repeats`` times, each after ``idle_s`` seconds of leaving the server idle."""
+    times = []
+    for _ in range(repeats):
+        time.sleep(idle_s)
+        times.append(timed())
+    return times
 
 
 HELLO_ASGI = """
@@ -273,10 +280,7 @@ def asgi_floor(idle_s: float, repeats: int) -> dict:
                 return time.perf_counter() - start
 
             back_to_back = [timed() for _ in range(repeats)]
-            after_idle = []
-            for _ in range(repeats):
-                time.sleep(idle_s)
-                after_idle.append(timed())
+            after_idle = timed_after_idle(timed, idle_s, repeats)
             connection.close()
         finally:
             server.terminate()
