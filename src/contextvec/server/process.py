@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import signal
@@ -34,8 +35,13 @@ class ServerProcess:
         self.env = {**os.environ, **(env or {})}
         self.start_timeout, self.stop_timeout = start_timeout, stop_timeout
         self.url = ""
+        self.command = [sys.executable, "-m", "contextvec.cli.main", "serve", *self.args]
         self.process: subprocess.Popen | None = None
-        self._log = tempfile.TemporaryFile(mode="w+b")  # noqa: SIM115 (closed in stop())
+        self._log = tempfile.TemporaryFile(mode="w+b")  # noqa: SIM115 (output() reads it after stop())
+        # The child shares this file's offset. Without O_APPEND, a child write that falls between
+        # output()'s seek(0) and its read lands over the start of the log (the ready line, say).
+        flags = fcntl.fcntl(self._log.fileno(), fcntl.F_GETFL)
+        fcntl.fcntl(self._log.fileno(), fcntl.F_SETFL, flags | os.O_APPEND)
 
     def __enter__(self) -> ServerProcess:
         self.start()
@@ -44,11 +50,13 @@ class ServerProcess:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def spawn(self) -> None:
+        """Start ``self.command`` with its stdout and stderr going to the log; do not wait."""
+        self.process = subprocess.Popen(self.command, stdout=self._log, stderr=subprocess.STDOUT,
+                                        env=self.env)
+
     def start(self) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "contextvec.cli.main", "serve", *self.args],
-            stdout=self._log, stderr=subprocess.STDOUT, env=self.env,
-        )
+        self.spawn()
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
