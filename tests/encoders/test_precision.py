@@ -242,11 +242,15 @@ def test_lstm_inference_path_matches_gradient_path(projection, pack_all):
     layer = ProjectedLSTMLayer(16, 32, dim, cell_clip=3.0, proj_clip=3.0, projection=projection).eval()
     inputs = torch.randn(2, 3, 5, 16)
     lengths = torch.tensor([5, 4, 2])
-    trained, (h, c) = layer(inputs, lengths)
+    state = (torch.randn(2, 3, dim), torch.randn(2, 3, 32))
+    trained, (h, c) = layer(inputs, lengths, state)
     with torch.no_grad():
-        inferred, (h0, c0) = layer(inputs, lengths)
+        # One direction's whole sequence, then the other's (each its own products), against
+        # both directions in one bmm per step.
+        inferred, (h0, c0) = layer(inputs, lengths, state)
     assert layer._onednn._packed  # the inference path ran on packed weights
     torch.testing.assert_close(inferred, trained.detach(), atol=1e-5, rtol=0)
+    torch.testing.assert_close(h0, h.detach(), atol=1e-5, rtol=0)
     torch.testing.assert_close(c0, c.detach(), atol=1e-5, rtol=0)
     assert torch.all(inferred[:, 2, 2:] == 0)
 
