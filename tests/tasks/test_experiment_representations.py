@@ -3,8 +3,15 @@ tiny models: a seeded tiny CoVe, the tiny ELMo and MiniLM, one epoch."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -256,3 +263,51 @@ def test_jobs_sharing_a_gpu_get_the_mps_hint_until_mps_runs(tmp_path, monkeypatc
     assert shared_gpu_hint("cpu", 4) is None
     (tmp_path / "control").touch()  # the MPS daemon's control pipe
     assert shared_gpu_hint("cuda", 4) is None
+
+
+WORKERS_SCRIPT = """
+import multiprocessing, os, time
+from contextvec.tasks.experiments.rep_runner import _exit_with_parent
+
+def init(parent):
+    _exit_with_parent(parent, 0.1)
+
+def work(_):
+    time.sleep(120)
+
+if __name__ == "__main__":
+    pool = multiprocessing.get_context("spawn").Pool(2, init, (os.getpid(),))
+    pool.map_async(work, range(2))
+    time.sleep(1)
+    print(*(p.pid for p in pool._pool), flush=True)
+    time.sleep(120)
+"""
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+def test_workers_end_when_their_parent_is_killed(tmp_path):
+    """A parent killed by SIGKILL runs no clean-up; its workers must not train on for nothing."""
+    script = tmp_path / "workers.py"
+    script.write_text(WORKERS_SCRIPT)
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    workers = [int(pid) for pid in parent.stdout.readline().split()]
+    try:
+        assert len(workers) == 2 and all(map(_running, workers))
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while any(map(_running, workers)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(map(_running, workers))
+    finally:
+        for pid in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

@@ -12,6 +12,7 @@ import copy
 import multiprocessing
 import os
 import statistics
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -81,8 +82,22 @@ def _train(inputs: _Inputs, rep: Representation, spec: RunSpec) -> tuple[dict, f
     return report.to_dict(), round(time.perf_counter() - started, 3)
 
 
-def _init_worker(inputs: _Inputs) -> None:
+def _exit_with_parent(parent: int, interval: float = 1.0) -> None:
+    """End this worker process within ``interval`` seconds of process ``parent`` ending: a parent
+    killed by SIGTERM or SIGKILL never runs the pool's clean-up, and its workers would go on
+    training runs nobody will store (a SIGTERM to ``contextvec experiment`` once left a worker
+    at 100% CPU for half an hour)."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+def _init_worker(inputs: _Inputs, parent: int) -> None:
     global _WORKER
+    _exit_with_parent(parent)
     torch.set_num_threads(inputs.threads)
     _WORKER = inputs
 
@@ -129,7 +144,7 @@ def _run_jobs(inputs: _Inputs, jobs: Sequence[Job], workers: int,
     context = multiprocessing.get_context("spawn")
     # Pool's exit terminates the workers: on Ctrl-C or an error no queued run starts, and the
     # finished ones are in results.json already.
-    with context.Pool(min(workers, len(jobs)), _init_worker, (_for_workers(inputs),)) as pool:
+    with context.Pool(min(workers, len(jobs)), _init_worker, (_for_workers(inputs), os.getpid())) as pool:
         for job, report, runtime in pool.imap_unordered(_train_in_worker, jobs):
             done(job, report, runtime)
 
