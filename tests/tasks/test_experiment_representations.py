@@ -297,7 +297,9 @@ def test_workers_end_when_their_parent_is_killed(tmp_path):
     """A parent killed by SIGKILL runs no clean-up; its workers must not train on for nothing."""
     script = tmp_path / "workers.py"
     script.write_text(WORKERS_SCRIPT)
-    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    # stderr: the killed pool's resource tracker warns of the semaphores it leaked.
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True)
     workers = [int(pid) for pid in parent.stdout.readline().split()]
     try:
         assert len(workers) == 2 and all(map(_running, workers))
