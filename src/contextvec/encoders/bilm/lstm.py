@@ -133,10 +133,11 @@ class ProjectedLSTMLayer(nn.Module):
         """``x (directions, rows, in)`` times each direction's ``weight (directions, out, in)``
         transposed (``name``'s packed weights after :meth:`pack_weights`), plus ``bias
         (directions, out)`` or ``add (directions, rows, out)``; ``per_direction`` from
-        :meth:`_per_direction`. ``x`` holds the layer's directions ``first``, ``first + 1``, ..."""
+        :meth:`_per_direction`. Per direction, ``x`` holds the layer's directions ``first``,
+        ``first + 1``, ... (``bmm`` always takes them all)."""
         n = x.shape[0]
         if not per_direction:
-            return _bmm(x, self._onednn.transposed(name, weight)[first : first + n], bias, add)
+            return _bmm(x, self._onednn.transposed(name, weight), bias, add)
         biases = [None] * n if bias is None else bias
         if self.packed is not None:
             parts = [self.packed[name][first + d](x[d], biases[d]) for d in range(n)]
@@ -146,15 +147,17 @@ class ProjectedLSTMLayer(nn.Module):
         return torch.stack(parts) if add is None else _stack_sum(parts, add)
 
     def _step_matmul(
-        self, name: str, weight: torch.Tensor | None, per_direction: bool, first: int = 0,
+        self, name: str, weight: torch.Tensor | None, per_direction: bool, directions: slice,
     ) -> Callable[..., torch.Tensor]:
-        """``product(x, add=None)``: :meth:`_matmul` of ``name`` for every step of one call, with
-        what does not change between steps (the route, the weights' layout for ``bmm``) settled
-        once: a batch-1 step of the bundled model is a few microseconds of work per op."""
+        """``product(x, add=None)``: :meth:`_matmul` of ``name`` for every step of one call over
+        the layer's ``directions``, with what does not change between steps (the route, the
+        weights' layout for ``bmm``) settled once: a batch-1 step of the bundled model is a few
+        microseconds of work per op."""
         if per_direction:
+            first = directions.start
             return lambda x, add=None: self._matmul(name, x, weight, True, add=add, first=first)
-        w = self._onednn.transposed(name, weight)
-        return lambda x, add=None: _bmm(x, w[first : first + x.shape[0]], add=add)
+        w = self._onednn.transposed(name, weight)[directions]
+        return lambda x, add=None: _bmm(x, w, add=add)
 
     def _cell_inference(self, gates: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The cell and the unprojected output from ``gates`` (overwritten), in fewer ops than
@@ -259,13 +262,13 @@ class ProjectedLSTMLayer(nn.Module):
         # before the other's: a step then re-reads the matrices the step before it read, which
         # partly stay in the last-level cache (the original ELMo's 42 MB per direction at batch 1,
         # on a 32 MB L3), instead of alternating with the other direction's every step.
-        groups = [(first, first + 1) for first in range(d)] if state_per_direction else [(0, d)]
-        for first, end in groups:
-            state_product = self._step_matmul("state_weight", state_weight, state_per_direction, first)
-            project = (self._step_matmul("projection", self.projection, project_per_direction, first)
+        groups = [slice(i, i + 1) for i in range(d)] if state_per_direction else [slice(0, d)]
+        for g in groups:
+            state_product = self._step_matmul("state_weight", state_weight, state_per_direction, g)
+            project = (self._step_matmul("projection", self.projection, project_per_direction, g)
                        if projected else None)
-            self._recur(x_proj[first:end], h[first:end], c[first:end], active, starts,
-                        state_product, project, outputs[first:end], final_h[first:end], final_c[first:end])
+            self._recur(x_proj[g], h[g], c[g], active, starts, state_product, project,
+                        outputs[g], final_h[g], final_c[g])
         return outputs.transpose(1, 2), (final_h, final_c)
 
     def _recur(
