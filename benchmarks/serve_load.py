@@ -15,6 +15,8 @@ Parts (``--only``):
   and the server's own forward time beside them.
 - ``overhead``: CPU time per request of the server process and of this client (``/health``,
   an empty sentence, the lone sentence) beside a direct ``Encoder.embed``'s: robust to other load.
+- ``stack``: a lone request to the server with its forward replaced by a busy wait as long as
+  the direct call (``serve_stub.py``): the server's own cost at a forward's duration.
 - ``throughput``: closed-loop clients (each sends its next request when the last one is
   answered) at 1, 4, 16, 64 concurrent clients, with dynamic batching on and off
   (``--no-batching``: one request = one forward). Sentences/s, tokens/s, p50/p99 latency.
@@ -173,6 +175,11 @@ def server_args(args: argparse.Namespace, *extra: str) -> list[str]:
 HEADERS = {"Content-Type": "application/json"}
 
 
+def lone_sentence(sentences: list[str], tokens: int) -> str:
+    """The sentence nearest ``tokens`` tokens among the first 200 (25: a typical length)."""
+    return min(sentences[:200], key=lambda s: abs(len(s.split()) - tokens))
+
+
 def lone(args, sentences) -> dict:
     """Direct ``Encoder.embed`` and a request to an idle server, interleaved (same noise):
     one of each in turn, or ``--lone-block`` of each in turn (each side then runs with its own
@@ -185,7 +192,7 @@ def lone(args, sentences) -> dict:
     uvicorn (:func:`asgi_floor`: the machine's floor for any Python server), and the server's
     own forward time (mean of ``contextvec_batch_seconds`` over the measured requests).
     """
-    sentence = min(sentences[:200], key=lambda s: abs(len(s.split()) - 25))  # a typical length
+    sentence = lone_sentence(sentences, args.lone_tokens)
     if args.threads:
         torch.set_num_threads(args.threads)
     encoder = contextvec.load(args.model)
@@ -238,6 +245,49 @@ def timed_after_idle(timed: Callable[[], float], idle_s: float, repeats: int) ->
         time.sleep(idle_s)
         times.append(timed())
     return times
+
+
+def stack(args, sentences) -> dict:
+    """A lone request to a server whose forward is a busy wait as long as a direct
+    ``Encoder.embed`` of the sentence (``serve_stub.py``): what the server itself costs a request
+    that waits a forward's time, with no model work, beside the direct call's median."""
+    sentence = lone_sentence(sentences, args.lone_tokens)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    encoder = contextvec.load(args.model)
+    for _ in range(5):
+        encoder.embed([sentence])
+    direct = []
+    for _ in range(args.lone_repeats):
+        start = time.perf_counter()
+        encoder.embed([sentence])
+        direct.append(time.perf_counter() - start)
+    forward_s = statistics.median(direct)
+    del encoder
+    body = embed_bodies([sentence], 1)[0][0]
+    server = ServerProcess(server_args(args))
+    server.command = [sys.executable, str(Path(__file__).with_name("serve_stub.py")), str(forward_s),
+                      "serve", *server.args]
+    with server:
+        parts = urlsplit(server.url)
+        connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+
+        def timed() -> float:
+            start = time.perf_counter()
+            connection.request("POST", "/v1/embed", body, HEADERS)
+            response = connection.getresponse()
+            response.read()
+            assert response.status == 200, response.status
+            return time.perf_counter() - start
+
+        for _ in range(5):
+            timed()
+        served = [timed() for _ in range(args.lone_repeats)]
+        connection.close()
+    s = statistics.median(served)
+    return {"part": "stack", "tokens": len(sentence.split()), "direct_ms": round(forward_s * 1000, 2),
+            "stub_server_ms": round(s * 1000, 2), "server_cost_ms": round((s - forward_s) * 1000, 3),
+            "server_cost_fraction": round(s / forward_s - 1, 3)}
 
 
 HELLO_ASGI = """
@@ -295,7 +345,7 @@ def overhead(args, sentences) -> dict:
     ``GET /health``, ``POST /v1/embed`` of one empty sentence (all but the forward) and of the
     lone benchmark's sentence; and a direct ``Encoder.embed`` of it in this process, one before
     each request of it."""
-    sentence = min(sentences[:200], key=lambda s: abs(len(s.split()) - 25))
+    sentence = lone_sentence(sentences, args.lone_tokens)
     if args.threads:
         torch.set_num_threads(args.threads)
     encoder = contextvec.load(args.model)
@@ -417,7 +467,8 @@ def main() -> None:
     p.add_argument("--threads", type=int,
                    help="torch threads of the server and of the direct calls (default: torch's, as "
                         "contextvec serve and a script get them)")
-    p.add_argument("--only", nargs="+", choices=("lone", "overhead", "throughput", "soak", "compare"),
+    p.add_argument("--only", nargs="+",
+                   choices=("lone", "overhead", "stack", "throughput", "soak", "compare"),
                    default=["lone", "throughput", "soak"])
     p.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16, 64])
     p.add_argument("--requests", type=int, default=1000, help="requests per level at most (1000)")
@@ -426,6 +477,8 @@ def main() -> None:
     p.add_argument("--lone-repeats", type=int, default=100)
     p.add_argument("--lone-block", type=int, default=1,
                    help="lone: direct calls and requests alternate in blocks of this many (1)")
+    p.add_argument("--lone-tokens", type=int, default=25,
+                   help="lone, overhead, stack: the sentence nearest this many tokens (25)")
     p.add_argument("--soak-requests", type=int, default=10_000)
     p.add_argument("--soak-seconds", type=float, default=1800.0)
     p.add_argument("--compare-url", help="the embeddings URL of another OpenAI-compatible server, e.g. "
@@ -442,6 +495,9 @@ def main() -> None:
         print(json.dumps(results[-1]), flush=True)
     if "overhead" in args.only:
         results.append(overhead(args, sentences))
+        print(json.dumps(results[-1]), flush=True)
+    if "stack" in args.only:
+        results.append(stack(args, sentences))
         print(json.dumps(results[-1]), flush=True)
     if "throughput" in args.only:
         results += throughput(args, sentences)
