@@ -19,7 +19,8 @@ Parts (``--only``):
   the direct call (``serve_stub.py``): the server's own cost at a forward's duration.
 - ``throughput``: closed-loop clients (each sends its next request when the last one is
   answered) at 1, 4, 16, 64 concurrent clients, with dynamic batching on and off
-  (``--no-batching``: one request = one forward). Sentences/s, tokens/s, p50/p99 latency.
+  (``--no-batching``: one request = one forward), both servers up at once and run in turn
+  ``--rounds`` times per level (medians). Sentences/s, tokens/s, p50/p99 latency.
 - ``soak``: ``--soak-requests`` (10,000) requests at 16 clients, 5% malformed (bad JSON, wrong
   types, unknown layers, over-long sentences): crashes, hung requests (no answer within 30 s),
   5xx count and the server's RSS over time (growth after the first 10% = warm-up).
@@ -398,17 +399,35 @@ def batch_seconds(connection: http.client.HTTPConnection) -> tuple[float, float]
 
 
 def throughput(args, sentences) -> list[dict]:
+    """Both servers (batching on and off) up at once; at each client count, ``--rounds`` runs
+    of each, alternating, so that drift in the machine's speed falls on both alike. A row per
+    server and level: medians over the rounds (``rounds``: each run's sentences/s)."""
     rows = []
     bodies = embed_bodies(sentences, args.sentences_per_request)
-    for batching in (True, False):
-        extra = [] if batching else ["--no-batching"]
-        with ServerProcess(server_args(args, *extra)) as server:
-            load = Load(server.url, "/v1/embed", bodies, HEADERS)
+    with ServerProcess(server_args(args)) as on, ServerProcess(server_args(args, "--no-batching")) as off:
+        loads = {True: Load(on.url, "/v1/embed", bodies, HEADERS),
+                 False: Load(off.url, "/v1/embed", bodies, HEADERS)}
+        for load in loads.values():
             load.run(4, 40, 10)  # warm-up
-            for clients in args.clients:
-                row = load.run(clients, args.requests, args.seconds)
-                rows.append({"part": "throughput", "batching": batching, **row})
-                print(json.dumps(rows[-1]), flush=True)
+        for clients in args.clients:
+            runs: dict[bool, list[dict]] = {True: [], False: []}
+            for r in range(args.rounds):
+                for batching in ((True, False) if r % 2 == 0 else (False, True)):
+                    runs[batching].append(loads[batching].run(clients, args.requests, args.seconds))
+            for batching, results in runs.items():
+                statuses: Counter = Counter()
+                for result in results:
+                    statuses.update(result["statuses"])
+                row = {"part": "throughput", "batching": batching, "clients": clients,
+                       **{key: statistics.median(result[key] for result in results)
+                          for key in ("requests", "seconds", "sentences_per_s", "tokens_per_s",
+                                      "p50_ms", "p99_ms")},
+                       "statuses": dict(statuses), "hung": sum(result["hung"] for result in results),
+                       "rounds": [result["sentences_per_s"] for result in results]}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+            print(f"{clients} clients: batching on / off = "
+                  f"{rows[-2]['sentences_per_s'] / rows[-1]['sentences_per_s']:.2f}x", flush=True)
     return rows
 
 
@@ -474,6 +493,8 @@ def main() -> None:
     p.add_argument("--requests", type=int, default=1000, help="requests per level at most (1000)")
     p.add_argument("--seconds", type=float, default=60.0, help="seconds per level at most (60)")
     p.add_argument("--sentences-per-request", type=int, default=1)
+    p.add_argument("--rounds", type=int, default=1,
+                   help="throughput: runs per server and level, alternating on and off (1)")
     p.add_argument("--lone-repeats", type=int, default=100)
     p.add_argument("--lone-block", type=int, default=1,
                    help="lone: direct calls and requests alternate in blocks of this many (1)")

@@ -76,6 +76,45 @@ def test_queued_requests_share_a_forward_and_get_their_own_rows():
     b.close(5)
 
 
+def _busy_forward(b: Batcher, encoder: Recording, partners: int) -> None:
+    """A first forward held while ``partners`` jobs queue: when it ends, the server holds
+    1 + ``partners`` jobs, the clients the batcher then expects back."""
+    encoder.gate.clear()
+    first = b.submit([["x"]], time.monotonic() + 10)
+    time.sleep(0.2)
+    for i in range(partners):
+        b.submit([["p" * (i + 1)]], time.monotonic() + 10)
+    encoder.gate.set()
+    first.future.result(5)
+
+
+def test_the_clients_a_forward_answered_are_waited_for_and_no_longer():
+    encoder = Recording()
+    b = batcher(encoder, max_wait_s=2.0)
+    _busy_forward(b, encoder, partners=3)      # 4 jobs in the server when the forward ended
+    time.sleep(0.2)
+    assert len(encoder.calls) == 1             # 3 queued: the fourth client is expected back
+    start = time.monotonic()
+    last = b.submit([["back"]], time.monotonic() + 10)
+    last.future.result(5)
+    assert time.monotonic() - start < 1.0      # all 4 back: no waiting out max_wait_s
+    assert len(encoder.calls) == 2 and len(encoder.calls[1]) == 4
+    b.close(5)
+
+
+def test_a_request_to_an_idle_server_runs_at_once_after_a_busy_forward():
+    encoder = Recording()
+    b = batcher(encoder, max_wait_s=0.5)
+    _busy_forward(b, encoder, partners=3)
+    # The 3 queued run after max_wait_s without the fourth; max_wait_s after that, it is idle.
+    time.sleep(1.3)
+    assert len(encoder.calls) == 2
+    start = time.monotonic()
+    b.submit([["alone"]], time.monotonic() + 10).future.result(5)
+    assert time.monotonic() - start < 0.25
+    b.close(5)
+
+
 def test_budget_splits_a_large_request_and_queue_bound_gives_queue_full():
     encoder = Recording()
     b = batcher(encoder, max_batch_tokens=8, max_queue=1)

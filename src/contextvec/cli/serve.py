@@ -40,7 +40,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     batching.add_argument("--max-batch-tokens", type=positive_int, default=4096,
                           help="padded tokens (longest x sentences) per forward pass (4096)")
     batching.add_argument("--max-wait-ms", type=non_negative_float, default=5.0,
-                          help="under load, how long the oldest request waits for partners (5)")
+                          help="under load, the longest the oldest request waits for partners (5)")
     batching.add_argument("--no-batching", dest="batching", action="store_false",
                           help="one request per forward pass (for comparison)")
     batching.add_argument("--max-queue", type=positive_int, default=512,

@@ -99,6 +99,7 @@ class Batcher:
         self._cond = threading.Condition()
         self._closing = False
         self._free_since = 0.0  # when the last forward ended: the answered clients come back
+        self._expected = 0  # jobs in the server when it ended (answered + queued): who comes back
         self._worker = worker
         self._running: Future | None = None  # the worker loop, once started
 
@@ -167,18 +168,27 @@ class Batcher:
                     logger.exception("batch of %d sentences failed", len(batch))
                     for job, _ in batch:
                         _fail(job, RuntimeError("internal error while running the batch"))
+                self._expected = len(dict.fromkeys(job for job, _ in batch)) + len(self._queue)
                 self._free_since = time.monotonic()
 
     def _wait_for_partners(self) -> None:
-        """Under load (several jobs queued) wait for a full budget, or ``max_wait_s`` after the
-        oldest job's arrival or the end of the last forward, whichever is later: the clients
-        answered by that forward send their next requests then, and join this batch."""
+        """Wait while fewer jobs are queued than the last forward left in the server (the clients
+        it answered send their next requests, and join this batch), the budget is not full, and
+        ``max_wait_s`` has not passed since the later of the oldest job's arrival and the end of
+        the last forward. A job alone that came ``max_wait_s`` or more after that end found the
+        server idle: it runs at once."""
         if not self.batching:
             return
-        while len(self._queue) > 1 and not self._closing:
+        while not self._closing:
+            queued = len(self._queue)
+            if (not queued or queued >= self._expected
+                    or self._queued_padded_tokens() >= self.max_batch_tokens):
+                return
             since = max(self._queue[0].enqueued, self._free_since)
+            if queued == 1 and since >= self._free_since + self.max_wait_s:
+                return  # it came to an idle server: the answered clients are not coming back
             left = since + self.max_wait_s - time.monotonic()
-            if left <= 0 or self._queued_padded_tokens() >= self.max_batch_tokens:
+            if left <= 0:
                 return
             self._cond.wait(left)
 
