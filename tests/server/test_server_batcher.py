@@ -81,7 +81,9 @@ def _busy_forward(b: Batcher, encoder: Recording, partners: int) -> None:
     1 + ``partners`` jobs, the clients the batcher then expects back."""
     encoder.gate.clear()
     first = b.submit([["x"]], time.monotonic() + 10)
-    time.sleep(0.2)
+    deadline = time.monotonic() + 5
+    while b.depth and time.monotonic() < deadline:  # until the worker has taken it alone
+        time.sleep(0.01)
     for i in range(partners):
         b.submit([["p" * (i + 1)]], time.monotonic() + 10)
     encoder.gate.set()
