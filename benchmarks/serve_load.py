@@ -181,6 +181,24 @@ def lone_sentence(sentences: list[str], tokens: int) -> str:
     return min(sentences[:200], key=lambda s: abs(len(s.split()) - tokens))
 
 
+def round_trip(connection: http.client.HTTPConnection, method: str, path: str,
+               body: bytes | None = None) -> float:
+    """Seconds for one request and its whole answer (which must be a 200)."""
+    start = time.perf_counter()
+    connection.request(method, path, body, HEADERS)
+    response = connection.getresponse()
+    response.read()
+    assert response.status == 200, response.status
+    return time.perf_counter() - start
+
+
+def direct_call(encoder: contextvec.Encoder, sentence: str) -> float:
+    """Seconds for one ``encoder.embed([sentence])``."""
+    start = time.perf_counter()
+    encoder.embed([sentence])
+    return time.perf_counter() - start
+
+
 def lone(args, sentences) -> dict:
     """Direct ``Encoder.embed`` and a request to an idle server, interleaved (same noise):
     one of each in turn, or ``--lone-block`` of each in turn (each side then runs with its own
@@ -202,33 +220,20 @@ def lone(args, sentences) -> dict:
     with ServerProcess(server_args(args)) as server:
         parts = urlsplit(server.url)
         connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
-
-        def timed(method: str, path: str, data: bytes | None = None) -> float:
-            start = time.perf_counter()
-            connection.request(method, path, data, HEADERS)
-            response = connection.getresponse()
-            response.read()
-            assert response.status == 200, response.status
-            return time.perf_counter() - start
-
-        def direct_call() -> float:
-            start = time.perf_counter()
-            encoder.embed([sentence])
-            return time.perf_counter() - start
-
         block = args.lone_block
         for _ in range(5):  # warm-up
-            direct_call()
-            timed("POST", "/v1/embed", body)
-            timed("GET", "/health")
+            direct_call(encoder, sentence)
+            round_trip(connection, "POST", "/v1/embed", body)
+            round_trip(connection, "GET", "/health")
         forwards = batch_seconds(connection)
         for _ in range(-(-args.lone_repeats // block)):
-            direct += [direct_call() for _ in range(block)]
-            served += [timed("POST", "/v1/embed", body) for _ in range(block)]
-            health += [timed("GET", "/health") for _ in range(block)]
+            direct += [direct_call(encoder, sentence) for _ in range(block)]
+            served += [round_trip(connection, "POST", "/v1/embed", body) for _ in range(block)]
+            health += [round_trip(connection, "GET", "/health") for _ in range(block)]
         total, count = (a - b for a, b in zip(batch_seconds(connection), forwards, strict=True))
         idle = statistics.median(direct)
-        after_idle = timed_after_idle(lambda: timed("GET", "/health"), idle, args.lone_repeats)
+        after_idle = timed_after_idle(lambda: round_trip(connection, "GET", "/health"), idle,
+                                      args.lone_repeats)
         connection.close()
     d, s = statistics.median(direct) * 1000, statistics.median(served) * 1000
     floor = asgi_floor(idle, args.lone_repeats)
@@ -257,13 +262,8 @@ def stack(args, sentences) -> dict:
         torch.set_num_threads(args.threads)
     encoder = contextvec.load(args.model)
     for _ in range(5):
-        encoder.embed([sentence])
-    direct = []
-    for _ in range(args.lone_repeats):
-        start = time.perf_counter()
-        encoder.embed([sentence])
-        direct.append(time.perf_counter() - start)
-    forward_s = statistics.median(direct)
+        direct_call(encoder, sentence)
+    forward_s = statistics.median(direct_call(encoder, sentence) for _ in range(args.lone_repeats))
     del encoder
     body = embed_bodies([sentence], 1)[0][0]
     server = ServerProcess(server_args(args))
@@ -272,18 +272,9 @@ def stack(args, sentences) -> dict:
     with server:
         parts = urlsplit(server.url)
         connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
-
-        def timed() -> float:
-            start = time.perf_counter()
-            connection.request("POST", "/v1/embed", body, HEADERS)
-            response = connection.getresponse()
-            response.read()
-            assert response.status == 200, response.status
-            return time.perf_counter() - start
-
         for _ in range(5):
-            timed()
-        served = [timed() for _ in range(args.lone_repeats)]
+            round_trip(connection, "POST", "/v1/embed", body)
+        served = [round_trip(connection, "POST", "/v1/embed", body) for _ in range(args.lone_repeats)]
         connection.close()
     s = statistics.median(served)
     return {"part": "stack", "tokens": len(sentence.split()), "direct_ms": round(forward_s * 1000, 2),
@@ -324,14 +315,8 @@ def asgi_floor(idle_s: float, repeats: int) -> dict:
                         raise
                     time.sleep(0.1)
 
-            def timed() -> float:
-                start = time.perf_counter()
-                connection.request("GET", "/")
-                connection.getresponse().read()
-                return time.perf_counter() - start
-
-            back_to_back = [timed() for _ in range(repeats)]
-            after_idle = timed_after_idle(timed, idle_s, repeats)
+            back_to_back = [round_trip(connection, "GET", "/") for _ in range(repeats)]
+            after_idle = timed_after_idle(lambda: round_trip(connection, "GET", "/"), idle_s, repeats)
             connection.close()
         finally:
             server.terminate()
