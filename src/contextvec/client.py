@@ -89,7 +89,7 @@ class Client:
                 the server's default).
 
         Returns:
-            One float32 array per sentence: ``(num_layers, tokens, dim)`` for ``"all"``,
+            One float32 array per sentence, ``(num_layers, tokens, dim)`` for ``"all"``,
             ``(len(layers), tokens, dim)`` for a list of indices, ``(tokens, dim)`` for
             ``"top"``, ``"average"`` or ``mix``; with ``pool`` the tokens axis is pooled away.
 

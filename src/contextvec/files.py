@@ -42,7 +42,7 @@ def embed_file(
         invalid_utf8: ``"error"`` (refuse the file, naming the lines) or ``"replace"`` (U+FFFD).
 
     Returns:
-        One float32 array per line: ``(num_layers, tokens, dim)`` with ``layers="all"``,
+        One float32 array per line, ``(num_layers, tokens, dim)`` with ``layers="all"``,
         ``(tokens, dim)`` with ``"top"``/``"average"``; with ``pool``, the tokens axis is
         pooled away (``(num_layers, dim)`` or ``(dim,)``).
 

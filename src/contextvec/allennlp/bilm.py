@@ -110,7 +110,7 @@ class BiLmActivations(nn.Module):
                 ``vocab_to_cache`` (0 = padding).
 
         Returns:
-            A dict: ``"activations"``, a list of ``num_layers`` float32 tensors
+            A dict of ``"activations"``, a list of ``num_layers`` float32 tensors
             ``(batch, timesteps + 2, dim)``, and ``"mask"``, ``(batch, timesteps + 2)`` bool.
 
         Raises:

@@ -143,7 +143,7 @@ class Elmo(nn.Module):
                 in range; ignored, with a warning, without a cached vocabulary.
 
         Returns:
-            A dict: ``"elmo_representations"``, a list of ``num_output_representations``
+            A dict of ``"elmo_representations"``, a list of ``num_output_representations``
             float32 tensors ``(batch, timesteps, dim)``, and ``"mask"``, ``(batch, timesteps)``
             bool; with more leading input dimensions, the outputs have them too. With
             ``keep_sentence_boundaries`` ``timesteps`` grows by 2 (``<S>`` and ``</S>``).

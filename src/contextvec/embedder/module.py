@@ -82,8 +82,8 @@ class ContextualEmbedder(nn.Module):
             sentences: ``batch`` sentences, strings (split on whitespace) or token lists.
 
         Returns:
-            ``mixes``: ``num_mixes`` tensors ``(batch, time, dim)`` float32 (``time``: the
-            longest sentence's tokens); ``mask``: ``(batch, time)`` bool.
+            The ``mixes``, ``num_mixes`` tensors ``(batch, time, dim)`` float32 (``time`` the
+            longest sentence's tokens), and the ``mask``, ``(batch, time)`` bool.
         """
         tokens = [as_tokens(s) for s in sentences]
         with torch.no_grad():

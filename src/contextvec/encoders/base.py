@@ -78,7 +78,7 @@ class Encoder(nn.Module, ABC):
                 to zeros.
 
         Returns:
-            One float32 array per sentence: ``(num_layers, tokens, dim)`` with ``layers="all"``,
+            One float32 array per sentence, ``(num_layers, tokens, dim)`` with ``layers="all"``,
             ``(tokens, dim)`` with ``"top"`` or ``"average"``; with ``pool`` the tokens axis is
             pooled away, giving ``(num_layers, dim)`` or ``(dim,)``. An empty sentence has
             ``tokens == 0``.
@@ -123,8 +123,8 @@ class Encoder(nn.Module, ABC):
             max_tokens: padded tokens per forward pass; None for no limit.
 
         Yields:
-            ``(index, array)``: the sentence's position in ``sentences`` and its float32
-            ``(num_layers, tokens, dim)`` array.
+            Pairs ``(index, array)`` of the sentence's position in ``sentences`` and its
+            float32 ``(num_layers, tokens, dim)`` array.
         """
         # Eval mode for this call only, restored module by module: a wrapped model shared with
         # another encoder keeps its own mode, and an encoder already in eval mode (the server's)

@@ -1,4 +1,4 @@
-"""ELMo behind contextvec's common :class:`~contextvec.encoders.base.Encoder` interface."""
+"""ELMo behind contextvec's common [`Encoder`][contextvec.encoders.base.Encoder] interface."""
 
 from __future__ import annotations
 
@@ -39,6 +39,16 @@ class ElmoEncoder(Encoder):
         return self.bilm.config
 
     def forward(self, sentences: Sequence[Sequence[str]]) -> EncoderOutput:
+        """ELMo's layers of one batch.
+
+        Args:
+            sentences: ``batch`` token lists.
+
+        Returns:
+            ``layers`` ``(3, batch, time, 2 * projection_dim)`` float32 (layer 0 the token
+            vector ``[x; x]``, layers 1 and 2 ``[forward; backward]`` biLSTM outputs; zero past
+            each sentence's end) and ``mask`` ``(batch, time)`` bool.
+        """
         cnn = self.bilm.token_encoder
         device = cnn.char_embedding.weight.device
         lengths = [len(s) for s in sentences]
@@ -61,7 +71,8 @@ class ElmoEncoder(Encoder):
         return EncoderOutput(layers, mask)
 
     def clear_caches(self) -> None:
-        """Forget the cached char-CNN token vectors (see :meth:`Encoder.clear_caches`)."""
+        """Forget the cached char-CNN token vectors (see
+        [`Encoder.clear_caches`][contextvec.encoders.base.Encoder.clear_caches])."""
         self._cache.clear()
         self._boundaries = None
 
