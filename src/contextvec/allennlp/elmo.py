@@ -87,7 +87,8 @@ class Elmo(nn.Module):
             ``requires_grad``).
 
     Raises:
-        ValueError: both files and ``module``, or files that do not name a model.
+        ValueError: both files and ``module``, or a download URL instead of a file.
+        ModelNotFoundError: files or a name that is no model (a ``FileNotFoundError``).
         TypeError: a ``module`` or model that is not an ELMo biLM.
     """
 

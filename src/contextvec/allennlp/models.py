@@ -51,6 +51,7 @@ def load_elmo_encoder(
     Raises:
         ValueError: a URL, ``weight_file`` without ``options_file``, or a directory given with
             ``weight_file``.
+        ModelNotFoundError: files or a name that is no model (a ``FileNotFoundError``).
         TypeError: a model that is not an ELMo biLM.
     """
     _refuse_url("options_file", options_file)

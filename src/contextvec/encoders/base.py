@@ -64,7 +64,8 @@ class Encoder(nn.Module, ABC):
         """Vectors for each sentence, as numpy arrays in input order (no gradients).
 
         A sentence's vectors do not depend on the other sentences, the batch size or earlier
-        calls.
+        calls, up to float rounding (matrix products sum in an order that depends on their
+        shapes).
 
         Args:
             sentences: strings (split on whitespace) or token lists. A bare string is refused

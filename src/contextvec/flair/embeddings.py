@@ -61,6 +61,7 @@ class ELMoEmbeddings(TokenEmbeddings):
     Raises:
         ValueError: an unknown ``embedding_mode``, one of the two files without the other, or
             a model name that allennlp downloaded (``"small"``, ``"medium"``, ...).
+        ModelNotFoundError: files or a name that is no model (a ``FileNotFoundError``).
 
     Attributes:
         name: the embedding's name in flair (``elmo-<model>-<embedding_mode>``): the key of

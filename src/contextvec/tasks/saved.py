@@ -228,7 +228,8 @@ class TaskModel:
 
     def predict(self, sentences: Iterable[Sequence[str]], batch_size: int | None = None,
                 embed_batch_size: int | None = None) -> list:
-        """Predictions for a list of sentences, scored as training's evaluation scored them.
+        """Predictions for a list of sentences, computed as training's evaluation computed them
+        (so a reloaded model scores a split exactly as training reported).
 
         Args:
             sentences: token lists; none may be empty, no token may be empty.
