@@ -7,9 +7,10 @@ Run on an idle machine (a second busy process makes 2-thread timings meaningless
     python benchmarks/embed_speed.py --precision int8   # bf16/int8 weights (docs/precision.md)
 
 Sentences: ``reference/elmo-small/sentences.txt`` cycled to 500 (7,166 tokens), the set on which
-allennlp's ``Elmo`` was measured at 423 tokens/s (small) and 111 tokens/s (original) on this
-machine kind. "small" uses the reference elmo-small weights; "original" random weights with
-the 2x4096_512_2048cnn_2xhighway dimensions. Each row is the median of ``--passes`` passes.
+allennlp's ``Elmo`` was timed (``ALLENNLP_TOKENS_PER_S``: a yardstick from one CPU, so the
+allennlp ratio means something only on a CPU of that kind). "small" uses the reference
+elmo-small weights; "original" random weights with the 2x4096_512_2048cnn_2xhighway dimensions.
+Each row is the median of ``--passes`` passes.
 
 Two modes per row: ``embed`` is ``Encoder.embed`` as shipped (the char-CNN runs once per
 distinct token; the token cache is emptied before every pass, so only repeats within one pass

@@ -147,7 +147,7 @@ def paired_passes(run: Callable[[], object], passes: int, before: Callable[[], N
                   probe: Callable[[], float]) -> list[tuple[float, float]]:
     """``(seconds of a pass of run, probe() read right before it)`` for each of ``passes``
     passes after a warm-up: a limit read next to each pass, so that the machine's drift between
-    reading a limit and running against it (up to 25% on a shared VM) does not enter the ratio."""
+    reading a limit and running against it (large on a shared machine) does not enter the ratio."""
     before()
     run()  # warm-up
     pairs = []

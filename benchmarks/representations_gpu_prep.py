@@ -1,12 +1,13 @@
-"""Pack what ``representations_gpu_run.sh`` needs for a lent GPU machine into ``.devdata/``.
+"""Pack what ``representations_gpu_run.sh`` needs on a remote GPU machine into ``.devdata/``.
 
     python benchmarks/representations_gpu_prep.py       # in the repository root; writes .devdata/
-    # then, through the workplace's device tool: carry [".devdata"], run
+    # then copy the working tree with .devdata/ to the GPU machine and run there
     #     bash benchmarks/representations_gpu_run.sh
     git checkout -- src/contextvec/models             # afterwards: the bundled models back
 
-A device call carries at most 64 MiB (tracked files included), less than the two bundled models
-(75 MB) and the MiniLM (91 MB). So, on this data only (what the table reads stays bit-identical):
+For a GPU machine that receives at most 64 MiB (the working tree included), less than the two
+bundled models (75 MB) and the MiniLM (91 MB). So, on this data only (what the table reads stays
+bit-identical):
 
 - the CoVe word-vector rows whose lowercased word is in none of the task files, and the ELMo LM's
   softmax (never read for features), are zeroed in the working tree's bundled models;

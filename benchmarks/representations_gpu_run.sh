@@ -1,8 +1,9 @@
 #!/bin/bash
-# The representations table (docs/representations.md) on a lent GPU machine, in one device call.
+# The representations table (docs/representations.md) on a remote GPU machine, in one run of at
+# most ten minutes.
 #
 #   python benchmarks/representations_gpu_prep.py    # here first: fills .devdata/ (see its docstring)
-#   bash benchmarks/representations_gpu_run.sh       # there, carry [".devdata"], timeout_s 600
+#   bash benchmarks/representations_gpu_run.sh       # there, with .devdata/ copied beside it
 #
 # Unpacks the weights, installs the carried wheels, starts CUDA MPS (the 40 processes then share
 # the GPU at once; without it their kernels take turns), runs the eight commands of

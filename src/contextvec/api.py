@@ -58,7 +58,7 @@ LOW_PRECISION_FAMILIES = ("bilm-tf", "elmo-bilm", "hf-bert")
 
 
 class ModelNotFoundError(FileNotFoundError):
-    """No model at the path given, or no bundled default model."""
+    """No model at the path given, or no bundled default model (a ``FileNotFoundError``)."""
 
 
 def load(
@@ -71,23 +71,38 @@ def load(
 ) -> Encoder:
     """Load an encoder, ready for ``embed()`` (eval mode).
 
-    ``model`` is None for the bundled default model (:data:`DEFAULT_MODEL`), the name of a
-    bundled model, or a directory holding bilm-tf files (``options.json`` + ``weights.hdf5``), a
-    contextvec model (``config.json`` + ``model.safetensors``) or a Hugging Face BERT model
-    (``config.json`` of model_type "bert" + ``model.safetensors`` or ``pytorch_model.bin``, with
-    ``tokenizer.json`` or ``vocab.txt``), or a CoVe model (contextvec directory of model_type
-    "cove" or "cove-seq2seq", with its word vectors).
-    Alternatively give bilm-tf's ``options_file`` and ``weight_file`` directly.
-
-    ``precision`` is ``"fp32"`` (default, the weights as stored), ``"bf16"`` or ``"int8"``:
-    the weight matrices of ELMo (char-CNN, highway, LSTMs, projections) and BERT (every linear
-    layer) stored in that precision for inference, activations and outputs in float32 (see
-    :mod:`contextvec.encoders.precision`; accuracy in docs/precision.md). ``"bf16"`` on a CPU
-    without native bf16 is refused with a ``ValueError``; CoVe runs in fp32 only.
-
     The loading runs on a thread of its own that ends before this returns, so that the model
     runs at full speed from whichever one thread embeds with it (see
-    :mod:`contextvec.encoders.threads`).
+    `contextvec.encoders.threads`).
+
+    Args:
+        model: None for the bundled default model ([`DEFAULT_MODEL`][contextvec.api.DEFAULT_MODEL]),
+            the name of a bundled model, or a directory holding one of:
+            bilm-tf files (``options.json`` + ``weights.hdf5``);
+            a contextvec model (``config.json`` + ``model.safetensors``);
+            a Hugging Face BERT model (``config.json`` of model_type "bert" +
+            ``model.safetensors`` or ``pytorch_model.bin``, with ``tokenizer.json`` or
+            ``vocab.txt``);
+            a CoVe model (contextvec directory of model_type "cove" or "cove-seq2seq", with its
+            word vectors).
+        options_file: bilm-tf's ``options.json``, given with ``weight_file`` instead of ``model``.
+        weight_file: bilm-tf's ``weights.hdf5``, given with ``options_file``.
+        device: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or a ``torch.device``.
+        precision: ``"fp32"`` (default, the weights as stored), ``"bf16"`` or ``"int8"``: the
+            weight matrices of ELMo (char-CNN, highway, LSTMs, projections) and BERT (every
+            linear layer) stored in that precision for inference; activations and outputs stay
+            float32 (see `contextvec.encoders.precision`; accuracy in docs/precision.md). CoVe
+            runs in fp32 only.
+
+    Returns:
+        The encoder, in eval mode on ``device``; its ``embed`` gives float32 arrays
+        ``(num_layers, tokens, output_dim)``.
+
+    Raises:
+        ModelNotFoundError: nothing at ``model``, a directory that is no model, or the bundled
+            model missing from the installation.
+        ValueError: an unknown or unavailable device; ``options_file`` without ``weight_file``
+            (or the reverse); ``"bf16"`` on a CPU without native bf16; a low precision for CoVe.
     """
     device = check_device(device)
     check_precision(precision, device)
@@ -120,7 +135,19 @@ def load(
 
 
 def save(encoder: Encoder, directory: str | os.PathLike) -> Path:
-    """Save an encoder in contextvec's native format (``config.json`` + ``model.safetensors``)."""
+    """Save an encoder in contextvec's native format (``config.json`` + ``model.safetensors``).
+
+    Args:
+        encoder: an fp32 encoder, as [`load`][contextvec.api.load] returns it.
+        directory: where to write; created if missing. `load(directory)` reads it back.
+
+    Returns:
+        The directory written.
+
+    Raises:
+        ValueError: a bf16 or int8 encoder (its rounded weights are not the model).
+        TypeError: an encoder of a family contextvec cannot save.
+    """
     precision = getattr(encoder, "precision", "fp32")
     if precision != "fp32":
         raise ValueError(f"cannot save a {precision} encoder: load the model in fp32 to save it")

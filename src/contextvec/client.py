@@ -23,7 +23,13 @@ from contextvec.text.tokenize import Sentence
 
 
 class ServerError(RuntimeError):
-    """The server answered with an error: ``status`` (e.g. 413, 422, 429) and its message."""
+    """The server answered with an error status.
+
+    Attributes:
+        status: the HTTP status (e.g. 413, 422, 429).
+        message: the server's message.
+        param: the request field the error is about, if the server named one.
+    """
 
     def __init__(self, status: int, message: str, param: str | None = None) -> None:
         super().__init__(f"HTTP {status}: {message}")
@@ -31,9 +37,20 @@ class ServerError(RuntimeError):
 
 
 class Client:
-    """Talks to a ``contextvec serve`` at ``url`` (http or https); ``api_key`` if the server
-    requires one. Safe to share between threads: each thread has its own connection. The server's
-    errors raise :class:`ServerError`; a server that cannot be reached, ``OSError``."""
+    """Talks to a ``contextvec serve``.
+
+    Safe to share between threads: each thread has its own connection. The server's errors
+    raise [`ServerError`][contextvec.client.ServerError]; a server that cannot be reached,
+    ``OSError``.
+
+    Args:
+        url: ``http://HOST:PORT`` or ``https://HOST:PORT``, optionally with a path prefix.
+        api_key: sent as ``Authorization: Bearer ...`` if the server requires one.
+        timeout: seconds to wait on the socket for each request.
+
+    Raises:
+        ValueError: a URL that is not http(s) with a host.
+    """
 
     def __init__(self, url: str, api_key: str | None = None, timeout: float = 60.0) -> None:
         self.url = url.rstrip("/")
@@ -58,12 +75,27 @@ class Client:
         gamma: float = 1.0,
         tokenizer: str | None = None,
     ) -> list[np.ndarray]:
-        """Vectors per sentence, as :meth:`contextvec.Encoder.embed` returns them.
+        """Vectors per sentence, as [`Encoder.embed`][contextvec.encoders.base.Encoder.embed]
+        returns them (bit for bit: they travel as base64 float32).
 
-        ``layers``: ``"all"`` (layers, tokens, dim), ``"top"``/``"average"`` (tokens, dim) or a
-        list of layer indices; ``mix``: scalar-mix weights (one per layer, with ``gamma``) instead
-        of ``layers``; ``pool``: ``"mean"``, ``"max"`` or ``"first"``. Strings are split on
-        whitespace unless ``tokenizer`` (``"moses"``) or the server's default says otherwise.
+        Args:
+            sentences: strings or token lists; a bare string is refused.
+            layers: ``"all"``, ``"top"``, ``"average"`` or a list of layer indices (negative
+                ones count from the top).
+            pool: None for per-token vectors, or ``"mean"``, ``"max"`` or ``"first"``.
+            mix: scalar-mix weights (pre-softmax, one per layer) instead of ``layers``.
+            gamma: the scale of ``mix``.
+            tokenizer: how the server splits strings: ``"whitespace"`` or ``"moses"`` (None:
+                the server's default).
+
+        Returns:
+            One float32 array per sentence, ``(num_layers, tokens, dim)`` for ``"all"``,
+            ``(len(layers), tokens, dim)`` for a list of indices, ``(tokens, dim)`` for
+            ``"top"``, ``"average"`` or ``mix``; with ``pool`` the tokens axis is pooled away.
+
+        Raises:
+            TypeError: a bare string or bytes instead of a list of sentences.
+            ServerError: the server refused the request (its status and message).
         """
         if isinstance(sentences, str | bytes):
             raise TypeError(f"sentences must be a list of sentences; for one pass [{sentences[:30]!r}]")
@@ -80,7 +112,12 @@ class Client:
         return [_decode(e["vectors"], e["shape"]) for e in reply["embeddings"]]
 
     def models(self) -> list[dict]:
-        """The server's model: id, num_layers, dim."""
+        """The server's model, as ``/v1/models`` lists it.
+
+        Returns:
+            A one-item list of dicts with ``id``, ``num_layers`` and ``dim`` (and the OpenAI
+            fields ``object``, ``created``, ``owned_by``).
+        """
         return self._request("GET", "/v1/models")["data"]
 
     def close(self) -> None:

@@ -22,13 +22,34 @@ def embed_file(
     empty_lines: str = "error",
     invalid_utf8: str = "error",
 ) -> list[np.ndarray]:
-    """Vectors for every line of a text file (plain or ``.gz``, one whitespace-tokenized sentence
-    per line), in line order: what ``model.embed`` gives for those sentences.
+    """Vectors for every line of a text file, in line order: what ``model.embed`` gives for them.
 
-    ``model`` is an encoder, or what :func:`contextvec.load` takes (None: the bundled model).
-    Lines are checked first, with the policies of ``contextvec embed`` (empty lines and invalid
-    UTF-8 are errors naming the lines unless ``"keep"``/``"replace"``); a byte-order mark is
-    dropped. For files too large for memory use ``contextvec embed`` (HDF5, resumable).
+    The file is plain or ``.gz`` text, one whitespace-tokenized sentence per line; a byte-order
+    mark is dropped. Lines are checked first, with the policies of ``contextvec embed``. The
+    whole result is held in memory: for larger files use ``contextvec embed`` (HDF5, resumable).
+
+    Args:
+        path: the text file.
+        model: an encoder, or what [`contextvec.load`][contextvec.api.load] takes (None: the
+            bundled model).
+        layers: ``"all"``, ``"top"`` or ``"average"``, as in
+            [`Encoder.embed`][contextvec.encoders.base.Encoder.embed].
+        pool: None (one vector per token), ``"mean"``, ``"max"`` or ``"first"`` (one per line).
+        batch_size: sentences per forward pass.
+        max_tokens: padded tokens per forward pass (None: no limit).
+        empty_lines: ``"error"`` (refuse the file, naming the lines) or ``"keep"`` (an empty
+            line gives an array with 0 tokens).
+        invalid_utf8: ``"error"`` (refuse the file, naming the lines) or ``"replace"`` (U+FFFD).
+
+    Returns:
+        One float32 array per line, ``(num_layers, tokens, dim)`` with ``layers="all"``,
+        ``(tokens, dim)`` with ``"top"``/``"average"``; with ``pool``, the tokens axis is
+        pooled away (``(num_layers, dim)`` or ``(dim,)``).
+
+    Raises:
+        ValueError: an empty line or invalid UTF-8 under the ``"error"`` policy, or an unknown
+            ``layers``/``pool``.
+        FileNotFoundError: no file at ``path``.
     """
     check_scan(scan_lines(path), empty_lines, invalid_utf8)
     encoder = model if isinstance(model, Encoder) else load(model)

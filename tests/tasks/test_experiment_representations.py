@@ -142,7 +142,7 @@ def test_a_subset_then_the_rest_and_another_task_make_one_table(tmp_path, cove_d
     assert "not run" in markdown  # sst2 has no +char runs to compare
 
 
-@pytest.mark.slow  # two worker processes start (spawn): about 20 s
+@pytest.mark.slow  # two worker processes start (spawn), each importing torch
 def test_jobs_2_gives_the_runs_of_jobs_1(tmp_path, cove_dir, cache_dir, own_tiny_dir, minilm_dir):
     need_shared(TREC)
     argv = ["--representations", "words", "words+cove", "--seeds", "0"]

@@ -45,6 +45,14 @@ class BiLmActivations(nn.Module):
     ``vocab_to_cache``: words whose CNN vectors are computed once; ``word_inputs`` ``(batch,
     timesteps)`` index that list (0 = padding) and replace the CNN unless some id is out of
     range or gradients must reach the CNN, when the character ids are used.
+
+    Args:
+        bilm: the contextvec biLM (an ``ElmoEncoder``'s ``bilm``).
+        vocab_to_cache: words whose char-CNN vectors are computed once.
+
+    Attributes:
+        bilm: the contextvec biLM.
+        num_layers: layers per token (the char-CNN layer and the biLSTM layers).
     """
 
     def __init__(self, bilm: ElmoBiLM, vocab_to_cache: list[str] | None = None) -> None:
@@ -61,6 +69,7 @@ class BiLmActivations(nn.Module):
         self.register_buffer("_word_vectors", vectors, persistent=False)
 
     def get_output_dim(self) -> int:
+        """Width ``dim`` of each layer: ``2 * projection_dim``."""
         return self.bilm.config.output_dim
 
     def _cnn_needs_grad(self) -> bool:
@@ -93,13 +102,38 @@ class BiLmActivations(nn.Module):
     def forward(
         self, inputs: torch.Tensor, word_inputs: torch.Tensor | None = None
     ) -> dict[str, torch.Tensor | list[torch.Tensor]]:
+        """The layers of one batch, with the sentence boundaries.
+
+        Args:
+            inputs: ``(batch, timesteps, 50)`` integer character ids from ``batch_to_ids``.
+            word_inputs: optional ``(batch, timesteps)`` integer indices into
+                ``vocab_to_cache`` (0 = padding).
+
+        Returns:
+            A dict of ``"activations"``, a list of ``num_layers`` float32 tensors
+            ``(batch, timesteps + 2, dim)``, and ``"mask"``, ``(batch, timesteps + 2)`` bool.
+
+        Raises:
+            ValueError: ids not of shape ``(batch, timesteps, 50)``, or a padding token before
+                a real one.
+            TypeError: floating-point ids.
+        """
         layers, mask = self.layers_and_mask(inputs, word_inputs)
         return {"activations": list(layers.unbind(0)), "mask": mask}
 
     def layers_and_mask(
         self, inputs: torch.Tensor, word_inputs: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The activations stacked ``(num_layers, batch, timesteps + 2, dim)``, and the mask."""
+        """[`forward`][contextvec.allennlp.bilm.BiLmActivations.forward]'s layers, stacked.
+
+        Args:
+            inputs: as in ``forward``.
+            word_inputs: as in ``forward``.
+
+        Returns:
+            The activations ``(num_layers, batch, timesteps + 2, dim)`` float32 and the mask
+            ``(batch, timesteps + 2)`` bool.
+        """
         tokens = self._cached_word_vectors(word_inputs)
         if tokens is not None:
             mask = (word_inputs > 0).to(tokens.device)

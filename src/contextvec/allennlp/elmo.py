@@ -18,11 +18,20 @@ logger = logging.getLogger(__name__)
 
 
 def batch_to_ids(batch: list[list[str]]) -> torch.Tensor:
-    """Character ids ``(len(batch), longest sentence, 50)`` of tokenized sentences, as allennlp's.
+    """Character ids of tokenized sentences, as allennlp's ``batch_to_ids``.
 
     UTF-8 bytes + 1 between begin/end-of-word marks, tokens cut to 48 bytes; padded tokens are
-    all zeros. A sentence given as a string is refused (allennlp would have read it as a list of
-    one-character tokens).
+    all zeros.
+
+    Args:
+        batch: ``batch`` sentences, each a list of string tokens.
+
+    Returns:
+        ``(batch, time, 50)`` int64, ``time`` the longest sentence's tokens.
+
+    Raises:
+        TypeError: a sentence given as a string (allennlp would have read it as a list of
+            one-character tokens), or a token that is not a string.
     """
     for index, sentence in enumerate(batch):
         if isinstance(sentence, str):
@@ -39,10 +48,16 @@ def batch_to_ids(batch: list[list[str]]) -> torch.Tensor:
 def remove_sentence_boundaries(
     tensor: torch.Tensor, mask: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Drop the ``<S>``/``</S>`` rows: ``(batch, time + 2, dim)`` -> ``(batch, time, dim)``.
+    """Drop the ``<S>``/``</S>`` rows, as allennlp's function of that name.
 
-    As allennlp's function of that name: the rows past each sentence's end are zero and the new
-    mask (bool) covers the tokens only. ``mask`` must mark a prefix of each row.
+    Args:
+        tensor: ``(batch, time + 2, dim)`` with ``<S>`` at position 0 and ``</S>`` after each
+            sentence's last token.
+        mask: ``(batch, time + 2)``, marking a prefix of each row (tokens and both boundaries).
+
+    Returns:
+        ``(batch, time, dim)`` in the dtype of ``tensor``, zero past each sentence's end, and
+        its mask ``(batch, time)`` (the tokens only, dtype of ``mask``).
     """
     inner = mask[:, 2:]
     return tensor[:, 1:-1] * inner.unsqueeze(-1).to(tensor.dtype), inner
@@ -51,18 +66,30 @@ def remove_sentence_boundaries(
 class Elmo(nn.Module):
     """ELMo representations: ``num_output_representations`` learned scalar mixes of the biLM layers.
 
-    Arguments as allennlp's ``Elmo``. ``options_file``/``weight_file`` are bilm-tf files, or
-    ``options_file`` alone is a contextvec model name or directory (both ``None``: the bundled
-    model); ``module`` may instead be a contextvec ELMo encoder or biLM (its parameters keep
-    their ``requires_grad``). ``requires_grad`` fine-tunes the biLM; otherwise only the mixes
-    learn. ``scalar_mix_parameters`` fixes every
-    mix's (pre-softmax) weights and leaves them untrainable. ``dropout`` applies to each output.
+    Arguments as allennlp's ``Elmo``. Unlike allennlp, the biLM keeps no state between calls: a
+    sentence gets the same vectors in any batch.
 
-    ``forward(inputs, word_inputs=None)`` takes ``batch_to_ids`` output ``(batch, timesteps,
-    50)`` (or with more leading dimensions) and returns ``{"elmo_representations": [(batch,
-    timesteps, dim)] * num_output_representations, "mask": (batch, timesteps) bool}``; with
-    ``keep_sentence_boundaries`` timesteps grow by 2 for ``<S>`` and ``</S>``. Unlike allennlp,
-    the biLM keeps no state between calls: a sentence gets the same vectors in any batch.
+    Args:
+        options_file: bilm-tf ``options.json`` (with ``weight_file``), or alone a contextvec
+            model name or directory; both None: the bundled model.
+        weight_file: bilm-tf ``weights.hdf5``.
+        num_output_representations: how many scalar mixes (one per place the task model uses
+            ELMo).
+        requires_grad: fine-tune the biLM; otherwise only the mixes learn.
+        do_layer_norm: normalise the layers before mixing (statistics over real tokens and
+            sentence boundaries).
+        dropout: dropout probability on each representation.
+        vocab_to_cache: words whose char-CNN vectors are computed once, for ``word_inputs``.
+        keep_sentence_boundaries: keep the ``<S>`` and ``</S>`` positions in the outputs.
+        scalar_mix_parameters: fixed pre-softmax weights for every mix (one per layer), not
+            trained.
+        module: a contextvec ELMo encoder or biLM instead of files (its parameters keep their
+            ``requires_grad``).
+
+    Raises:
+        ValueError: both files and ``module``, or a download URL instead of a file.
+        ModelNotFoundError: files or a name that is no model (a ``FileNotFoundError``).
+        TypeError: a ``module`` or model that is not an ELMo biLM.
     """
 
     def __init__(
@@ -100,13 +127,33 @@ class Elmo(nn.Module):
             self._scalar_mixes.append(mix)
 
     def get_output_dim(self) -> int:
-        """Width of each representation: ``2 * projection_dim``."""
+        """Width ``dim`` of each representation: ``2 * projection_dim``."""
         return self._elmo_lstm.get_output_dim()
 
     def forward(
         self, inputs: torch.Tensor, word_inputs: torch.Tensor | None = None
     ) -> dict[str, list[torch.Tensor] | torch.Tensor]:
-        """ELMo representations and their mask for character ids ``(..., timesteps, 50)``."""
+        """ELMo representations and their mask.
+
+        Args:
+            inputs: character ids from [`batch_to_ids`][contextvec.allennlp.elmo.batch_to_ids],
+                ``(batch, timesteps, 50)`` integer, or with more leading dimensions
+                ``(..., timesteps, 50)``.
+            word_inputs: ``(batch, timesteps)`` (or ``(..., timesteps)``) integer indices into
+                ``vocab_to_cache`` (0 = padding), used instead of the char-CNN when every id is
+                in range; ignored, with a warning, without a cached vocabulary.
+
+        Returns:
+            A dict of ``"elmo_representations"``, a list of ``num_output_representations``
+            float32 tensors ``(batch, timesteps, dim)``, and ``"mask"``, ``(batch, timesteps)``
+            bool; with more leading input dimensions, the outputs have them too. With
+            ``keep_sentence_boundaries`` ``timesteps`` grows by 2 (``<S>`` and ``</S>``).
+
+        Raises:
+            ValueError: ids not of shape ``(..., timesteps, 50)``, or a padding token before a
+                real one.
+            TypeError: floating-point ids.
+        """
         original_shape = inputs.shape
         reshaped = inputs.reshape(-1, *original_shape[-2:]) if inputs.dim() > 3 else inputs
         word_shape = None

@@ -26,10 +26,18 @@ class ElmoEmbedder:
     Layer 0 is the char-CNN token vector duplicated ``[x; x]``, layers 1.. the biLSTM outputs
     ``[forward; backward]``; ``<S>``/``</S>`` are added inside and removed from the output, as
     in allennlp. These are not ``Elmo``'s outputs, which are scalar mixes of these layers.
-    ``options_file``/``weight_file``: bilm-tf files, or ``options_file`` alone a contextvec model
-    name or directory; by default the bundled model (allennlp downloaded its "original" model).
-    ``cuda_device``: -1 for the CPU, else the CUDA device index. No state is carried from one
-    call to the next, so a sentence gets the same vectors whatever was embedded before.
+    No state is carried from one call to the next, so a sentence gets the same vectors
+    whatever was embedded before.
+
+    Args:
+        options_file: bilm-tf ``options.json`` (with ``weight_file``), or alone a contextvec
+            model name or directory; by default the bundled model (allennlp downloaded its
+            "original" model).
+        weight_file: bilm-tf ``weights.hdf5``.
+        cuda_device: -1 for the CPU, else the CUDA device index.
+
+    Attributes:
+        encoder: the contextvec ELMo encoder (an [`Encoder`][contextvec.encoders.base.Encoder]).
     """
 
     def __init__(
@@ -43,20 +51,43 @@ class ElmoEmbedder:
         self.encoder = load_elmo_encoder(options_file, weight_file, device=device)
 
     def batch_to_embeddings(self, batch: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Activations ``(batch, num_layers, timesteps, dim)`` and mask ``(batch, timesteps)``.
+        """The raw layers of one batch as tensors, as allennlp 0.9 returned them.
 
-        The mask is a long tensor, as allennlp 0.9 returned it.
+        Args:
+            batch: ``batch`` token lists.
+
+        Returns:
+            Activations ``(batch, num_layers, timesteps, dim)`` float32 (zero past each
+            sentence's end) and mask ``(batch, timesteps)`` int64.
         """
         with torch.no_grad():
             layers, mask = self.encoder([list(sentence) for sentence in batch])
         return layers.transpose(0, 1), mask.long()
 
     def embed_sentence(self, sentence: list[str]) -> np.ndarray:
-        """One sentence's layers, ``(num_layers, tokens, dim)`` float32."""
+        """One sentence's layers.
+
+        Args:
+            sentence: a list of tokens.
+
+        Returns:
+            ``(num_layers, tokens, dim)`` float32.
+        """
         return self.embed_batch([sentence])[0]
 
     def embed_batch(self, batch: list[list[str]]) -> list[np.ndarray]:
-        """Each sentence's layers, in order; an empty sentence gives ``(num_layers, 0, dim)``."""
+        """Each sentence's layers, in order.
+
+        Args:
+            batch: token lists.
+
+        Returns:
+            One ``(num_layers, tokens, dim)`` float32 array per sentence; an empty sentence
+            gives ``(num_layers, 0, dim)``.
+
+        Raises:
+            TypeError: a sentence given as a string.
+        """
         for index, sentence in enumerate(batch):
             if isinstance(sentence, str):
                 raise TypeError(f"embed_batch: sentence {index} is a str; pass a list of tokens")
@@ -65,7 +96,15 @@ class ElmoEmbedder:
     def embed_sentences(
         self, sentences: Iterable[list[str]], batch_size: int = DEFAULT_BATCH_SIZE
     ) -> Iterator[np.ndarray]:
-        """Lazily embed sentences, ``batch_size`` at a time, yielding one array per sentence."""
+        """Lazily embed sentences, ``batch_size`` at a time.
+
+        Args:
+            sentences: token lists (any iterable; read ``batch_size`` at a time).
+            batch_size: sentences per forward pass.
+
+        Yields:
+            One ``(num_layers, tokens, dim)`` float32 array per sentence, in order.
+        """
         iterator = iter(sentences)
         while batch := list(islice(iterator, batch_size)):
             yield from self.embed_batch(batch)
@@ -84,9 +123,19 @@ class ElmoEmbedder:
         One float32 dataset per line, keyed by the 0-based line index (or by the sentence with
         ``use_sentence_keys``): ``(num_layers, tokens, dim)`` for ``"all"``, ``(tokens, dim)``
         for ``"top"`` and ``"average"``; plus ``sentence_to_index`` (a JSON string) unless
-        ``forget_sentences`` or ``use_sentence_keys``. Empty lines are refused. ``input_file``
-        is an open text file (closed afterwards, as allennlp did) or a path. An existing output
-        is replaced, atomically.
+        ``forget_sentences`` or ``use_sentence_keys``. An existing output is replaced,
+        atomically.
+
+        Args:
+            input_file: an open text file (closed afterwards, as allennlp did) or a path.
+            output_file_path: the HDF5 file to write.
+            output_format: ``"all"``, ``"top"`` or ``"average"``.
+            batch_size: sentences per forward pass.
+            forget_sentences: leave out ``sentence_to_index``.
+            use_sentence_keys: key the datasets by sentence, not line index.
+
+        Raises:
+            ValueError: an unknown ``output_format``, or an empty line in the input.
         """
         if output_format not in OUTPUT_FORMATS:
             raise ValueError(

@@ -39,6 +39,20 @@ def load_elmo_encoder(
     * both given: bilm-tf ``options.json`` and ``weights.hdf5`` (allennlp's use);
     * ``options_file`` alone: a contextvec model name or directory (bilm-tf files or native);
     * neither: the bundled default model.
+
+    Args:
+        options_file: see above; a URL is refused (contextvec never downloads).
+        weight_file: see above.
+        device: where to load the model.
+
+    Returns:
+        An ELMo encoder in eval mode (an [`Encoder`][contextvec.encoders.base.Encoder]).
+
+    Raises:
+        ValueError: a URL, ``weight_file`` without ``options_file``, or a directory given with
+            ``weight_file``.
+        ModelNotFoundError: files or a name that is no model (a ``FileNotFoundError``).
+        TypeError: a model that is not an ELMo biLM.
     """
     _refuse_url("options_file", options_file)
     _refuse_url("weight_file", weight_file)

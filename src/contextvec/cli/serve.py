@@ -174,8 +174,8 @@ def run(args: argparse.Namespace) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: stopped_by.append(signum))
     # Everything made so far (model, libraries, app) lives as long as the server: out of the
-    # collector's view, a full collection no longer walks it. One did in 1 of 1,000 requests
-    # at 16 clients, a 106 ms stall of every request in flight (p99 166 -> 112 ms frozen).
+    # collector's view, a full collection no longer walks it (a walk stalls every request in
+    # flight, which shows in the tail latency under load).
     gc.collect()
     gc.freeze()
     server.run(sockets=[sock])

@@ -16,27 +16,41 @@ from contextvec.text.tokenize import Sentence, as_sentences
 
 
 class EncoderOutput(NamedTuple):
-    """``layers``: (num_layers, batch, time, dim), zero past each sentence's end;
-    ``mask``: (batch, time) bool, True at real tokens."""
+    """What [`Encoder.forward`][contextvec.encoders.base.Encoder.forward] returns for a batch."""
 
     layers: torch.Tensor
+    """``(num_layers, batch, time, dim)`` float (float32 unless the encoder's parameters are of
+    another dtype), zero past each sentence's end; ``time`` is the longest sentence's tokens."""
     mask: torch.Tensor
+    """``(batch, time)`` bool, True at real tokens."""
 
 
 class Encoder(nn.Module, ABC):
     """Tokenized sentences in, one vector per token per layer out.
 
-    Subclasses implement :meth:`forward` on a batch of token lists; this class adds the
-    user-facing :meth:`embed`, which batches by length, runs without gradients and returns
-    numpy arrays in input order.
+    Subclasses implement [`forward`][contextvec.encoders.base.Encoder.forward] on a batch of
+    token lists (a ``torch.nn.Module``, usable inside a model of your own); this class adds the
+    user-facing [`embed`][contextvec.encoders.base.Encoder.embed], which batches by length, runs
+    without gradients and returns numpy arrays in input order.
     """
 
     num_layers: int
+    """Layers per token: ELMo's token layer and its biLSTM layers, BERT's embeddings and
+    transformer layers, CoVe's GloVe and MT-LSTM layers."""
     output_dim: int
+    """The width ``dim`` of every layer's vectors."""
 
     @abstractmethod
     def forward(self, sentences: Sequence[Sequence[str]]) -> EncoderOutput:
-        """Layers and mask for one batch of tokenized sentences."""
+        """Layers and mask for one batch of tokenized sentences (gradients flow if enabled).
+
+        Args:
+            sentences: ``batch`` token lists, each with at least one token.
+
+        Returns:
+            ``layers`` ``(num_layers, batch, time, dim)`` float32 (zero past each sentence's
+            end; ``time`` is the longest sentence's length) and ``mask`` ``(batch, time)`` bool.
+        """
 
     def embed(
         self,
@@ -47,16 +61,32 @@ class Encoder(nn.Module, ABC):
         layers: str = "all",
         pool: str | None = None,
     ) -> list[np.ndarray]:
-        """Vectors for each sentence: a float32 array ``(num_layers, n_tokens, dim)``.
+        """Vectors for each sentence, as numpy arrays in input order (no gradients).
 
-        Sentences are strings (split on whitespace) or token lists; an empty sentence gives a
-        ``(num_layers, 0, dim)`` array. Order and count follow the input. A bare string is a
-        ``TypeError`` (pass ``[text]`` for one sentence).
+        A sentence's vectors do not depend on the other sentences, the batch size or earlier
+        calls, up to float rounding (matrix products sum in an order that depends on their
+        shapes).
 
-        ``layers``: ``"all"`` (default), ``"top"`` (tokens, dim) or ``"average"`` (tokens, dim),
-        as ``contextvec embed --all/--top/--average`` writes them. ``pool``: ``"mean"``, ``"max"``
-        or ``"first"`` for one vector per sentence (per layer with ``"all"``); a sentence without
-        tokens pools to zeros.
+        Args:
+            sentences: strings (split on whitespace) or token lists. A bare string is refused
+                (pass ``[text]`` for one sentence).
+            batch_size: sentences per forward pass.
+            max_tokens: padded tokens (``batch * time``) per forward pass; None for no limit.
+            layers: ``"all"`` (every layer), ``"top"`` (the last layer) or ``"average"`` (the
+                mean of the layers), as ``contextvec embed --all/--top/--average`` writes them.
+            pool: None for one vector per token, or ``"mean"``, ``"max"`` or ``"first"`` for one
+                vector per sentence (per layer with ``"all"``); a sentence without tokens pools
+                to zeros.
+
+        Returns:
+            One float32 array per sentence, ``(num_layers, tokens, dim)`` with ``layers="all"``,
+            ``(tokens, dim)`` with ``"top"`` or ``"average"``; with ``pool`` the tokens axis is
+            pooled away, giving ``(num_layers, dim)`` or ``(dim,)``. An empty sentence has
+            ``tokens == 0``.
+
+        Raises:
+            TypeError: a bare string or bytes instead of a list of sentences.
+            ValueError: an unknown ``layers`` or ``pool``.
         """
         tokenized = as_sentences(sentences)
         if layers not in LAYER_MODES:
@@ -72,9 +102,9 @@ class Encoder(nn.Module, ABC):
     def clear_caches(self) -> None:
         """Forget cached intermediate results (ELMo's char-CNN token vectors).
 
-        A cached vector was computed in an earlier batch, whose shape can change its last bits
-        (about 1e-6); clearing first makes a chunk's output depend on the chunk alone, whichever
-        chunks ran before it (the local and Ray engines call it before every chunk).
+        A cached vector was computed in an earlier batch, whose shape can change its last bits;
+        clearing first makes a chunk's output depend on the chunk alone, whichever chunks ran
+        before it (the local and Ray engines call it before every chunk).
         """
 
     def embed_batches(
@@ -83,10 +113,19 @@ class Encoder(nn.Module, ABC):
         batch_size: int = 32,
         max_tokens: int | None = 4096,
     ) -> Iterator[tuple[int, np.ndarray]]:
-        """Yield ``(index, array)`` for each sentence, batch by batch in length order.
+        """Each sentence's layers as soon as its batch is done, in length order, not input order.
 
         Safe to call from several threads at once on an encoder in eval mode (the default after
         ``contextvec.load``): the mode is switched, and restored, only when it is in train mode.
+
+        Args:
+            sentences: token lists (empty ones allowed).
+            batch_size: sentences per forward pass.
+            max_tokens: padded tokens per forward pass; None for no limit.
+
+        Yields:
+            Pairs ``(index, array)`` of the sentence's position in ``sentences`` and its
+            float32 ``(num_layers, tokens, dim)`` array.
         """
         # Eval mode for this call only, restored module by module: a wrapped model shared with
         # another encoder keeps its own mode, and an encoder already in eval mode (the server's)
@@ -110,6 +149,6 @@ class Encoder(nn.Module, ABC):
                     for row, i in enumerate(indices):
                         yield i, np.ascontiguousarray(layers[:, row, : len(sentences[i])])
         finally:
-            if switched:  # (restoring what never changed cost 2% of a lone sentence's time)
+            if switched:  # (restoring modes that never changed costs a lone sentence time)
                 for module, mode in modes.items():
                     module.training = mode

@@ -11,8 +11,8 @@ what speeds it up, and float32 activations keep the error to the weights' roundi
 - ``"fp32"``: the model as loaded (the default; nothing is converted). Without gradients on the
   CPU, the large matmuls of ELMo (LSTMs, highway, token projection) and BERT multiply by oneDNN's
   packed copies of their float32 weights (:class:`PackedFloatWeights`): float32 products summed
-  in another order (within 1e-5 of the plain ones on the reference models), 1.3-3x faster for
-  the few-row matmuls of a recurrence.
+  in another order (equal up to float32 rounding; docs/precision.md), faster for the few-row
+  matmuls of a recurrence.
 - ``"bf16"``: weights in bfloat16, matmuls in bf16 with float32 accumulation (oneDNN), the
   float32 bias (and BERT's GELU) applied to the float32 sums and the result rounded once. Only on
   a CPU with native bf16 (``avx512_bf16`` or ``amx_bf16`` in ``/proc/cpuinfo``): without them
@@ -21,7 +21,7 @@ what speeds it up, and float32 activations keep the error to the weights' roundi
   quantized per call to uint8 with one symmetric scale per row (dynamic), multiplied by
   oneDNN's int8 GEMM (``torch.ops.onednn.qlinear_pointwise``, the kernel behind torch's x86
   PT2E quantization; ``torch.ao.quantization`` is deprecated, and torch's weight-only
-  ``_weight_int8pack_mm`` ran 4-20x slower than fp32 on an AVX2 CPU). Without VNNI
+  ``_weight_int8pack_mm`` runs slower than fp32 on AVX2 CPUs). Without VNNI
   (``avx512_vnni``/``avx_vnni``/``amx_int8``) the activations get 7 bits, not 8 (+-63, not +-127): AVX2's
   u8 x s8 pair sums saturate int16 at full range (fbgemm's ``reduce_range`` for the same reason).
 """
@@ -108,9 +108,9 @@ class LowPrecisionWeight(nn.Module):
         self.out_features, self.in_features = weight.shape
         if precision == "bf16":
             self.register_buffer("weight", weight.to(torch.bfloat16).contiguous())
-            # oneDNN's packed layout of the same bf16 values, where oneDNN runs bf16: 3x faster
-            # than ``mm`` for a few rows, the same products. Kept out of the state, as int8's
-            # below. Elsewhere (bf16 measured on any CPU with check_cpu=False) ``mm`` emulates it.
+            # oneDNN's packed layout of the same bf16 values, where oneDNN runs bf16: faster than
+            # ``mm`` for a few rows, the same products. Kept out of the state, as int8's below.
+            # Elsewhere (bf16 accuracy checked on any CPU with check_cpu=False) ``mm`` emulates it.
             self._packed = (torch.ops.mkldnn._reorder_linear_weight(self.weight, None)
                             if self.weight.device.type == "cpu" and _onednn_bf16() else None)
             return
@@ -159,8 +159,7 @@ class LowPrecisionWeight(nn.Module):
         # are exact, then each output row is scaled by its own input scale.
         half = self.levels // 2
         # (An all-zero row gets a tiny scale: its codes are all the zero point.) The temporaries
-        # are reused in place: each fresh activation-sized buffer costs page faults (BERT int8
-        # ran 5% faster without them).
+        # are reused in place: each fresh activation-sized buffer costs page faults.
         work = rows.abs()
         scales = work.amax(dim=1, keepdim=True).clamp_(min=1e-30).div_(half)
         # Through int8, then shifted by the zero point in uint8 (wrapping: -63 + 64 = 1): torch
@@ -183,8 +182,8 @@ class PackedFloatWeights:
     ``"none"`` (exact) or ``"tanh"``). Without gradients, on the CPU and in float32, it
     multiplies by a copy of ``weight`` that oneDNN laid out for its GEMM kernels
     (``mkldnn._reorder_linear_weight``), with the GELU fused into the matmul: for the few rows of
-    an LSTM step (1 to 32) on a large matrix that is 1.3x (one row) to 3x (a few rows) faster
-    than MKL's ``mm`` on the plain matrix; :meth:`usable` says where it pays. Below that,
+    an LSTM step (1 to 32) on a large matrix that is faster than MKL's ``mm`` on the plain
+    matrix; :meth:`usable` says where it pays. Below that,
     :meth:`transposed` keeps the ``(in, out)`` copy of a stack of matrices that ``bmm`` reads
     fastest.
 
@@ -200,8 +199,8 @@ class PackedFloatWeights:
     is the cost, and oneDNN streams it faster."""
     min_rows = 256
     """A smaller matrix is packed from this many rows on. Below both, ``F.linear`` is faster:
-    oneDNN's per-call overhead (about 10 us) outweighs its kernel (the bundled model's LSTM
-    steps ran 1.3-2x slower packed)."""
+    oneDNN's per-call overhead outweighs its kernel (the bundled model's LSTM steps are slower
+    packed)."""
     row_bucket = 64
     """Products of more rows are padded to a multiple of this many (see ``linear``)."""
 
@@ -237,8 +236,8 @@ class PackedFloatWeights:
                             lambda w: torch.ops.mkldnn._reorder_linear_weight(w.contiguous(), None))
         attr, algorithm = ("none", "") if gelu is None else ("gelu", gelu)
         rows = x.shape[0]
-        # oneDNN keeps memory for every row count it has seen (about 1 MB each, without bound:
-        # a server's RSS grew 77% over 10,000 requests), so more than ``row_bucket`` rows are
+        # oneDNN keeps memory for every row count it has seen, without bound (a long-running
+        # server's memory would grow with every new count), so more than ``row_bucket`` rows are
         # padded to a multiple of it: few distinct counts, at most row_bucket - 1 rows of waste.
         padded = rows if rows <= self.row_bucket else -(-rows // self.row_bucket) * self.row_bucket
         if padded > rows:
@@ -250,7 +249,7 @@ class PackedFloatWeights:
         """``weights (batch, out, in)`` as ``(batch, in, out)`` for ``bmm``: with gradients the
         transposed view; in inference a contiguous copy (kept until ``weights`` changes, like
         packed copies; CPU only), which ``bmm`` streams faster for a few rows (the bundled
-        model's LSTM steps: a lone sentence embedded 1.1x faster)."""
+        model's LSTM steps)."""
         if torch.is_grad_enabled() or weights.device.type != "cpu":
             return weights.transpose(1, 2)
         return self._copy(name, weights, lambda w: w.transpose(1, 2).contiguous())

@@ -8,9 +8,9 @@ parallel regions of a forward pass then waits for sleeping threads to wake.
 
 Loading a model starts parallel regions (copying and converting weights). A model loaded on the
 main thread and then used from another one (a web framework's thread pool, an executor, a
-server's batcher) left two teams on the cores: the bundled model embedded a sentence 2.0-2.5x
-slower from a pool thread than from the main thread (2 threads, 2 cores, AMD EPYC;
-``benchmarks/lone_sentence.py --pool-thread``, docs/speed.md).
+server's batcher) left two teams on the cores, and a sentence embedded from a pool thread
+took much longer than from the main thread (``benchmarks/lone_sentence.py --pool-thread``
+shows it; figures in docs/speed.md).
 :func:`in_passing_thread` runs the loading on a thread that ends, and a thread that ends takes
 its team with it, so whichever thread then embeds holds the process's only team.
 """

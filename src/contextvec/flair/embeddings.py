@@ -43,14 +43,30 @@ def _load_encoder(model: str, options_file: str | None, weight_file: str | None)
 class ELMoEmbeddings(TokenEmbeddings):
     """ELMo token embeddings for flair, as flair's ``ELMoEmbeddings`` (which needed allennlp 0.9).
 
-    ``model``: a contextvec model name or directory, or ``"original"`` for the bundled model;
-    ``options_file`` + ``weight_file``: bilm-tf files (they take precedence, as in flair);
-    ``embedding_mode``: ``"all"`` (the layers concatenated per token), ``"top"`` or
-    ``"average"``. ``encoder``: an already loaded contextvec ELMo encoder instead of files.
+    Embedding a flair ``Sentence`` sets on each token a float32 vector of
+    ``embedding_length``: ``num_layers * dim`` with ``"all"`` (the layers concatenated),
+    ``dim`` with ``"top"`` or ``"average"``. The biLM is frozen (``static_embeddings``). A
+    tagger saved by flair keeps this embedding's configuration and weights in its own file;
+    import ``contextvec.flair`` before ``SequenceTagger.load`` so that flair finds the class.
 
-    The biLM is frozen (``static_embeddings``). A tagger saved by flair keeps this embedding's
-    configuration and weights in its own file; import ``contextvec.flair`` before
-    ``SequenceTagger.load`` so that flair finds the class.
+    Args:
+        model: a contextvec model name or directory, or ``"original"`` for the bundled model
+            (with a warning: allennlp downloaded that model, contextvec never downloads).
+        options_file: bilm-tf ``options.json``; with ``weight_file`` it takes precedence over
+            ``model``, as in flair.
+        weight_file: bilm-tf ``weights.hdf5``.
+        embedding_mode: ``"all"``, ``"top"`` or ``"average"``.
+        encoder: an already loaded contextvec ELMo encoder instead of files.
+
+    Raises:
+        ValueError: an unknown ``embedding_mode``, one of the two files without the other, or
+            a model name that allennlp downloaded (``"small"``, ``"medium"``, ...).
+        ModelNotFoundError: files or a name that is no model (a ``FileNotFoundError``).
+
+    Attributes:
+        name: the embedding's name in flair (``elmo-<model>-<embedding_mode>``): the key of
+            each token's vector.
+        encoder: the contextvec ELMo encoder.
     """
 
     def __init__(
@@ -78,6 +94,7 @@ class ELMoEmbeddings(TokenEmbeddings):
 
     @property
     def embedding_length(self) -> int:
+        """Width of each token's vector: ``num_layers * dim`` for ``"all"``, else ``dim``."""
         return self._embedding_length
 
     def _add_embeddings_internal(self, sentences: list[Sentence]) -> list[Sentence]:
@@ -99,7 +116,15 @@ class ELMoEmbeddings(TokenEmbeddings):
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> ELMoEmbeddings:
-        """An embedding of the saved shape; flair then loads the weights into it."""
+        """An embedding of the saved shape; flair then loads the weights into it.
+
+        Args:
+            params: what [`to_params`][contextvec.flair.embeddings.ELMoEmbeddings.to_params]
+                returned.
+
+        Returns:
+            The embedding, with untrained weights until flair loads the saved ones.
+        """
         encoder = ElmoEncoder(ElmoBiLM(BiLMConfig.from_dict(params["config"])))
         return cls(model=params["model"], embedding_mode=params["embedding_mode"], encoder=encoder)
 

@@ -39,12 +39,20 @@ async def _health(body: None, call: Call) -> bytes:
 def create_app(encoder: Encoder, settings: ServerSettings | None = None,
                is_stopping: Callable[[], bool] = lambda: False, grace_period: float = 30.0,
                worker: WorkerThread | None = None) -> ASGIApp:
-    """The ASGI app serving ``encoder`` (loaded, eval mode, warmed by the caller).
+    """The ASGI app serving ``encoder``: ``/v1/embed``, ``/v1/embeddings``, ``/v1/models``,
+    ``/health``, ``/ready``, ``/metrics`` and ``/openapi.json``.
 
-    ``is_stopping`` tells whether the server is shutting down (``/ready`` then answers 503);
-    on shutdown the batcher gets ``grace_period`` seconds to finish the queued work. ``worker``:
-    the thread that loaded and warmed ``encoder``, to run the forward passes on too (a new one
-    if None; :mod:`contextvec.server.worker` says why one thread).
+    Args:
+        encoder: the model to serve, loaded, in eval mode and warmed by the caller.
+        settings: limits and defaults (None: the defaults of ``ServerSettings``).
+        is_stopping: tells whether the server is shutting down (``/ready`` then answers 503).
+        grace_period: seconds the batcher gets on shutdown to finish the queued work.
+        worker: the thread that loaded and warmed ``encoder``, to run the forward passes on
+            too (a new one if None; ``contextvec.server.worker`` says why one thread).
+
+    Returns:
+        The ASGI application; its lifespan starts and stops the batcher, so run it under an
+        ASGI server with lifespan on (uvicorn's default).
     """
     settings = settings or ServerSettings()
     service = Service(encoder, settings, is_stopping, worker)

@@ -7,10 +7,28 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class ServerSettings:
-    """Limits and defaults of one server.
+    """Limits and defaults of one server (``contextvec serve``'s options of the same names).
 
-    ``openai_layers``: ``"top"``, ``"average"`` or scalar-mix weights (one per layer) for the
-    pooled vectors of ``/v1/embeddings``; ``openai_gamma`` scales the mix.
+    Attributes:
+        model_name: the model's id in responses and ``/v1/models``.
+        api_key: if set, every request needs ``Authorization: Bearer <api_key>`` (else 401).
+        max_batch_tokens: padded tokens (longest sentence x sentences) per forward pass.
+        max_wait_ms: under load, the longest the oldest queued request waits for others to
+            share its forward pass.
+        batching: False for one request per forward pass.
+        max_queue: queued requests before the server answers 429.
+        request_timeout: seconds a request may take, queue included, before a 504.
+        max_sentences: sentences per request (more: 413).
+        max_sentence_tokens: tokens per sentence (more: 413).
+        max_body_bytes: request body size in bytes (more: 413).
+        tokenizer: how string sentences are split unless a request says: ``"whitespace"`` or
+            ``"moses"``.
+        openai_layers: ``"top"``, ``"average"`` or scalar-mix weights (one per layer) for the
+            pooled vectors of ``/v1/embeddings``.
+        openai_gamma: the scale of the ``openai_layers`` mix.
+        openai_pool: pooling over the tokens for ``/v1/embeddings``: ``"mean"``, ``"max"`` or
+            ``"first"``.
+        openai_normalize: unit-length ``/v1/embeddings`` vectors.
     """
 
     model_name: str = "elmo-en-small"

@@ -5,7 +5,7 @@ team for every thread that has started a parallel region. Once a process holds m
 than cores (loading in the main thread and serving in a batcher thread: two teams of 2 on 2
 cores), libgomp stops letting idle team threads spin before they sleep, and every small parallel
 region then pays for waking threads that have gone to sleep: a lone sentence's forward with the
-bundled model took 17 ms served against 8.6 ms in a plain script (2 threads, AMD EPYC, 2 cores).
+bundled model took much longer served than in a plain script (figures in docs/speed.md).
 Doing all torch work on this one thread keeps the process at one team (``contextvec.load`` itself
 loads on a thread that ends: :mod:`contextvec.encoders.threads`).
 """

@@ -1,7 +1,7 @@
-"""Saved task models: ``train-task --save-model DIR``, :func:`load_task_model` and prediction.
+"""Saved task models: ``train-task --save-model DIR``, `load_task_model` and prediction.
 
 **Layout of DIR.** ``task.json``: the format name and version, the task, its labels, the kind
-(``features``: a frozen-feature model of :mod:`contextvec.tasks.models`; ``fine-tune``: a
+(``features``: a frozen-feature model of ``contextvec.tasks.models``; ``fine-tune``: a
 fine-tuned BERT), the model settings, the encoder it was trained on and the dev score training
 reported. A frozen-feature model adds ``model.safetensors`` (its weights, without the frozen
 encoder's), ``words.json`` and ``chars.json`` (its vocabularies, in id order; ``ngrams.json`` too with
@@ -11,11 +11,11 @@ that ``transformers`` reads too, plus ``task.json``. The directory is written be
 name and renamed into place, so it is complete or absent.
 
 **The encoder** is not copied: ``task.json`` names it (a bundled model's name, or an absolute
-path) with its fingerprint (:func:`~contextvec.encoders.fingerprint.model_identity`); loading
+path) with its fingerprint (``contextvec.encoders.fingerprint.model_identity``); loading
 reloads it and refuses one whose fingerprint differs (other weights would give other vectors).
 
 **Exactly the training run's scores.** Prediction computes the encoder's layers the way the
-feature cache did (chunks of :data:`FEATURE_CHUNK` sentences, the same encoder batches, stored in
+feature cache did (chunks of ``FEATURE_CHUNK`` sentences, the same encoder batches, stored in
 the same dtype, the same layer combination), then runs the task model on batches of similar
 length of the same size as training's evaluation; a reloaded model therefore scores the same
 split exactly as training reported.
@@ -183,8 +183,19 @@ def _vocabulary(path: Path) -> Vocabulary:
 
 
 class TaskModel:
-    """A loaded task model (:func:`load_task_model`): ``predict(sentences)`` gives one label per
-    sentence, or one IOB2 tag per token for NER."""
+    """A loaded task model ([`load_task_model`][contextvec.tasks.saved.load_task_model]):
+    [`predict`][contextvec.tasks.saved.TaskModel.predict] gives one label per sentence, or one
+    tag per token for a tagging task (NER).
+
+    Attributes:
+        labels: the task's labels (or tags), in the order of the model's outputs.
+        scheme: the tag scheme predictions are given in (``"bio"`` = IOB2, ``"iob1"``,
+            ``"bioul"``) for a tagging task.
+        encoder: the frozen encoder the model reads (None for a fine-tuned BERT or a model
+            without contextual vectors).
+        seen_mentions: the training split's entity mentions, for NER's seen/unseen scores
+            (None for a classification task).
+    """
 
     def __init__(self, spec: TaskSpec, config: dict, model: nn.Module, device: str,
                  indexer: Indexer | None = None, encoder: Encoder | None = None,
@@ -198,6 +209,7 @@ class TaskModel:
 
     @property
     def tagging(self) -> bool:
+        """True for a task that labels every token (NER), False for one label per sentence."""
         return self.spec.tagging
 
     def _features(self, sentences: Sequence[list[str]], embed_batch_size: int) -> list[np.ndarray]:
@@ -216,7 +228,22 @@ class TaskModel:
 
     def predict(self, sentences: Iterable[Sequence[str]], batch_size: int | None = None,
                 embed_batch_size: int | None = None) -> list:
-        """Labels (or IOB2 tag lists) of ``sentences`` (token lists; none may be empty)."""
+        """Predictions for a list of sentences, computed as training's evaluation computed them
+        (so a reloaded model scores a split exactly as training reported).
+
+        Args:
+            sentences: token lists; none may be empty, no token may be empty.
+            batch_size: sentences per task-model batch (None: the evaluation batch size
+                recorded at training).
+            embed_batch_size: sentences per encoder batch (None: the one recorded at training).
+
+        Returns:
+            One label (a ``str``) per sentence, or for a tagging task one list of tags per
+            sentence (one tag per token, in [`scheme`][contextvec.tasks.saved.TaskModel]).
+
+        Raises:
+            ValueError: an empty sentence or token.
+        """
         sentences = [list(s) for s in sentences]
         for i, sentence in enumerate(sentences):
             if not sentence or not all(isinstance(t, str) and t for t in sentence):
@@ -242,7 +269,20 @@ class TaskModel:
     def predict_stream(self, sentences: Iterable[Sequence[str]], chunk: int = FEATURE_CHUNK,
                        batch_size: int | None = None,
                        embed_batch_size: int | None = None) -> Iterator[tuple[list[str], object]]:
-        """``(tokens, prediction)`` for each sentence, ``chunk`` sentences at a time (bounded memory)."""
+        """Predictions for a stream of sentences, ``chunk`` at a time (bounded memory).
+
+        Args:
+            sentences: token lists (any iterable).
+            chunk: sentences predicted together.
+            batch_size: as in [`predict`][contextvec.tasks.saved.TaskModel.predict].
+            embed_batch_size: as in [`predict`][contextvec.tasks.saved.TaskModel.predict].
+
+        Yields:
+            ``(tokens, prediction)`` for each sentence, in order.
+
+        Raises:
+            ValueError: ``chunk`` below 1, or an empty sentence or token.
+        """
         if chunk < 1:
             raise ValueError(f"chunk must be >= 1, not {chunk}")
         pending: list[list[str]] = []
@@ -255,7 +295,17 @@ class TaskModel:
             yield from zip(pending, self.predict(pending, batch_size, embed_batch_size), strict=True)
 
     def score(self, split: Split, predicted: list) -> dict:
-        """The task's scores of ``predicted`` (from :meth:`predict`) against ``split``'s labels."""
+        """The task's scores of ``predicted`` against a labelled split.
+
+        Args:
+            split: the labelled sentences (a task reader's ``Split``).
+            predicted: [`predict`][contextvec.tasks.saved.TaskModel.predict]'s output for
+                ``split.sentences``.
+
+        Returns:
+            The task's metrics by name (accuracy, or NER precision/recall/F1), as training
+            reported them.
+        """
         return self.spec.score(split, predicted, "bio", self.seen_mentions)
 
 
@@ -288,10 +338,23 @@ def _encoder_for(config: dict, directory: Path, encoder: Encoder | None, device:
 
 def load_task_model(directory: str | os.PathLike, encoder: Encoder | None = None,
                     device: str = "cpu") -> TaskModel:
-    """A model saved by ``train-task --save-model DIR``, ready to :meth:`~TaskModel.predict`.
+    """A model saved by ``train-task --save-model DIR`` (frozen features or fine-tuned BERT),
+    ready to [`predict`][contextvec.tasks.saved.TaskModel.predict].
 
-    ``encoder``: the frozen encoder, if already loaded (its fingerprint is checked); by default
-    the one named in ``task.json`` is loaded.
+    Args:
+        directory: the saved model's directory.
+        encoder: the frozen encoder, if already loaded (its fingerprint is checked); by
+            default the one named in ``task.json`` is loaded.
+        device: where to run the model (and load its encoder).
+
+    Returns:
+        The loaded model, in eval mode.
+
+    Raises:
+        FileNotFoundError: no directory, or a file of the saved model missing.
+        ValueError: not a task model, a format version this contextvec does not read, an
+            encoder that cannot be loaded or whose fingerprint differs from the one trained
+            on, or weights that do not fit the configuration.
     """
     directory = Path(directory)
     if not directory.is_dir():

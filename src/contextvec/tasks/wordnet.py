@@ -122,7 +122,7 @@ def _reader_class():
 
 class WordNet:
     """WordNet 3.0 sense inventory (see the module docstring). Prefer :func:`load_wordnet`, which
-    reads the database once per directory (about 3 s)."""
+    reads the database once per directory (reading it takes seconds)."""
 
     def __init__(self, directory: str | os.PathLike | None = None) -> None:
         import nltk.data

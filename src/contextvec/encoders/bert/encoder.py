@@ -1,4 +1,4 @@
-"""BERT behind contextvec's common :class:`~contextvec.encoders.base.Encoder` interface.
+"""BERT behind contextvec's common [`Encoder`][contextvec.encoders.base.Encoder] interface.
 
 Words in, one vector per word per layer out: the ``num_hidden_layers + 1`` hidden states
 (embedding output first) of the word's pieces, pooled to the word.
@@ -11,7 +11,7 @@ Words in, one vector per word per layer out: the ``num_hidden_layers + 1`` hidde
   from 0, starting every ``window // 2`` pieces (the last window ends at the last piece).
   Each piece takes its vectors from the window in which it is most central (ties: the
   earlier window), so every piece sees at least about ``window / 4`` pieces of context on
-  each side except at the sentence's ends. See :func:`window_spans`.
+  each side except at the sentence's ends. See ``window_spans``.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class BertEncoder(Encoder):
 
     The model runs on at most ``max_pieces_per_call`` padded pieces at a time (at least one
     window), so a very long sentence does not hold all its windows' activations at once. Rows
-    run packed end to end (:meth:`BertModel.forward_packed`: no matrix product on padding), and
+    run packed end to end (``BertModel.forward_packed``: no matrix product on padding), and
     each layer's word vectors are copied straight into the output.
     """
 
@@ -91,6 +91,17 @@ class BertEncoder(Encoder):
         return self.model.config
 
     def forward(self, sentences: Sequence[Sequence[str]]) -> EncoderOutput:
+        """BERT's hidden states of one batch, one vector per word (not per word piece).
+
+        Args:
+            sentences: ``batch`` token lists (words; each is split into word pieces here).
+
+        Returns:
+            ``layers`` ``(num_hidden_layers + 1, batch, time, hidden_size)`` float32 (the
+            embeddings, then every transformer layer; a word's vector pooled from its pieces by
+            ``subword_pooling``; zero past each sentence's end) and ``mask`` ``(batch, time)``
+            bool.
+        """
         device = self.model.embeddings.word_embeddings.weight.device
         lengths = [len(s) for s in sentences]
         width = max(lengths, default=0)

@@ -87,9 +87,8 @@ def short_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     inputs' dtype; the probabilities take ``v``'s dtype for the second product (bf16 under
     ``precision="bf16"``, whose queries, keys and values come out of a bf16 product anyway).
 
-    While the scores stay small (:data:`SMALL_SCORES`, in cache) this is 1.2-3x as fast as
-    ``scaled_dot_product_attention``'s CPU kernel, whose blocking pays off on larger ones (on a
-    Zen 4, 2 threads: 32 rows of 30 pieces 2.3x, 4 rows of 128 1.4x; 32 rows of 64 0.9x).
+    While the scores stay small (:data:`SMALL_SCORES`, in cache) this is faster than
+    ``scaled_dot_product_attention``'s CPU kernel, whose blocking pays off only on larger ones.
     """
     rows, heads, length, dim = q.shape
     flat = rows * heads

@@ -89,9 +89,9 @@ class CharCNN(nn.Module):
         pooled = []
         packed = self.packed_filters or [None] * len(self.convolutions)
         for conv, filters in zip(self.convolutions, packed, strict=True):
-            # The convolution as one matmul over unfolded windows: about 2x faster than
-            # conv1d on CPU for these narrow inputs. The bias is added after the max, which
-            # gives the same maximum.
+            # The convolution as one matmul over unfolded windows: faster than conv1d on CPU
+            # for these narrow inputs. The bias is added after the max, which gives the same
+            # maximum.
             windows = chars.unfold(1, conv.kernel_size[0], 1).flatten(2)  # (n, positions, dim*w)
             # (Not on oneDNN's packed weights: the windows' row counts (tokens x positions) vary
             # most from call to call, and oneDNN keeps memory per row count it has seen.)

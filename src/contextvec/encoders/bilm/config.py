@@ -160,8 +160,8 @@ PRESETS: dict[str, BiLMConfig] = {
     "elmo-small": BiLMConfig(),
     "elmo-medium": BiLMConfig(projection_dim=256, lstm_dim=2048),
     "elmo-original": BiLMConfig(projection_dim=512, lstm_dim=4096, n_highway=2),
-    # The bundled English model: widths 1..5 (512 maps), LSTM 512 -> 128; measured to train at
-    # 3.5x the tokens/s of elmo-small on 2 CPU cores (benchmarks/train_speed.py).
+    # The bundled English model: widths 1..5 (512 maps), LSTM 512 -> 128, narrower than
+    # elmo-small so that it trains on a CPU (benchmarks/train_speed.py compares the presets).
     "elmo-en-small": BiLMConfig(
         filters=((1, 32), (2, 32), (3, 64), (4, 128), (5, 256)), lstm_dim=512,
     ),

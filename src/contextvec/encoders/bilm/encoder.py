@@ -1,4 +1,4 @@
-"""ELMo behind contextvec's common :class:`~contextvec.encoders.base.Encoder` interface."""
+"""ELMo behind contextvec's common [`Encoder`][contextvec.encoders.base.Encoder] interface."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ class ElmoEncoder(Encoder):
         self._cache: OrderedDict[str, torch.Tensor] = OrderedDict()
         self._cache_key: tuple = ()
         # <S> and </S> through the CNN, kept with the token cache (a full pass over the highway
-        # weights for two rows: at batch 1 that was 6% of the time).
+        # weights for two rows, a visible share of a lone sentence's time).
         self._boundaries: torch.Tensor | None = None
 
     @property
@@ -39,6 +39,16 @@ class ElmoEncoder(Encoder):
         return self.bilm.config
 
     def forward(self, sentences: Sequence[Sequence[str]]) -> EncoderOutput:
+        """ELMo's layers of one batch.
+
+        Args:
+            sentences: ``batch`` token lists.
+
+        Returns:
+            ``layers`` ``(3, batch, time, 2 * projection_dim)`` float32 (layer 0 the token
+            vector ``[x; x]``, layers 1 and 2 ``[forward; backward]`` biLSTM outputs; zero past
+            each sentence's end) and ``mask`` ``(batch, time)`` bool.
+        """
         cnn = self.bilm.token_encoder
         device = cnn.char_embedding.weight.device
         lengths = [len(s) for s in sentences]
@@ -61,7 +71,8 @@ class ElmoEncoder(Encoder):
         return EncoderOutput(layers, mask)
 
     def clear_caches(self) -> None:
-        """Forget the cached char-CNN token vectors (see :meth:`Encoder.clear_caches`)."""
+        """Forget the cached char-CNN token vectors (see
+        [`Encoder.clear_caches`][contextvec.encoders.base.Encoder.clear_caches])."""
         self._cache.clear()
         self._boundaries = None
 

@@ -21,9 +21,9 @@ def _clip(x: torch.Tensor, value: float | None) -> torch.Tensor:
 
 
 def _tanh(x: torch.Tensor) -> torch.Tensor:
-    """``tanh(x)``; without gradients as ``2 sigmoid(2x) - 1`` (within 2e-7 of it): torch's CPU
-    tanh ran 2-3x slower than that from 16k elements, and an LSTM step takes two. (Whatever the
-    size, so that a sentence's vectors do not depend on its batch.)"""
+    """``tanh(x)``; without gradients as ``2 sigmoid(2x) - 1`` (equal up to float32 rounding):
+    torch's CPU tanh is slower than that on large inputs, and an LSTM step takes two. (Whatever
+    the size, so that a sentence's vectors do not depend on its batch.)"""
     if torch.is_grad_enabled():
         return torch.tanh(x)
     return torch.sigmoid(x * 2).mul_(2).sub_(1)
@@ -69,7 +69,7 @@ class ProjectedLSTMLayer(nn.Module):
     ``projection=False`` gives a plain LSTM (``h_t = sigmoid(o) * tanh(c_t)``, Kim et al.'s
     layer; ``projection_dim`` must equal ``cell_dim``). Without clipping, such a layer runs on
     PyTorch's fused LSTM kernel whenever every sequence spans the whole batch (LM training
-    windows), about 3x faster on CPU than the step loop.
+    windows), much faster on CPU than the step loop.
 
     ``state_weight_dropout`` p > 0 drops entries of the recurrent weights ``state_weight`` in
     training, one mask per call shared by every time step (DropConnect, the weight drop of
@@ -189,7 +189,7 @@ class ProjectedLSTMLayer(nn.Module):
 
         w_in, w_state, b = torch_order(self.input_weight), torch_order(state_weight), torch_order(bias)
         # The kernel wants one dtype. On CPU it runs in float32 even under bf16 autocast: oneDNN's
-        # bf16 LSTM backward is ~25x slower than its float32 one (kim-small, 2 threads).
+        # bf16 LSTM backward is many times slower than its float32 one.
         cpu = inputs.device.type == "cpu"
         dtype = torch.float32 if cpu else inputs.dtype
         inputs, h, c = inputs.to(dtype), h.to(dtype), c.to(dtype)
@@ -260,8 +260,9 @@ class ProjectedLSTMLayer(nn.Module):
         project_per_direction = projected and self._per_direction(self.projection, batch)
         # Where each direction has its own products, the whole sequence of one direction runs
         # before the other's: a step then re-reads the matrices the step before it read, which
-        # partly stay in the last-level cache (the original ELMo's 42 MB per direction at batch 1,
-        # on a 32 MB L3), instead of alternating with the other direction's every step.
+        # partly stay in the last-level cache (the original ELMo's matrices of one direction are
+        # about the size of a server CPU's L3), instead of alternating with the other
+        # direction's every step.
         groups = [slice(i, i + 1) for i in range(d)] if state_per_direction else [slice(0, d)]
         for g in groups:
             state_product = self._step_matmul("state_weight", state_weight, state_per_direction, g)

@@ -1,4 +1,4 @@
-"""CoVe behind contextvec's common :class:`~contextvec.encoders.base.Encoder` interface.
+"""CoVe behind contextvec's common [`Encoder`][contextvec.encoders.base.Encoder] interface.
 
 McCann et al. (2017) feed tasks ``w~ = [GloVe(w); CoVe(w)]``, where CoVe(w) is the top layer of
 the MT-LSTM. Here every layer keeps the word vector in front, so all layers have the same width
@@ -39,6 +39,16 @@ class CoveEncoder(Encoder):
         return self.mt_lstm.config
 
     def forward(self, sentences: Sequence[Sequence[str]]) -> EncoderOutput:
+        """CoVe's layers of one batch.
+
+        Args:
+            sentences: ``batch`` token lists.
+
+        Returns:
+            ``layers`` ``(num_layers, batch, time, input_dim + 2 * hidden_size)`` float32, each
+            ``[word vector; context vector]`` (layer 0's context half zero, then one layer per
+            MT-LSTM layer; zero past each sentence's end) and ``mask`` ``(batch, time)`` bool.
+        """
         ids, lengths = self.mt_lstm.batch_ids(sentences)
         out = self.mt_lstm(ids, lengths)
         words = out.embeddings

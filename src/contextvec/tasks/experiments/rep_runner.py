@@ -85,8 +85,7 @@ def _train(inputs: _Inputs, rep: Representation, spec: RunSpec) -> tuple[dict, f
 def _exit_with_parent(parent: int, interval: float = 1.0) -> None:
     """End this worker process within ``interval`` seconds of process ``parent`` ending: a parent
     killed by SIGTERM or SIGKILL never runs the pool's clean-up, and its workers would go on
-    training runs nobody will store (a SIGTERM to ``contextvec experiment`` once left a worker
-    at 100% CPU for half an hour)."""
+    training runs nobody will store, holding a CPU until they finish."""
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(interval)

@@ -12,8 +12,9 @@ instead cut into ``rows`` contiguous parts, one per stream, so each sentence fol
 before it in the corpus and the carried state holds real preceding context. The parts are cut
 at the sentence boundaries nearest to equal token counts (one extra streamed pass), so all rows
 run out together: rows cut by sentence count end up to thousands of tokens apart, and the last
-steps of every epoch then train on a few rows only, which at a high SGD rate wrecked the model
-(PTB, kim-small: validation perplexity 359 at the end of an epoch, 250 some 200 steps later).
+steps of every epoch then train on a few rows only, which at a high SGD rate wrecks the model
+(on PTB with kim-small, validation perplexity jumped at every epoch's end and took hundreds of
+steps to recover).
 
 The whole global batch is built identically in every process; data-parallel workers take their
 slice of rows. The batcher's position (sentences consumed + the rows' pending tokens) goes into

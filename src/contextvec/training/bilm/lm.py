@@ -76,9 +76,10 @@ def softmax_nll(
     """Per-row NLL of ``targets`` under ``softmax(hidden @ weight.T + bias)`` (exact).
 
     Logits of up to 64M entries (256 MB) go through autograd's fused ``cross_entropy``, the
-    faster choice there (Kim-small on PTB: 700 x 10,002); larger ones through blocks of ~8M
-    (the bundled run, 2,560 x 50,000: 1.1x faster and 1.5 GB less memory; bilm-tf's 793k-word
-    vocabulary would otherwise need 16 GB per window). See ``benchmarks/softmax_speed.py``.
+    faster choice there (Kim-small on PTB: 700 x 10,002); larger ones through blocks of ~8M,
+    faster and lighter for a large vocabulary (the bundled run's 2,560 x 50,000), without which
+    bilm-tf's 793k-word vocabulary would need 16 GB per window. See
+    ``benchmarks/softmax_speed.py``.
     """
     if hidden.shape[0] * weight.shape[0] <= 1 << 26:
         return F.cross_entropy(F.linear(hidden, weight, bias), targets, reduction="none")
