@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
 Strict = ConfigDict(extra="forbid", strict=True)
 
@@ -17,8 +17,13 @@ LayerMode = Literal["all", "top", "average"]
 PoolMode = Literal["mean", "max", "first"]
 Encoding = Literal["float", "base64"]
 TokenizerName = Literal["whitespace", "moses"]
-# Bounded so that the mixed vectors stay finite in float32 (JSON has no inf/NaN).
-FiniteFloat = Annotated[StrictFloat | StrictInt, Field(allow_inf_nan=False, ge=-1e30, le=1e30)]
+# Bounded so that the mixed vectors stay finite in float32 (JSON has no inf/NaN). A strict
+# float takes integers too; its bounds appear in the schema as minimum and maximum.
+FiniteFloat = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=-1e30, le=1e30)]
+
+
+NonBlank = Annotated[StrictStr, Field(json_schema_extra={"pattern": r"\S"})]
+"""A text with a word: the server answers a blank one with a 400 (as OpenAI does), not pydantic."""
 
 
 class ScalarMixSpec(BaseModel):
@@ -78,12 +83,14 @@ class EmbeddingsRequest(BaseModel):
     """``POST /v1/embeddings`` (OpenAI-compatible): pooled vectors with the server's mix."""
 
     model_config = ConfigDict(strict=True)  # OpenAI clients may send fields we do not use
-    input: StrictStr | Annotated[list[StrictStr], Field(min_length=1)] = Field(
-        description="a text or a list of texts (token-id arrays are not supported)"
+    input: NonBlank | Annotated[list[NonBlank], Field(min_length=1)] = Field(
+        description="a text or a list of texts, each with at least one word (token-id arrays "
+        "are not supported); at most --openai-max-inputs texts (2048 by default)"
     )
-    model: StrictStr | None = None
+    model: StrictStr | None = Field(None, description="ignored: the server serves one model")
     encoding_format: Encoding = "float"
-    dimensions: StrictInt | None = Field(None, description="if given, must equal the model's")
+    dimensions: StrictInt | None = Field(
+        None, description="if given, must equal the model's (vectors are never cut)")
     user: StrictStr | None = None
 
 
@@ -112,6 +119,15 @@ class ModelCard(BaseModel):
 class ModelList(BaseModel):
     object: Literal["list"] = "list"
     data: list[ModelCard]
+
+
+class Health(BaseModel):
+    status: Literal["ok"] = "ok"
+
+
+class Ready(BaseModel):
+    status: Literal["ready"] = "ready"
+    model: str
 
 
 class ErrorBody(BaseModel):
