@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, StrictStr
 
 Strict = ConfigDict(extra="forbid", strict=True)
 
@@ -21,6 +21,15 @@ TokenizerName = Literal["whitespace", "moses"]
 # float takes integers too; its bounds appear in the schema as minimum and maximum.
 FiniteFloat = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=-1e30, le=1e30)]
 
+
+def _integral(value: object) -> object:
+    """``2.0`` as ``2``: JSON Schema counts a number without a fraction as an integer (and JSON
+    does not tell them apart); ``2.5``, ``true`` and ``"2"`` stay refused."""
+    return int(value) if type(value) is float and value.is_integer() else value
+
+
+Integer = Annotated[StrictInt, BeforeValidator(_integral)]
+"""An integer as JSON Schema means it: ``2`` or ``2.0``."""
 
 NonBlank = Annotated[StrictStr, Field(json_schema_extra={"pattern": r"\S"})]
 """A text with a word: the server answers a blank one with a 400 (as OpenAI does), not pydantic."""
@@ -34,7 +43,7 @@ class ScalarMixSpec(BaseModel):
     gamma: FiniteFloat = 1.0
 
 
-LayerSpec = LayerMode | Annotated[list[StrictInt], Field(min_length=1)] | ScalarMixSpec
+LayerSpec = LayerMode | Annotated[list[Integer], Field(min_length=1)] | ScalarMixSpec
 
 
 class EmbedRequest(BaseModel):
@@ -89,7 +98,7 @@ class EmbeddingsRequest(BaseModel):
     )
     model: StrictStr | None = Field(None, description="ignored: the server serves one model")
     encoding_format: Encoding = "float"
-    dimensions: StrictInt | None = Field(
+    dimensions: Integer | None = Field(
         None, description="if given, must equal the model's (vectors are never cut)")
     user: StrictStr | None = None
 
