@@ -20,7 +20,6 @@ pytest.importorskip("uvicorn", reason="the server extra is not installed: pip in
 pytest.importorskip("prometheus_client", reason="the server extra is not installed")
 pytest.importorskip("pybase64", reason="the server extra is not installed")
 
-from helpers_io import reference_dir  # noqa: E402
 
 import contextvec  # noqa: E402
 from contextvec.client import Client  # noqa: E402
@@ -159,8 +158,7 @@ def test_minilm_openai_default_is_its_sentence_transformers_embedding(minilm_ser
     # Float32 sums over at most 64 pieces of vectors of norm about 1: far closer than the goal.
     np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
     # Usage counts the word pieces the model read, without [CLS] and [SEP].
-    pieces = np.load(reference_dir("bert-minilm") / "expected.npz")["lengths"][::2]
-    assert body["usage"]["prompt_tokens"] == int(pieces.sum()) - 2 * len(texts)
+    assert body["usage"]["prompt_tokens"] == int(reference["pieces"].sum()) - 2 * len(texts)
 
 
 def test_minilm_through_the_openai_client(minilm_server):

@@ -1,6 +1,6 @@
 """Make ``minilm_sentence_vectors.npz``: all-MiniLM-L6-v2's sentence embeddings as
 sentence-transformers computes them, for the half of the shared reference sentences at even
-line numbers.
+line numbers, with each one's count of word pieces ([CLS] and [SEP] included).
 
 sentence-transformers runs this checkpoint as its ``modules.json`` declares: HF ``BertModel``,
 then ``Pooling`` with ``pooling_mode_mean_tokens`` (the mean of the top layer over every word
@@ -33,7 +33,8 @@ def main() -> None:
         vectors.append(mean / np.linalg.norm(mean))
     np.savez_compressed(HERE / "minilm_sentence_vectors.npz",
                         sentences=np.array([str(reference["sentences"][i]) for i in chosen]),
-                        vectors=np.array(vectors, dtype=np.float32))
+                        vectors=np.array(vectors, dtype=np.float32),
+                        pieces=np.array([reference["lengths"][i] for i in chosen], dtype=np.int32))
 
 
 if __name__ == "__main__":
