@@ -126,7 +126,6 @@ def create_app(encoder: Encoder, settings: ServerSettings | None = None,
     return RequestContext(wrapped, service.metrics)
 
 
-
 def _openapi(app: FastAPI, service: Service, settings: ServerSettings) -> dict:
     """FastAPI's schema with this server's bounds: the limits it was started with and the
     model's layers and dimensions, so that every request the schema allows is one it takes."""

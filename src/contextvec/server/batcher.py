@@ -126,8 +126,8 @@ class Batcher:
         """Queue a job; raises :class:`QueueFull` or :class:`ShuttingDown`.
 
         ``run``: what to run on a batch of its items instead of the encoder's layers (items of
-        other jobs join the batch only if their job has the same ``run``); it is given no empty
-        item's work to skip: every item is run.
+        other jobs join the batch only if their job has the same ``run``); it runs every item,
+        where the encoder's empty layers for an empty sentence are made without a forward.
         """
         job = Job(sentences, deadline, run)
         job.results = [None] * len(sentences)

@@ -90,10 +90,10 @@ def _describe(error: dict) -> str:
     """pydantic's message, said plainly where it would mislead: a NaN or infinity is not "less
     than" a bound but no number at all, and a bound reads better as 1e+30 than in 31 digits."""
     kind, ctx, value = error.get("type"), error.get("ctx") or {}, error.get("input")
-    if isinstance(value, float) and not math.isfinite(value):
-        return "must be a finite number (NaN and Infinity are not)"
     bounds = {"greater_than_equal": (">=", "ge"), "less_than_equal": ("<=", "le"),
               "greater_than": (">", "gt"), "less_than": ("<", "lt")}
+    if (kind in bounds or kind == "finite_number") and isinstance(value, float) and not math.isfinite(value):
+        return "must be a finite number (NaN and Infinity are not)"
     if kind in bounds and isinstance(ctx.get(bounds[kind][1]), int | float):
         sign, key = bounds[kind]
         return f"must be {sign} {ctx[key]:g}"

@@ -111,19 +111,21 @@ class Service:
         texts = [body.input] if isinstance(body.input, str) else body.input
         sentences = self.tokenize(texts, None, "input", self.settings.openai_max_inputs,
                                   "--openai-max-inputs")
+        def name(i: int) -> str:
+            return "input" if isinstance(body.input, str) else f"input[{i}]"
+
         for i, tokens in enumerate(sentences):
             if not tokens:  # OpenAI refuses an empty input too; there is nothing to embed
-                param = "input" if isinstance(body.input, str) else f"input[{i}]"
-                raise APIError(400, f"{param}: empty or blank text: every input needs at least "
-                                    "one word", param)
+                raise APIError(400, f"{name(i)}: empty or blank text: every input needs at least "
+                                    "one word", name(i))
         if self.sentence_encoder is not None:
             encoder = self.sentence_encoder
             rows = encoder.pieces(sentences)
             for i, row in enumerate(rows):
                 if len(row) > encoder.max_pieces:
-                    raise APIError(413, f"input[{i}]: {len(row)} word pieces with [CLS] and [SEP], "
+                    raise APIError(413, f"{name(i)}: {len(row)} word pieces with [CLS] and [SEP], "
                                         f"over this model's limit of {encoder.max_pieces} "
-                                        "(a text is never cut: split it)", f"input[{i}]")
+                                        "(a text is never cut: split it)", name(i))
             vectors = await self.vectors(call, rows, encoder.embed_pieces)
             total = sum(len(row) - 2 for row in rows)
         else:
