@@ -317,6 +317,15 @@ def test_over_the_limits_is_a_413_naming_the_limit(server):
     connection.close()
 
 
+def test_wrong_paths_and_methods_say_where_to_look(server):
+    status, _, body = call(server, "/v1/embedding", {"input": "a"})
+    assert status == 404 and body["error"]["message"] == (
+        "no endpoint POST /v1/embedding: the API is described at /openapi.json")
+    status, headers, body = call(server, "/v1/embed", method="GET")
+    assert status == 405 and headers.get("allow") == "POST"
+    assert body["error"]["message"] == "GET /v1/embed is not allowed: use POST"
+
+
 def test_service_endpoints(server):
     assert call(server, "/health")[0] == 200
     assert call(server, "/v1/embed", raw=b"{")[0] == 422   # counted in the metrics below

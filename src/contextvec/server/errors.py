@@ -118,7 +118,15 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> Response:
-        return error_response(exc.status_code, str(exc.detail), None, exc.headers)
+        # Starlette's "Not Found" and "Method Not Allowed" say what, not where to look.
+        message = str(exc.detail)
+        where = f"{request.method} {request.url.path}"
+        if exc.status_code == 404:
+            message = f"no endpoint {where}: the API is described at /openapi.json"
+        elif exc.status_code == 405:
+            allowed = (exc.headers or {}).get("Allow", "")
+            message = f"{where} is not allowed" + (f": use {allowed}" if allowed else "")
+        return error_response(exc.status_code, message, None, exc.headers)
 
     @app.exception_handler(Exception)
     async def _fault(request: Request, exc: Exception) -> Response:
