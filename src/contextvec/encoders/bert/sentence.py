@@ -16,7 +16,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from contextvec.encoders.bert.encoder import BertEncoder
 from contextvec.io.sentence_transformers import SentencePooling
@@ -54,7 +53,10 @@ class BertSentenceEncoder:
             top = model.forward_packed(ids, lengths)[-1].float()
             vectors = torch.stack([self._pool(states) for states in top.split(lengths)])
             if self.pooling.normalize:
-                vectors = F.normalize(vectors, p=2, dim=1)
+                norms = vectors.norm(dim=1, keepdim=True)
+                if not bool((norms > 0).all()):  # F.normalize would return it unchanged
+                    raise ValueError("a sentence vector has zero length: it cannot be normalised")
+                vectors = vectors / norms
         return list(vectors.cpu().numpy())
 
     def _pool(self, states: torch.Tensor) -> torch.Tensor:
