@@ -6,6 +6,10 @@
 Standard library only (http.client): vectors travel as base64 float32, so they arrive bit for
 bit. Each thread keeps one connection open to the server (HTTP keep-alive), so a request does
 not pay for a new TCP connection.
+
+Every call has a deadline: ``timeout`` seconds (60 by default) for connecting and for each wait
+on the server, so a server that is down, unreachable or silent ends the call with one
+``ConnectionError`` or ``TimeoutError`` naming the URL, never a hang.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import math
 import threading
 from collections.abc import Iterable, Sequence
 from urllib.parse import urlsplit
@@ -39,20 +44,26 @@ class ServerError(RuntimeError):
 class Client:
     """Talks to a ``contextvec serve``.
 
-    Safe to share between threads: each thread has its own connection. The server's errors
-    raise [`ServerError`][contextvec.client.ServerError]; a server that cannot be reached,
-    ``OSError``.
+    Safe to share between threads: each thread has its own connection.
 
     Args:
         url: ``http://HOST:PORT`` or ``https://HOST:PORT``, optionally with a path prefix.
         api_key: sent as ``Authorization: Bearer ...`` if the server requires one.
-        timeout: seconds to wait on the socket for each request.
+        timeout: seconds to connect, and to wait for each part of an answer (a finite number
+            > 0; the server's own ``--request-timeout`` is 30 s).
 
     Raises:
-        ValueError: a URL that is not http(s) with a host.
+        ValueError: a URL that is not http(s) with a host, or a timeout that is not a finite
+            number > 0.
+
+    The server's errors raise [`ServerError`][contextvec.client.ServerError]; a server that
+    refuses or cannot be reached, ``ConnectionError``; one that does not answer within
+    ``timeout``, ``TimeoutError`` (both ``OSError``, one line each).
     """
 
     def __init__(self, url: str, api_key: str | None = None, timeout: float = 60.0) -> None:
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < math.inf:
+            raise ValueError(f"timeout: expected seconds, a finite number > 0, got {timeout!r}")
         self.url = url.rstrip("/")
         self.api_key = api_key
         self.timeout = timeout
@@ -135,11 +146,17 @@ class Client:
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         try:
-            status, reason, payload = self._exchange(method, path, data, headers)
-        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
-            # A kept-alive connection the server had closed meanwhile: the request is sent once
-            # more, on a new connection (embedding has no side effects).
-            status, reason, payload = self._exchange(method, path, data, headers)
+            try:
+                status, reason, payload = self._exchange(method, path, data, headers)
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                # A kept-alive connection the server had closed meanwhile: the request is sent
+                # once more, on a new connection (embedding has no side effects).
+                status, reason, payload = self._exchange(method, path, data, headers)
+        except TimeoutError:
+            raise TimeoutError(f"{self.url}: no answer within {self.timeout:g} s "
+                               "(Client(timeout=...))") from None
+        except (OSError, http.client.HTTPException) as e:
+            raise ConnectionError(f"{self.url}: cannot reach the server: {_reason(e)}") from None
         if status >= 400:
             raise _server_error(status, reason, payload)
         return json.loads(payload)
@@ -160,6 +177,17 @@ class Client:
         if response.will_close:
             self.close()
         return response.status, response.reason, payload
+
+
+def _reason(error: BaseException) -> str:
+    """An OS or HTTP error in a few words: "connection refused", not "[Errno 111] ..."."""
+    if isinstance(error, http.client.RemoteDisconnected):
+        return "it closed the connection without answering"
+    if isinstance(error, http.client.HTTPException):
+        return f"not an HTTP answer ({type(error).__name__})"
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror[:1].lower() + error.strerror[1:]
+    return str(error) or type(error).__name__
 
 
 def _decode(vectors: str, shape: list[int]) -> np.ndarray:

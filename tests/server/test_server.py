@@ -11,6 +11,8 @@ import http.client
 import json
 import random
 import socket
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -29,7 +31,7 @@ pytest.importorskip("pybase64", reason="the server extra is not installed")
 
 import contextvec  # noqa: E402
 from contextvec.client import Client, ServerError  # noqa: E402
-from contextvec.server.process import ServerProcess  # noqa: E402
+from contextvec.server.process import ServerProcess, ServerStartError  # noqa: E402
 
 WORDS = ["the", "bank", "was", "robbed", "by", "a", "man", "with", "a", "gun", "near", "river",
          "where", "we", "sat", ".", "stocks", "rose", "sharply", "on", "Monday", ",", "while",
@@ -203,6 +205,12 @@ def test_openai_embeddings(server, encoder):
     (b'{"sentences": ["a"], "layers": [' + b"1" * 5000 + b"]}", "body", "number too long"),
     (b'{"sentences": [[["a"]]]}', "sentences[0][0]", "valid string"),
     (b"null", "body", "dictionary"),
+    (b'{"sentences": ["a"], "layers": {"weights": [NaN, 1, 1]}}', "layers.weights[0]",
+     "layers.weights[0]: must be a finite number (NaN and Infinity are not)"),
+    (b'{"sentences": ["a"], "layers": {"weights": [1, 1, 1], "gamma": -Infinity}}', "layers.gamma",
+     "must be a finite number"),
+    (b'{"sentences": ["a"], "layers": {"weights": [1e31, 1, 1]}}', "layers.weights[0]", "must be <= 1e+30"),
+    (b'{"sentences": ["a"], "layers": [0.5]}', "layers[0]", "valid integer"),
 ])
 def test_bad_input_is_a_422_naming_the_field(server, raw, param, words):
     status, _, body = call(server, "/v1/embed", raw=raw)
@@ -215,6 +223,76 @@ def test_openai_bad_input(server):
                            ({"model": "x"}, "input")]:
         status, _, body = call(server, "/v1/embeddings", payload)
         assert status == 422 and body["error"]["param"] == param, body
+
+
+@pytest.mark.parametrize(("payload", "param"), [
+    ({"input": ""}, "input"), ({"input": " \t\n"}, "input"), ({"input": ["ok", ""]}, "input[1]"),
+    ({"input": ["\u00a0", "ok"]}, "input[0]"),
+])
+def test_openai_blank_input_is_a_400_never_a_zero_vector(server, payload, param):
+    status, _, body = call(server, "/v1/embeddings", payload)
+    assert status == 400, body
+    assert body == {"error": {"message": f"{param}: empty or blank text: every input needs at least one word",
+                              "type": "invalid_request_error", "param": param, "code": 400}}
+
+
+def test_openai_takes_2048_inputs_and_refuses_more(server, encoder):
+    texts = [WORDS[i % len(WORDS)] for i in range(2048)]   # over this server's --max-sentences 64
+    status, _, body = call(server, "/v1/embeddings", {"input": texts, "encoding_format": "base64"})
+    assert status == 200 and [d["index"] for d in body["data"]] == list(range(2048))
+    got = np.frombuffer(base64.b64decode(body["data"][5]["embedding"]), dtype="<f4")
+    np.testing.assert_allclose(got, encoder.embed([texts[5]], layers="average", pool="mean")[0],
+                               atol=1e-5, rtol=0)
+    status, _, body = call(server, "/v1/embeddings", {"input": [*texts, "one more"]})
+    assert status == 413 and body["error"] == {
+        "message": "input: 2049 texts, over the limit of 2048 per request (--openai-max-inputs)",
+        "type": "request_too_large", "param": "input", "code": 413}
+
+
+def test_openapi_states_what_the_server_takes_and_answers(server):
+    _, _, schema = call(server, "/openapi.json")
+    models = schema["components"]["schemas"]
+    embed = models["EmbedRequest"]["properties"]
+    assert embed["sentences"]["maxItems"] == 64   # --max-sentences
+    indices = next(b for b in embed["layers"]["anyOf"] if b.get("type") == "array")["items"]
+    assert (indices["minimum"], indices["maximum"]) == (-3, 2)   # the bundled model's 3 layers
+    weights = models["ScalarMixSpec"]["properties"]["weights"]
+    assert (weights["minItems"], weights["maxItems"]) == (3, 3)
+    assert (weights["items"]["minimum"], weights["items"]["maximum"]) == (-1e30, 1e30)
+    openai = models["EmbeddingsRequest"]["properties"]
+    texts = next(b for b in openai["input"]["anyOf"] if b.get("type") == "array")
+    assert texts["maxItems"] == 2048 and texts["items"]["pattern"] == r"\S"
+    dimensions = next(b for b in openai["dimensions"]["anyOf"] if b.get("type") == "integer")
+    assert (dimensions["minimum"], dimensions["maximum"]) == (256, 256)
+    error = {"$ref": "#/components/schemas/ErrorResponse"}
+    for path, statuses in (("/v1/embed", {413, 422, 429, 500, 503, 504}),
+                           ("/v1/embeddings", {400, 413, 422, 429, 500, 503, 504})):
+        responses = schema["paths"][path]["post"]["responses"]
+        assert {int(s) for s in responses} == {200} | statuses
+        for status in statuses:
+            assert responses[str(status)]["content"]["application/json"]["schema"] == error
+    ready = schema["paths"]["/ready"]["get"]["responses"]["503"]
+    assert ready["content"]["application/json"]["schema"] == error
+    metrics = schema["paths"]["/metrics"]["get"]["responses"]["200"]["content"]
+    assert list(metrics) == ["text/plain"]
+    # What the schema allows at its bounds is taken.
+    for layers in ([-3, 2], {"weights": [1e30, -1e30, 0], "gamma": 1e30}):
+        assert call(server, "/v1/embed", {"sentences": ["a b"], "layers": layers})[0] == 200
+    assert call(server, "/v1/embeddings", {"input": "a b", "dimensions": 256})[0] == 200
+    assert call(server, "/v1/embed", {"sentences": ["a"] * 64})[0] == 200
+
+
+def test_serve_option_errors_are_one_line():
+    command = [sys.executable, "-m", "contextvec.cli.main", "serve", "--openai-layers", "nan,1,1"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "expected top, average or comma-separated finite numbers" in result.stderr
+    assert "pydantic" not in result.stderr and "http" not in result.stderr
+    server = ServerProcess(["--threads", "1", "--openai-layers", "1,2"], env=ENV)
+    with pytest.raises(ServerStartError) as error:
+        server.start()
+    assert str(error.value).endswith(
+        "contextvec: error: --openai-layers: expected 3 weights (one per layer), got 2")
 
 
 def test_over_the_limits_is_a_413_naming_the_limit(server):
@@ -237,6 +315,15 @@ def test_over_the_limits_is_a_413_naming_the_limit(server):
     response = connection.getresponse()
     assert response.status == 413
     connection.close()
+
+
+def test_wrong_paths_and_methods_say_where_to_look(server):
+    status, _, body = call(server, "/v1/embedding", {"input": "a"})
+    assert status == 404 and body["error"]["message"] == (
+        "no endpoint POST /v1/embedding: the API is described at /openapi.json")
+    status, headers, body = call(server, "/v1/embed", method="GET")
+    assert status == 405 and headers.get("allow") == "POST"
+    assert body["error"]["message"] == "GET /v1/embed is not allowed: use POST"
 
 
 def test_service_endpoints(server):

@@ -6,6 +6,7 @@ import base64
 import importlib.util
 import json
 import threading
+import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,10 +20,11 @@ pytest.importorskip("uvicorn", reason="the server extra is not installed: pip in
 pytest.importorskip("prometheus_client", reason="the server extra is not installed")
 pytest.importorskip("pybase64", reason="the server extra is not installed")
 
+
 import contextvec  # noqa: E402
 from contextvec.client import Client  # noqa: E402
 from contextvec.encoders.cove import MTLSTM, MTLSTMConfig, save_cove_encoder  # noqa: E402
-from contextvec.server.process import ServerProcess  # noqa: E402
+from contextvec.server.process import ServerProcess, ServerStartError  # noqa: E402
 
 ENV = {"OMP_NUM_THREADS": "1", "CONTEXTVEC_API_KEY": ""}
 
@@ -126,3 +128,79 @@ def test_cove_exact_whatever_the_partners(tmp_path):
             data = json.loads(r.read())["data"]
         want = encoder.embed(texts, layers="average", pool="mean")
         np.testing.assert_allclose([d["embedding"] for d in data], want, atol=1e-5, rtol=0)
+
+
+SENTENCE_VECTORS = Path(__file__).resolve().parent / "data" / "minilm_sentence_vectors.npz"
+"""sentence-transformers' embeddings of 32 sentences (data/make_minilm_sentence_vectors.py)."""
+
+
+@pytest.fixture(scope="module")
+def minilm_server(minilm_dir):
+    """MiniLM served with no /v1/embeddings option: the model's own sentence vector."""
+    with ServerProcess(["--model", str(minilm_dir), "--threads", "1"], env=ENV) as server:
+        yield server.url
+
+
+def test_minilm_openai_default_is_its_sentence_transformers_embedding(minilm_server):
+    reference = np.load(SENTENCE_VECTORS)
+    texts = [str(s) for s in reference["sentences"]]
+    request = urllib.request.Request(
+        minilm_server + "/v1/embeddings", data=json.dumps({"input": texts}).encode(),
+        headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as r:
+        body = json.loads(r.read())
+    got = np.array([d["embedding"] for d in body["data"]], dtype=np.float64)
+    want = reference["vectors"].astype(np.float64)
+    # The checkpoint declares Normalize: unit vectors, so the dot product is the cosine.
+    np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-6)
+    cosines = (got * want).sum(axis=1)
+    assert cosines.min() >= 0.999, cosines.min()
+    # Float32 sums over at most 64 pieces of vectors of norm about 1: far closer than the goal.
+    np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+    # Usage counts the word pieces the model read, without [CLS] and [SEP].
+    assert body["usage"]["prompt_tokens"] == int(reference["pieces"].sum()) - 2 * len(texts)
+
+
+def test_minilm_through_the_openai_client(minilm_server):
+    openai = pytest.importorskip("openai", reason="the openai package is not installed")
+    reference = np.load(SENTENCE_VECTORS)
+    client = openai.OpenAI(base_url=minilm_server + "/v1", api_key="unused", max_retries=0)
+    texts = [str(s) for s in reference["sentences"][:8]]
+    reply = client.embeddings.create(model="all-MiniLM-L6-v2", input=texts)
+    got = np.array([d.embedding for d in reply.data], dtype=np.float64)
+    assert ((got * reference["vectors"][:8]).sum(axis=1)).min() >= 0.999
+    with pytest.raises(openai.BadRequestError) as error:
+        client.embeddings.create(model="all-MiniLM-L6-v2", input=["fine", " "])
+    assert error.value.body["param"] == "input[1]" and "blank" in error.value.body["message"]
+
+
+def test_minilm_refuses_what_it_would_have_to_cut(minilm_server):
+    request = urllib.request.Request(
+        minilm_server + "/v1/embeddings", data=json.dumps({"input": ["ok", "word " * 300]}).encode(),
+        headers={"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as error:
+        urllib.request.urlopen(request, timeout=60)
+    assert error.value.code == 413
+    body = json.loads(error.value.read())["error"]
+    assert body["param"] == "input[1]" and "302 word pieces" in body["message"]
+    assert "limit of 256" in body["message"]
+
+
+def test_a_pipeline_contextvec_cannot_run_is_refused_at_start(minilm_dir, tmp_path):
+    model = tmp_path / "with-dense"
+    model.mkdir()
+    for path in minilm_dir.iterdir():
+        if path.is_file():
+            (model / path.name).symlink_to(path)
+    (model / "1_Pooling").mkdir()
+    (model / "1_Pooling" / "config.json").symlink_to(minilm_dir / "1_Pooling" / "config.json")
+    (model / "modules.json").unlink()
+    modules = json.loads((minilm_dir / "modules.json").read_text())
+    dense = {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"}
+    modules.insert(2, dense)
+    (model / "modules.json").write_text(json.dumps(modules))
+    server = ServerProcess(["--model", str(model), "--threads", "1"], env=ENV)
+    with pytest.raises(ServerStartError) as error:
+        server.start()
+    assert "'sentence_transformers.models.Dense' (2_Dense), which contextvec does not run" in str(error.value)
+    assert "--openai-layers top --openai-pool mean" in str(error.value)

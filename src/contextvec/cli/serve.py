@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import dataclasses
 import gc
 import ipaddress
 import logging
+import math
 import os
 import signal
 import socket
@@ -22,6 +25,13 @@ from contextvec.cli.common import (
     positive_int,
 )
 from contextvec.encoders.base import Encoder
+from contextvec.encoders.bert.encoder import BertEncoder
+from contextvec.io.sentence_transformers import (
+    SentencePipelineError,
+    SentencePooling,
+    read_sentence_pooling,
+)
+from contextvec.server.worker import WorkerThread
 
 HELP = "serve contextual vectors over HTTP (/v1/embed, OpenAI-compatible /v1/embeddings)"
 WARMUP = ["The", "quick brown fox jumps over the lazy dog .",
@@ -56,15 +66,26 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="request body size (4 MiB; more: 413)")
     limits.add_argument("--grace-period", type=non_negative_float, default=30.0,
                         help="seconds to finish in-flight work on SIGTERM/SIGINT (30)")
+    limits.add_argument("--start-timeout", type=positive_float, default=300.0,
+                        help="seconds to load and warm up the model before giving up (300)")
     p.add_argument("--tokenizer", choices=("whitespace", "moses"), default="whitespace",
                    help="how string sentences are split unless a request says (whitespace)")
-    openai = p.add_argument_group("/v1/embeddings (pooled sentence vectors)")
-    openai.add_argument("--openai-layers", default="average",
-                        help="top, average (default) or comma-separated scalar-mix weights, one per layer")
+    openai = p.add_argument_group(
+        "/v1/embeddings (sentence vectors)",
+        "By default the model's own sentence vector: a sentence-transformers checkpoint's declared "
+        "pooling and normalisation; another BERT: the mean of its top layer over the word pieces; "
+        "ELMo and CoVe: the mean over the words of the average of all layers. --openai-layers or "
+        "--openai-pool pool the words' vectors of /v1/embed instead.")
+    openai.add_argument("--openai-layers", type=openai_layers, default=None,
+                        help="top, average or comma-separated scalar-mix weights, one per layer "
+                             "(default: the model's own; with --openai-pool: top for BERT, else average)")
     openai.add_argument("--openai-gamma", type=positive_float, default=1.0, help="scalar-mix gamma (1.0)")
-    openai.add_argument("--openai-pool", choices=("mean", "max", "first"), default="mean",
-                        help="pooling over the tokens (mean)")
-    openai.add_argument("--openai-normalize", action="store_true", help="unit-length vectors")
+    openai.add_argument("--openai-pool", choices=("mean", "max", "first"), default=None,
+                        help="pooling over the words (default: the model's own; with --openai-layers: mean)")
+    openai.add_argument("--openai-normalize", action="store_true",
+                        help="unit-length vectors (a sentence-transformers model that declares it is always)")
+    openai.add_argument("--openai-max-inputs", type=positive_int, default=2048,
+                        help="texts per request (2048, as OpenAI; more: 413)")
     p.add_argument("--access-log", action="store_true",
                    help="log each request's method, path and status (never its text)")
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
@@ -81,13 +102,38 @@ def port_number(text: str) -> int:
     return value
 
 
-def _openai_layers(text: str) -> str | tuple[float, ...]:
+MIX_BOUND = 1e30
+"""The largest scalar-mix weight or gamma the server takes (mixed vectors stay finite in float32)."""
+
+
+def openai_layers(text: str) -> str | tuple[float, ...]:
+    """``top``, ``average`` or comma-separated finite numbers (an argparse type)."""
     if text in ("top", "average"):
         return text
+    wanted = "top, average or comma-separated finite numbers (one scalar-mix weight per layer)"
     try:
-        return tuple(float(w) for w in text.split(","))
+        weights = tuple(float(w) for w in text.split(","))
     except ValueError:
-        raise ValueError(f"--openai-layers: top, average or comma-separated numbers, not {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected {wanted}, got {text!r}") from None
+    if not all(math.isfinite(w) for w in weights):
+        raise argparse.ArgumentTypeError(f"expected {wanted}, got {text!r}")
+    if not all(abs(w) <= MIX_BOUND for w in weights):
+        raise argparse.ArgumentTypeError(f"expected weights from -1e30 to 1e30, got {text!r}")
+    return weights
+
+
+def sentence_pooling(args: argparse.Namespace, encoder: Encoder) -> SentencePooling | None:
+    """A BERT model directory's declared sentence-transformers pooling, when /v1/embeddings uses
+    the model's own sentence vector (neither --openai-layers nor --openai-pool given)."""
+    if args.openai_layers is not None or args.openai_pool is not None:
+        return None
+    if not isinstance(encoder, BertEncoder) or not args.model or not Path(args.model).is_dir():
+        return None
+    try:
+        return read_sentence_pooling(args.model)
+    except SentencePipelineError as e:
+        raise ValueError(f"{e}; pass --openai-layers top --openai-pool mean to serve the mean of "
+                         "the top layer's word vectors instead") from None
 
 
 def _model_name(args: argparse.Namespace) -> str:
@@ -128,13 +174,29 @@ def _is_loopback(host: str) -> bool:
         return host == "localhost"
 
 
+def _load_within(worker: WorkerThread, args: argparse.Namespace) -> Encoder:
+    """The model, loaded and warmed up on ``worker`` within ``--start-timeout`` seconds (a load
+    that hangs, on a stalled network disk say, ends the command instead of hanging it; the
+    worker is a daemon thread, so the process can exit while it is stuck)."""
+
+    def load() -> Encoder:
+        encoder = load_model(args)
+        warm_up(encoder)
+        return encoder
+
+    try:
+        return worker.submit(load).result(timeout=args.start_timeout)
+    except concurrent.futures.TimeoutError:
+        raise RuntimeError(f"the model was not loaded and warmed up within {args.start_timeout:g} s "
+                           "(--start-timeout)") from None
+
+
 def run(args: argparse.Namespace) -> None:
     try:
         import uvicorn
 
         from contextvec.server.app import create_app
         from contextvec.server.settings import ServerSettings
-        from contextvec.server.worker import WorkerThread
     except ImportError as e:
         raise RuntimeError(f"contextvec serve needs the server extra ({e.name} is missing): "
                            'pip install "contextvec[server]"') from None
@@ -146,8 +208,9 @@ def run(args: argparse.Namespace) -> None:
         batching=args.batching, max_queue=args.max_queue, request_timeout=args.request_timeout,
         max_sentences=args.max_sentences, max_sentence_tokens=args.max_sentence_tokens,
         max_body_bytes=args.max_body_bytes, tokenizer=args.tokenizer,
-        openai_layers=_openai_layers(args.openai_layers), openai_gamma=args.openai_gamma,
+        openai_layers=args.openai_layers, openai_gamma=args.openai_gamma,
         openai_pool=args.openai_pool, openai_normalize=args.openai_normalize,
+        openai_max_inputs=args.openai_max_inputs,
     )
     if not _is_loopback(args.host) and not settings.api_key:
         print(f"contextvec serve: warning: listening on {args.host} without --api-key",
@@ -155,8 +218,8 @@ def run(args: argparse.Namespace) -> None:
     start = time.perf_counter()
     # Loading, warm-up and every forward on one thread: one OpenMP team (server/worker.py).
     worker = WorkerThread()
-    encoder = worker.run(lambda: load_model(args))
-    worker.run(lambda: warm_up(encoder))
+    encoder = _load_within(worker, args)
+    settings = dataclasses.replace(settings, openai_sentence=sentence_pooling(args, encoder))
     sock = bind(args.host, args.port)
     host, port = sock.getsockname()[:2]
     server: uvicorn.Server | None = None

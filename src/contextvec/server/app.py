@@ -8,20 +8,35 @@ from contextlib import asynccontextmanager
 import anyio
 from fastapi import FastAPI, Request
 from prometheus_client import CONTENT_TYPE_LATEST
-from starlette.responses import Response
+from starlette.responses import PlainTextResponse, Response
 from starlette.types import ASGIApp
 
 from contextvec.encoders.base import Encoder
 from contextvec.server import schemas
 from contextvec.server.errors import APIError, install_error_handlers
 from contextvec.server.hot import HotRoute, HotRoutes
-from contextvec.server.middleware import ApiKey, BodyReader, RequestContext
+from contextvec.server.middleware import OPEN_PATHS, ApiKey, BodyReader, RequestContext
 from contextvec.server.service import Call, Service
 from contextvec.server.settings import ServerSettings
 from contextvec.server.worker import WorkerThread
 
-ERRORS = {status: {"model": schemas.ErrorResponse} for status in (401, 413, 422, 429, 503, 504)}
 HEALTH = b'{"status":"ok"}'
+
+WHY = {400: "a blank text", 401: "missing or wrong API key (only with --api-key)",
+       413: "over a size limit (body, texts, tokens)",
+       422: "a body that does not fit the schema or the model",
+       429: "the queue is full: retry later (Retry-After)",
+       500: "internal error (logged with the request id)",
+       503: "shutting down", 504: "not finished within --request-timeout"}
+"""Why each error status is answered; its body is always :class:`schemas.ErrorResponse`."""
+
+WORK = (413, 422, 429, 500, 503, 504)
+"""What a request that runs the model can be answered besides 200."""
+
+
+def errors(*statuses: int) -> dict[int | str, dict]:
+    """OpenAPI responses for ``statuses``: OpenAI's error body, with why each is answered."""
+    return {status: {"model": schemas.ErrorResponse, "description": WHY[status]} for status in statuses}
 
 
 def _json(payload: bytes) -> Response:
@@ -70,40 +85,46 @@ def create_app(encoder: Encoder, settings: ServerSettings | None = None,
 
     # POST /v1/embed, /v1/embeddings and GET /health are answered by HotRoutes before FastAPI
     # sees them; these routes declare them in the OpenAPI schema, and call the same handlers.
-    @app.post("/v1/embed", response_model=schemas.EmbedResponse, responses=ERRORS)
+    keyed = (401,) if settings.api_key else ()
+
+    @app.post("/v1/embed", response_model=schemas.EmbedResponse, responses=errors(*keyed, *WORK))
     async def embed(body: schemas.EmbedRequest, request: Request) -> Response:
         """Per-token vectors of each sentence (or pooled ones), shaped like ``contextvec embed``."""
         return _json(await service.embed(body, _call(request)))
 
-    @app.post("/v1/embeddings", response_model=schemas.EmbeddingsResponse, responses=ERRORS)
+    @app.post("/v1/embeddings", response_model=schemas.EmbeddingsResponse,
+              responses=errors(400, *keyed, *WORK))
     async def embeddings(body: schemas.EmbeddingsRequest, request: Request) -> Response:
         """OpenAI-compatible: one pooled vector per input, with the server's layer mix."""
         return _json(await service.embeddings(body, _call(request)))
 
-    @app.get("/v1/models", response_model=schemas.ModelList)
+    @app.get("/v1/models", response_model=schemas.ModelList, responses=errors(*keyed))
     async def models() -> dict:
         """The one model this server serves."""
         return {"object": "list", "data": [{
             "id": settings.model_name, "object": "model", "created": service.started,
             "owned_by": "contextvec", "num_layers": encoder.num_layers, "dim": encoder.output_dim}]}
 
-    @app.get("/health")
+    @app.get("/health", response_model=schemas.Health)
     async def health() -> dict:
         """Liveness: the process answers (no API key needed)."""
         return {"status": "ok"}
 
-    @app.get("/ready", responses={503: {"model": schemas.ErrorResponse}})
+    @app.get("/ready", response_model=schemas.Ready, responses=errors(*keyed, 503))
     async def ready() -> dict:
         """Readiness: the model is loaded and warmed and the server is not shutting down."""
         if is_stopping() or not service.batcher.accepting:
             raise APIError(503, "not ready: shutting down")
         return {"status": "ready", "model": settings.model_name}
 
-    @app.get("/metrics")
+    @app.get("/metrics", response_class=PlainTextResponse, responses={
+        200: {"description": "Prometheus text exposition format",
+              "content": {"text/plain": {"schema": {"type": "string"}}}}, **errors(*keyed)})
     async def metrics() -> Response:
-        """Prometheus text format."""
+        """Prometheus text format (not JSON)."""
         return Response(service.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
+    app.openapi = lambda: _openapi(app, service, settings)
     hot = HotRoutes(app, {("POST", "/v1/embed"): HotRoute(schemas.EmbedRequest, service.embed),
                           ("POST", "/v1/embeddings"): HotRoute(schemas.EmbeddingsRequest, service.embeddings),
                           ("GET", "/health"): HotRoute(None, _health)})
@@ -112,3 +133,30 @@ def create_app(encoder: Encoder, settings: ServerSettings | None = None,
         wrapped = ApiKey(wrapped, settings.api_key)
     return RequestContext(wrapped, service.metrics)
 
+
+def _openapi(app: FastAPI, service: Service, settings: ServerSettings) -> dict:
+    """FastAPI's schema with this server's bounds: the limits it was started with and the
+    model's layers and dimensions, so that every request the schema allows is one it takes."""
+    if app.openapi_schema is None:
+        schema = FastAPI.openapi(app)
+        layers = service.encoder.num_layers
+        models = schema["components"]["schemas"]
+        embed = models["EmbedRequest"]["properties"]
+        embed["sentences"]["maxItems"] = settings.max_sentences
+        embed["sentences"]["items"]["anyOf"][1]["maxItems"] = settings.max_sentence_tokens
+        indices = next(b for b in embed["layers"]["anyOf"] if b.get("type") == "array")
+        indices["items"].update(minimum=-layers, maximum=layers - 1)
+        models["ScalarMixSpec"]["properties"]["weights"].update(minItems=layers, maxItems=layers)
+        openai = models["EmbeddingsRequest"]["properties"]
+        texts = next(b for b in openai["input"]["anyOf"] if b.get("type") == "array")
+        texts["maxItems"] = settings.openai_max_inputs
+        integer = next(b for b in openai["dimensions"]["anyOf"] if b.get("type") == "integer")
+        integer.update(minimum=service.openai_dim, maximum=service.openai_dim)
+        if settings.api_key:
+            schema["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+            for path, operations in schema["paths"].items():
+                for operation in operations.values():
+                    if path not in OPEN_PATHS:
+                        operation["security"] = [{"bearer": []}]
+        app.openapi_schema = schema
+    return app.openapi_schema

@@ -29,7 +29,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError, wait
 from dataclasses import dataclass, field
 
@@ -49,12 +49,18 @@ class ShuttingDown(Exception):
     """The batcher no longer accepts jobs: the caller answers 503."""
 
 
+Runner = Callable[[list[Sequence]], list[np.ndarray]]
+"""Runs a batch of items (sentences) on the worker thread: one array per item, in order."""
+
+
 @dataclass(eq=False)
 class Job:
-    """One request's sentences; ``future`` gets the list of (num_layers, tokens, dim) arrays."""
+    """One request's sentences; ``future`` gets the list of (num_layers, tokens, dim) arrays,
+    or of what ``run`` makes of each item (None: the encoder's layers)."""
 
-    sentences: list[list[str]]
+    sentences: list[Sequence]
     deadline: float
+    run: Runner | None = None
     enqueued: float = field(default_factory=time.monotonic)
     future: Future = field(default_factory=Future)
     results: list[np.ndarray | None] = field(default_factory=list)
@@ -116,13 +122,18 @@ class Batcher:
     def accepting(self) -> bool:
         return not self._closing and self._running is not None and not self._running.done()
 
-    def submit(self, sentences: list[list[str]], deadline: float) -> Job:
-        """Queue a job; raises :class:`QueueFull` or :class:`ShuttingDown`."""
-        job = Job(sentences, deadline)
+    def submit(self, sentences: list[Sequence], deadline: float, run: Runner | None = None) -> Job:
+        """Queue a job; raises :class:`QueueFull` or :class:`ShuttingDown`.
+
+        ``run``: what to run on a batch of its items instead of the encoder's layers (items of
+        other jobs join the batch only if their job has the same ``run``); it runs every item,
+        where the encoder's empty layers for an empty sentence are made without a forward.
+        """
+        job = Job(sentences, deadline, run)
         job.results = [None] * len(sentences)
         empty = np.zeros((self.encoder.num_layers, 0, self.encoder.output_dim), dtype=np.float32)
         for i, tokens in enumerate(sentences):
-            if tokens:
+            if tokens or run is not None:
                 job.pending.append(i)
             else:
                 job.results[i] = empty
@@ -210,6 +221,8 @@ class Batcher:
             if job.dead(now):
                 self._drop(job)
                 continue
+            if batch and job.run is not batch[0][0].run:
+                return batch  # another kind of work: the next batch
             while job.pending:
                 n = len(job.sentences[job.pending[0]])
                 if batch and max(longest, n) * (len(batch) + 1) > self.max_batch_tokens:
@@ -266,8 +279,12 @@ class Batcher:
         """Run the batch; only if all of it succeeds are the results given to their jobs. The jobs
         that now have all their results are returned (the caller answers them)."""
         sentences = [job.sentences[i] for job, i in batch]
-        budget = self.max_batch_tokens if self.batching else None
-        arrays = dict(self.encoder.embed_batches(sentences, len(sentences), budget))
+        run = batch[0][0].run
+        if run is not None:
+            arrays = dict(enumerate(run(sentences)))
+        else:
+            budget = self.max_batch_tokens if self.batching else None
+            arrays = dict(self.encoder.embed_batches(sentences, len(sentences), budget))
         done = []
         for k, (job, i) in enumerate(batch):
             job.results[i] = arrays[k]

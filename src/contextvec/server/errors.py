@@ -7,6 +7,7 @@ limits and pydantic's description of what was expected.
 from __future__ import annotations
 
 import logging
+import math
 
 import orjson
 from fastapi import FastAPI, Request
@@ -78,11 +79,25 @@ def validation_message(errors: list[dict]) -> tuple[str, str]:
     elif kind == "extra_forbidden":
         message = f"unknown field {str(loc[-1])!r}" + (f" in {field}" if field != "body" else "")
     else:
-        message = f"{field}: {first.get('msg', 'invalid value')}"
+        message = f"{field}: {_describe(first)}"
     others = {_top_field(e) for e in errors} - {_top_field(first)}
     if others:
         message += f" (and {len(others)} more field{'s' if len(others) > 1 else ''})"
     return message, field
+
+
+def _describe(error: dict) -> str:
+    """pydantic's message, said plainly where it would mislead: a NaN or infinity is not "less
+    than" a bound but no number at all, and a bound reads better as 1e+30 than in 31 digits."""
+    kind, ctx, value = error.get("type"), error.get("ctx") or {}, error.get("input")
+    bounds = {"greater_than_equal": (">=", "ge"), "less_than_equal": ("<=", "le"),
+              "greater_than": (">", "gt"), "less_than": ("<", "lt")}
+    if (kind in bounds or kind == "finite_number") and isinstance(value, float) and not math.isfinite(value):
+        return "must be a finite number (NaN and Infinity are not)"
+    if kind in bounds and isinstance(ctx.get(bounds[kind][1]), int | float):
+        sign, key = bounds[kind]
+        return f"must be {sign} {ctx[key]:g}"
+    return error.get("msg", "invalid value")
 
 
 def _top_field(error: dict) -> str:
@@ -103,7 +118,15 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> Response:
-        return error_response(exc.status_code, str(exc.detail), None, exc.headers)
+        # Starlette's "Not Found" and "Method Not Allowed" say what, not where to look.
+        message = str(exc.detail)
+        where = f"{request.method} {request.url.path}"
+        if exc.status_code == 404:
+            message = f"no endpoint {where}: the API is described at /openapi.json"
+        elif exc.status_code == 405:
+            allowed = (exc.headers or {}).get("Allow", "")
+            message = f"{where} is not allowed" + (f": use {allowed}" if allowed else "")
+        return error_response(exc.status_code, message, None, exc.headers)
 
     @app.exception_handler(Exception)
     async def _fault(request: Request, exc: Exception) -> Response:

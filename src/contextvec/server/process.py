@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import fcntl
+import http.client
 import os
 import re
 import signal
@@ -14,19 +15,28 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Sequence
 
 READY_LINE = re.compile(r"serving on (http://\S+)")
 
 
+class ServerStartError(RuntimeError):
+    """The server exited or was not ready in time: a one-line message (with the server's last
+    line of output); ``output`` holds all it printed."""
+
+    def __init__(self, message: str, output: str) -> None:
+        last = next((line.strip() for line in reversed(output.splitlines()) if line.strip()), "")
+        super().__init__(f"{message}; its last output: {last}" if last else f"{message}; no output")
+        self.output = output
+
+
 class ServerProcess:
     """``python -m contextvec.cli.main serve ARGS --host 127.0.0.1 --port 0``, ready on enter.
 
-    Waits for the "serving on URL" line, then for ``/ready``; raises ``RuntimeError`` with the
-    server's output if it exits or is not ready within ``start_timeout`` seconds. On exit it
-    sends SIGTERM and waits ``stop_timeout`` seconds, then kills it.
+    Waits for the "serving on URL" line, then for ``/ready``; raises :class:`ServerStartError`
+    if it exits or is not ready within ``start_timeout`` seconds (it is then stopped). On exit
+    it sends SIGTERM and waits ``stop_timeout`` seconds, then kills it.
     """
 
     def __init__(self, args: Sequence[str] = (), env: dict[str, str] | None = None,
@@ -58,25 +68,29 @@ class ServerProcess:
     def start(self) -> None:
         self.spawn()
         deadline = time.monotonic() + self.start_timeout
-        while time.monotonic() < deadline:
+        while (left := deadline - time.monotonic()) > 0:
             if self.process.poll() is not None:
-                raise RuntimeError(f"server exited with {self.process.returncode}:\n{self.output()}")
+                status = self.process.returncode
+                self.process = None
+                raise ServerStartError(f"the server exited with status {status} before it was ready",
+                                       self.output())
             found = READY_LINE.search(self.output())
-            if found and self._ready(found.group(1)):
+            if found and self._ready(found.group(1), min(left, 2.0)):
                 self.url = found.group(1)
                 return
             time.sleep(0.05)
         self.stop()
-        raise RuntimeError(f"server not ready within {self.start_timeout} s:\n{self.output()}")
+        raise ServerStartError(f"the server was not ready within {self.start_timeout:g} s "
+                               "(ServerProcess start_timeout)", self.output())
 
-    def _ready(self, url: str) -> bool:
+    def _ready(self, url: str, timeout: float) -> bool:
         key = self.env.get("CONTEXTVEC_API_KEY")
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         try:
             with urllib.request.urlopen(urllib.request.Request(url + "/ready", headers=headers),
-                                        timeout=2) as response:
+                                        timeout=timeout) as response:
                 return response.status == 200
-        except (OSError, urllib.error.URLError):
+        except (OSError, http.client.HTTPException):  # URLError is an OSError
             return False
 
     def output(self) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, StrictStr
 
 Strict = ConfigDict(extra="forbid", strict=True)
 
@@ -17,8 +17,22 @@ LayerMode = Literal["all", "top", "average"]
 PoolMode = Literal["mean", "max", "first"]
 Encoding = Literal["float", "base64"]
 TokenizerName = Literal["whitespace", "moses"]
-# Bounded so that the mixed vectors stay finite in float32 (JSON has no inf/NaN).
-FiniteFloat = Annotated[StrictFloat | StrictInt, Field(allow_inf_nan=False, ge=-1e30, le=1e30)]
+# Bounded so that the mixed vectors stay finite in float32 (JSON has no inf/NaN). A strict
+# float takes integers too; its bounds appear in the schema as minimum and maximum.
+FiniteFloat = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=-1e30, le=1e30)]
+
+
+def _integral(value: object) -> object:
+    """``2.0`` as ``2``: JSON Schema counts a number without a fraction as an integer (and JSON
+    does not tell them apart); ``2.5``, ``true`` and ``"2"`` stay refused."""
+    return int(value) if type(value) is float and value.is_integer() else value
+
+
+Integer = Annotated[StrictInt, BeforeValidator(_integral)]
+"""An integer as JSON Schema means it: ``2`` or ``2.0``."""
+
+NonBlank = Annotated[StrictStr, Field(json_schema_extra={"pattern": r"\S"})]
+"""A text with a word: the server answers a blank one with a 400 (as OpenAI does), not pydantic."""
 
 
 class ScalarMixSpec(BaseModel):
@@ -29,7 +43,7 @@ class ScalarMixSpec(BaseModel):
     gamma: FiniteFloat = 1.0
 
 
-LayerSpec = LayerMode | Annotated[list[StrictInt], Field(min_length=1)] | ScalarMixSpec
+LayerSpec = LayerMode | Annotated[list[Integer], Field(min_length=1)] | ScalarMixSpec
 
 
 class EmbedRequest(BaseModel):
@@ -78,12 +92,14 @@ class EmbeddingsRequest(BaseModel):
     """``POST /v1/embeddings`` (OpenAI-compatible): pooled vectors with the server's mix."""
 
     model_config = ConfigDict(strict=True)  # OpenAI clients may send fields we do not use
-    input: StrictStr | Annotated[list[StrictStr], Field(min_length=1)] = Field(
-        description="a text or a list of texts (token-id arrays are not supported)"
+    input: NonBlank | Annotated[list[NonBlank], Field(min_length=1)] = Field(
+        description="a text or a list of texts, each with at least one word (token-id arrays "
+        "are not supported); at most --openai-max-inputs texts (2048 by default)"
     )
-    model: StrictStr | None = None
+    model: StrictStr | None = Field(None, description="ignored: the server serves one model")
     encoding_format: Encoding = "float"
-    dimensions: StrictInt | None = Field(None, description="if given, must equal the model's")
+    dimensions: Integer | None = Field(
+        None, description="if given, must equal the model's (vectors are never cut)")
     user: StrictStr | None = None
 
 
@@ -112,6 +128,15 @@ class ModelCard(BaseModel):
 class ModelList(BaseModel):
     object: Literal["list"] = "list"
     data: list[ModelCard]
+
+
+class Health(BaseModel):
+    status: Literal["ok"] = "ok"
+
+
+class Ready(BaseModel):
+    status: Literal["ready"] = "ready"
+    model: str
 
 
 class ErrorBody(BaseModel):

@@ -17,12 +17,15 @@ from dataclasses import dataclass
 import anyio
 import numpy as np
 import orjson
+from pydantic import ValidationError
 from starlette.types import Receive
 
 from contextvec.encoders.base import Encoder
+from contextvec.encoders.bert.encoder import BertEncoder
+from contextvec.encoders.bert.sentence import BertSentenceEncoder
 from contextvec.server import schemas
-from contextvec.server.batcher import Batcher, Job, QueueFull, ShuttingDown
-from contextvec.server.errors import APIError
+from contextvec.server.batcher import Batcher, Job, QueueFull, Runner, ShuttingDown
+from contextvec.server.errors import APIError, validation_message
 from contextvec.server.metrics import Metrics
 from contextvec.server.settings import ServerSettings
 from contextvec.server.vectors import FieldError, LayerView, encode, has_lone_surrogate, layer_view
@@ -56,11 +59,25 @@ class Service:
                                worker)
         self.tokenizers: dict[str, Tokenizer] = {}
         self.started = int(time.time())
-        layers = settings.openai_layers
-        if not isinstance(layers, str):
-            layers = schemas.ScalarMixSpec(weights=list(layers), gamma=settings.openai_gamma)
-        self.openai_view = layer_view(layers, settings.openai_pool, encoder.num_layers,
-                                      field="--openai-layers")
+        bert = isinstance(encoder, BertEncoder)
+        self.sentence_encoder: BertSentenceEncoder | None = None
+        self.openai_view: LayerView | None = None
+        if bert and settings.openai_layers is None and settings.openai_pool is None:
+            self.sentence_encoder = BertSentenceEncoder(encoder, settings.openai_sentence)
+            self.openai_dim = self.sentence_encoder.output_dim
+        else:
+            layers = settings.openai_layers or ("top" if bert else "average")
+            if not isinstance(layers, str):
+                try:
+                    layers = schemas.ScalarMixSpec(weights=list(layers), gamma=settings.openai_gamma)
+                except ValidationError as e:
+                    message, _ = validation_message(e.errors(include_url=False))
+                    raise ValueError(f"--openai-layers: {message}") from None
+            try:
+                self.openai_view = layer_view(layers, settings.openai_pool or "mean", encoder.num_layers)
+            except FieldError as e:
+                raise ValueError(f"--openai-layers: {str(e).split(': ', 1)[1]}") from None
+            self.openai_dim = encoder.output_dim
 
     async def embed(self, body: schemas.EmbedRequest, call: Call) -> bytes:
         """``POST /v1/embed``: per-token vectors (or pooled ones), shaped like ``contextvec embed``."""
@@ -88,27 +105,51 @@ class Service:
 
     async def embeddings(self, body: schemas.EmbeddingsRequest, call: Call) -> bytes:
         """``POST /v1/embeddings`` (OpenAI-compatible): one pooled vector per input."""
-        if body.dimensions is not None and body.dimensions != self.encoder.output_dim:
-            raise APIError(422, f"dimensions: this model gives {self.encoder.output_dim} dimensions, "
+        if body.dimensions is not None and body.dimensions != self.openai_dim:
+            raise APIError(422, f"dimensions: this model gives {self.openai_dim} dimensions, "
                                 f"not {body.dimensions}", "dimensions")
         texts = [body.input] if isinstance(body.input, str) else body.input
-        sentences = self.tokenize(texts, None, "input")
-        arrays = await self.vectors(call, sentences)
-        normalize = self.settings.openai_normalize
+        sentences = self.tokenize(texts, None, "input", self.settings.openai_max_inputs,
+                                  "--openai-max-inputs")
+        def name(i: int) -> str:
+            return "input" if isinstance(body.input, str) else f"input[{i}]"
+
+        for i, tokens in enumerate(sentences):
+            if not tokens:  # OpenAI refuses an empty input too; there is nothing to embed
+                raise APIError(400, f"{name(i)}: empty or blank text: every input needs at least "
+                                    "one word", name(i))
+        if self.sentence_encoder is not None:
+            encoder = self.sentence_encoder
+            rows = encoder.pieces(sentences)
+            for i, row in enumerate(rows):
+                if len(row) > encoder.max_pieces:
+                    raise APIError(413, f"{name(i)}: {len(row)} word pieces with [CLS] and [SEP], "
+                                        f"over this model's limit of {encoder.max_pieces} "
+                                        "(a text is never cut: split it)", name(i))
+            vectors = await self.vectors(call, rows, encoder.embed_pieces)
+            total = sum(len(row) - 2 for row in rows)
+        else:
+            view = self.openai_view
+            vectors = [view.apply(a) for a in await self.vectors(call, sentences)]
+            total = sum(len(s) for s in sentences)
+        if self.settings.openai_normalize:
+            vectors = [_unit(v, i) for i, v in enumerate(vectors)]
         data = [{"object": "embedding", "index": i,
-                 "embedding": encode(_pooled(self.openai_view, a, normalize), body.encoding_format)}
-                for i, a in enumerate(arrays)]
-        total = sum(len(s) for s in sentences)
+                 "embedding": encode(v.astype(np.float32, copy=False), body.encoding_format)}
+                for i, v in enumerate(vectors)]
         return orjson.dumps({"object": "list", "data": data, "model": self.settings.model_name,
                              "usage": {"prompt_tokens": total, "total_tokens": total}})
 
-    def tokenize(self, sentences: list[str | list[str]], tokenizer: str | None,
-                 field: str) -> list[list[str]]:
-        """Token lists, checked against the per-request limits (413) and for invalid text (422)."""
+    def tokenize(self, sentences: list[str | list[str]], tokenizer: str | None, field: str,
+                 most: int | None = None, option: str = "--max-sentences") -> list[list[str]]:
+        """Token lists, checked against the per-request limits (413: ``most`` items, default
+        ``--max-sentences``, named by ``option``) and for invalid text (422)."""
         limits = self.settings
-        if len(sentences) > limits.max_sentences:
-            raise APIError(413, f"{field}: {len(sentences)} sentences, over the limit of "
-                                f"{limits.max_sentences} per request (--max-sentences)", field)
+        most = limits.max_sentences if most is None else most
+        if len(sentences) > most:
+            noun = "sentences" if field == "sentences" else "texts"
+            raise APIError(413, f"{field}: {len(sentences)} {noun}, over the limit of "
+                                f"{most} per request ({option})", field)
         name = tokenizer or limits.tokenizer
         out = []
         for i, sentence in enumerate(sentences):
@@ -130,13 +171,14 @@ class Service:
             self.tokenizers[name] = Tokenizer(name)
         return self.tokenizers[name]
 
-    async def vectors(self, call: Call, sentences: list[list[str]]) -> list[np.ndarray]:
-        """Each sentence's (num_layers, tokens, dim) array, through the batcher, within the deadline."""
+    async def vectors(self, call: Call, sentences: list[list], run: Runner | None = None) -> list[np.ndarray]:
+        """Each sentence's (num_layers, tokens, dim) array (or what ``run`` makes of each item),
+        through the batcher, within the deadline."""
         if self.is_stopping():
             raise APIError(503, "the server is shutting down")
         timeout = self.settings.request_timeout
         try:
-            job = self.batcher.submit(sentences, time.monotonic() + timeout)
+            job = self.batcher.submit(sentences, time.monotonic() + timeout, run)
         except QueueFull as e:
             raise APIError(429, f"{e}; retry later", headers={"Retry-After": "1"}) from None
         except ShuttingDown as e:
@@ -199,9 +241,11 @@ async def _disconnected(receive: Receive) -> None:
         pass
 
 
-def _pooled(view: LayerView, layers: np.ndarray, normalize: bool) -> np.ndarray:
-    vector = view.apply(layers)
-    if normalize:
-        norm = float(np.linalg.norm(vector))
-        vector = vector / norm if norm > 0 else vector
-    return vector.astype(np.float32, copy=False)
+def _unit(vector: np.ndarray, index: int) -> np.ndarray:
+    """``vector`` at unit length (--openai-normalize); one that has none is an error, never
+    returned as it is."""
+    norm = float(np.linalg.norm(vector))
+    if not (norm > 0 and np.isfinite(norm)):
+        raise APIError(500, f"input[{index}]: the model's vector has no length to normalise "
+                            "(--openai-normalize)", f"input[{index}]")
+    return vector / np.float32(norm)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from contextvec.io.sentence_transformers import SentencePooling
+
 
 @dataclass(frozen=True)
 class ServerSettings:
@@ -23,12 +25,17 @@ class ServerSettings:
         max_body_bytes: request body size in bytes (more: 413).
         tokenizer: how string sentences are split unless a request says: ``"whitespace"`` or
             ``"moses"``.
-        openai_layers: ``"top"``, ``"average"`` or scalar-mix weights (one per layer) for the
-            pooled vectors of ``/v1/embeddings``.
+        openai_layers: ``"top"``, ``"average"`` or scalar-mix weights (one per layer) for
+            ``/v1/embeddings``; None (with ``openai_pool`` None): the model's own sentence vector.
         openai_gamma: the scale of the ``openai_layers`` mix.
-        openai_pool: pooling over the tokens for ``/v1/embeddings``: ``"mean"``, ``"max"`` or
-            ``"first"``.
-        openai_normalize: unit-length ``/v1/embeddings`` vectors.
+        openai_pool: pooling over the words for ``/v1/embeddings``: ``"mean"``, ``"max"`` or
+            ``"first"``; None: the model's own.
+        openai_normalize: unit-length ``/v1/embeddings`` vectors, on top of any of these.
+        openai_max_inputs: texts per ``/v1/embeddings`` request (OpenAI's limit).
+        openai_sentence: a sentence-transformers checkpoint's declared pooling (read by
+            [`read_sentence_pooling`][contextvec.io.sentence_transformers.read_sentence_pooling]);
+            None for a plain BERT (the mean of its pieces) and for ELMo and CoVe (the mean over
+            the words of the average of all layers).
     """
 
     model_name: str = "elmo-en-small"
@@ -42,7 +49,9 @@ class ServerSettings:
     max_sentence_tokens: int = 512
     max_body_bytes: int = 4 * 1024 * 1024
     tokenizer: str = "whitespace"
-    openai_layers: str | tuple[float, ...] = "average"
+    openai_layers: str | tuple[float, ...] | None = None
     openai_gamma: float = 1.0
-    openai_pool: str = "mean"
+    openai_pool: str | None = None
     openai_normalize: bool = False
+    openai_max_inputs: int = 2048
+    openai_sentence: SentencePooling | None = None

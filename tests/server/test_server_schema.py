@@ -1,0 +1,90 @@
+"""The server does what its ``/openapi.json`` says, checked by Schemathesis from the schema alone.
+
+A real ``contextvec serve`` (the bundled model) on a loopback port. Schemathesis generates
+requests the schema allows (positive data) for every operation; each must be answered 2xx (no
+schema-valid request refused: the schema carries the server's limits, the model's layers and
+dimensions) and every answer must match the schema: its status, media type and body. A
+bounded, derandomized run: the same cases every time.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from collections import Counter
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the server extra is not installed: pip install -e '.[server]'")
+pytest.importorskip("uvicorn", reason="the server extra is not installed: pip install -e '.[server]'")
+schemathesis = pytest.importorskip("schemathesis", reason="the test extra is not installed")
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from schemathesis.checks import not_a_server_error  # noqa: E402
+from schemathesis.specs.openapi.checks import (  # noqa: E402
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from contextvec.server.process import ServerProcess  # noqa: E402
+
+ENV = {"OMP_NUM_THREADS": "1", "CONTEXTVEC_API_KEY": ""}
+# Small limits, so that requests at the limits stay quick; the schema states them (but for the
+# words in a string, which no JSON Schema counts: generated strings stay far below 64).
+LIMITS = ["--threads", "1", "--max-sentences", "8", "--max-sentence-tokens", "64",
+          "--openai-max-inputs", "12", "--request-timeout", "20"]
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
+          response_schema_conformance]
+BUDGET_S = 40.0
+"""Seconds of requests per mode at most: past it the remaining cases are generated, not sent."""
+CASES = {schemathesis.GenerationMode.POSITIVE: 240, schemathesis.GenerationMode.NEGATIVE: 120}
+"""Cases in all per mode: the operations share them (the strategy picks an operation, then its data)."""
+
+
+@pytest.fixture(scope="module")
+def url():
+    with ServerProcess(LIMITS, env=ENV) as process:
+        yield process.url
+
+
+def openapi(url: str) -> dict:
+    with urllib.request.urlopen(url + "/openapi.json", timeout=30) as response:
+        return json.loads(response.read())
+
+
+def fuzz(url: str, mode: schemathesis.GenerationMode) -> Counter:
+    """Run the cases of ``mode``; (operation, status) -> how many."""
+    schema = schemathesis.openapi.from_dict(openapi(url))
+    seen: Counter = Counter()
+    stop = time.monotonic() + BUDGET_S
+
+    @settings(max_examples=CASES[mode], deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(case=schema.as_strategy(mode))
+    def run(case):
+        if time.monotonic() > stop:
+            return
+        response = case.call(base_url=url, timeout=30)
+        seen[case.operation.label, response.status_code] += 1
+        case.validate_response(response, checks=CHECKS)
+        if mode is schemathesis.GenerationMode.POSITIVE:
+            assert response.status_code < 400, (case.operation.label, case.body, response.text[:300])
+
+    run()
+    return seen
+
+
+@pytest.mark.slow
+def test_every_schema_valid_request_is_taken_and_answered_as_the_schema_says(url):
+    seen = fuzz(url, schemathesis.GenerationMode.POSITIVE)
+    operations = {label for label, _ in seen}
+    assert {"POST /v1/embed", "POST /v1/embeddings", "GET /v1/models", "GET /metrics"} <= operations
+    assert seen["POST /v1/embed", 200] >= 10 and seen["POST /v1/embeddings", 200] >= 10, seen
+
+
+@pytest.mark.slow
+def test_invalid_requests_get_a_documented_error_never_a_5xx(url):
+    seen = fuzz(url, schemathesis.GenerationMode.NEGATIVE)
+    assert seen["POST /v1/embed", 422] >= 10 and seen["POST /v1/embeddings", 422] >= 10, seen
