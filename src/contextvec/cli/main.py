@@ -10,6 +10,8 @@ import argparse
 import importlib
 import sys
 
+from contextvec.extras import MissingExtra
+
 # name -> (module under contextvec.cli, one-line help); a test checks each module uses the same help.
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("demo", "show contextual vectors at work on the bundled model (or --model)"),
@@ -105,14 +107,18 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser(_command(argv)).parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
+    except MissingExtra as e:  # a command whose module imports an extra's package at its top
+        print(f"contextvec: error: {e}", file=sys.stderr)
+        return 2
     try:
         args.run(args)
     except KeyboardInterrupt:
         print("\ncontextvec: interrupted (commands that take --resume keep their finished work)",
               file=sys.stderr)
         return 130
-    except (ValueError, TypeError, OSError, RuntimeError, LookupError) as e:
-        # Expected failures (bad input, missing files, refused outputs) end in one line, exit 2.
+    except (ValueError, TypeError, OSError, RuntimeError, LookupError, MissingExtra) as e:
+        # Expected failures (bad input, missing files, refused outputs, an extra not installed)
+        # end in one line, exit 2.
         # OSError covers FileNotFoundError, FileExistsError, IsADirectoryError, PermissionError
         # and a full disk (ENOSPC).
         message = str(e) or type(e).__name__

@@ -22,6 +22,7 @@ from contextvec.cli.common import (
     positive_int,
 )
 from contextvec.encoders.base import Encoder
+from contextvec.extras import needs
 
 HELP = "serve contextual vectors over HTTP (/v1/embed, OpenAI-compatible /v1/embeddings)"
 WARMUP = ["The", "quick brown fox jumps over the lazy dog .",
@@ -129,15 +130,12 @@ def _is_loopback(host: str) -> bool:
 
 
 def run(args: argparse.Namespace) -> None:
-    try:
+    with needs("server"):
         import uvicorn
 
-        from contextvec.server.app import create_app
-        from contextvec.server.settings import ServerSettings
-        from contextvec.server.worker import WorkerThread
-    except ImportError as e:
-        raise RuntimeError(f"contextvec serve needs the server extra ({e.name} is missing): "
-                           'pip install "contextvec[server]"') from None
+    from contextvec.server.app import create_app
+    from contextvec.server.settings import ServerSettings
+    from contextvec.server.worker import WorkerThread
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = ServerSettings(

@@ -1,6 +1,15 @@
 """``contextvec serve``: an encoder's contextual vectors over HTTP.
 
-Needs the ``server`` extra (FastAPI, uvicorn, prometheus-client): ``pip install "contextvec[server]"``.
+Needs the ``server`` extra (FastAPI, uvicorn, prometheus-client): ``pip install "contextvec[server]"``;
+without it, importing this package raises :class:`~contextvec.extras.MissingExtra` saying so.
 :func:`~contextvec.server.app.create_app` builds the ASGI app around a loaded encoder; the
 :class:`~contextvec.server.batcher.Batcher` batches different clients' sentences together.
 """
+
+from contextvec.extras import needs
+
+with needs("server"):  # the packages this package's modules import
+    import fastapi  # noqa: F401
+    import orjson  # noqa: F401
+    import prometheus_client  # noqa: F401
+    import pybase64  # noqa: F401
