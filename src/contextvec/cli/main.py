@@ -72,16 +72,28 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+class VersionAction(argparse.Action):
+    """``--version``: the installed package's version, read only when asked for."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="show the version and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        from contextvec import __version__
+
+        print(f"contextvec {__version__}")
+        parser.exit()
+
+
 def _module(name: str):
     return importlib.import_module(f"contextvec.cli.{COMMANDS[name][0]}")
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser; with ``command``, that command's full parser, else help lines only."""
-    from contextvec import __version__
-
     parser = Parser(prog="contextvec", description="Deep contextualized word representations.")
-    parser.add_argument("--version", action="version", version=f"contextvec {__version__}")
+    parser.add_argument("--version", action=VersionAction)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                        parser_class=Parser)
     for name, (_, help_text) in COMMANDS.items():
