@@ -7,6 +7,7 @@ makes every import of it fail as if it were not installed.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -31,7 +32,7 @@ PACKAGES = {
 def _run(blocked: tuple[str, ...], code: str, *args: str) -> subprocess.CompletedProcess:
     script = f"import sys\nfor name in {blocked!r}:\n    sys.modules[name] = None\n{code}"
     return subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True,
-                          timeout=300, env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"})
+                          timeout=300, env={**os.environ, "PYTHONPATH": str(SRC)})
 
 
 def _cli(blocked: tuple[str, ...], *args: str) -> subprocess.CompletedProcess:
