@@ -6,15 +6,14 @@
 >>> vectors[0].shape                                      # (layers, tokens, dim)  # doctest: +SKIP
 
 The names below are imported on first use, so ``import contextvec`` (and ``contextvec --help``)
-does not pay for torch until a model is needed.
+does not pay for torch until a model is needed. ``__version__`` is the installed package's
+version (pyproject.toml's, the one place it is written), also read on first use.
 """
 
 from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any
-
-__version__ = "0.1.0"
 
 _LAZY = {
     "load": "contextvec.api",
@@ -41,6 +40,11 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        from importlib.metadata import version
+
+        value = globals()[name] = version("contextvec")
+        return value
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
@@ -49,4 +53,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | {"__version__"})

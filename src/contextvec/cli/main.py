@@ -10,6 +10,8 @@ import argparse
 import importlib
 import sys
 
+from contextvec.extras import MissingExtra
+
 # name -> (module under contextvec.cli, one-line help); a test checks each module uses the same help.
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("demo", "show contextual vectors at work on the bundled model (or --model)"),
@@ -70,16 +72,28 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+class VersionAction(argparse.Action):
+    """``--version``: the installed package's version, read only when asked for."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="show the version and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        from contextvec import __version__
+
+        print(f"contextvec {__version__}")
+        parser.exit()
+
+
 def _module(name: str):
     return importlib.import_module(f"contextvec.cli.{COMMANDS[name][0]}")
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser; with ``command``, that command's full parser, else help lines only."""
-    from contextvec import __version__
-
     parser = Parser(prog="contextvec", description="Deep contextualized word representations.")
-    parser.add_argument("--version", action="version", version=f"contextvec {__version__}")
+    parser.add_argument("--version", action=VersionAction)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                        parser_class=Parser)
     for name, (_, help_text) in COMMANDS.items():
@@ -105,14 +119,18 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser(_command(argv)).parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
+    except MissingExtra as e:  # a command whose module imports an extra's package at its top
+        print(f"contextvec: error: {e}", file=sys.stderr)
+        return 2
     try:
         args.run(args)
     except KeyboardInterrupt:
         print("\ncontextvec: interrupted (commands that take --resume keep their finished work)",
               file=sys.stderr)
         return 130
-    except (ValueError, TypeError, OSError, RuntimeError, LookupError) as e:
-        # Expected failures (bad input, missing files, refused outputs) end in one line, exit 2.
+    except (ValueError, TypeError, OSError, RuntimeError, LookupError, MissingExtra) as e:
+        # Expected failures (bad input, missing files, refused outputs, an extra not installed)
+        # end in one line, exit 2.
         # OSError covers FileNotFoundError, FileExistsError, IsADirectoryError, PermissionError
         # and a full disk (ENOSPC).
         message = str(e) or type(e).__name__

@@ -26,6 +26,7 @@ from contextvec.cli.common import (
 )
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.bert.encoder import BertEncoder
+from contextvec.extras import needs
 from contextvec.io.sentence_transformers import (
     SentencePipelineError,
     SentencePooling,
@@ -192,14 +193,11 @@ def _load_within(worker: WorkerThread, args: argparse.Namespace) -> Encoder:
 
 
 def run(args: argparse.Namespace) -> None:
-    try:
+    with needs("server"):
         import uvicorn
 
-        from contextvec.server.app import create_app
-        from contextvec.server.settings import ServerSettings
-    except ImportError as e:
-        raise RuntimeError(f"contextvec serve needs the server extra ({e.name} is missing): "
-                           'pip install "contextvec[server]"') from None
+    from contextvec.server.app import create_app
+    from contextvec.server.settings import ServerSettings
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = ServerSettings(

@@ -7,7 +7,7 @@ into blocks), ``worker`` (the actor's work), ``schedule`` (dealing blocks, retry
 ``outputs`` (shard folder or merged file), ``engine`` (:func:`embed_ray`).
 """
 
-from contextvec.distributed.engine import INSTALL_HINT, RayNotInstalled, RunSummary, embed_ray, require_ray
+from contextvec.distributed.engine import RayNotInstalled, RunSummary, embed_ray, require_ray
 from contextvec.distributed.spec import ModelSpec
 
-__all__ = ["INSTALL_HINT", "ModelSpec", "RayNotInstalled", "RunSummary", "embed_ray", "require_ray"]
+__all__ = ["ModelSpec", "RayNotInstalled", "RunSummary", "embed_ray", "require_ray"]

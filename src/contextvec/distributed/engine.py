@@ -29,13 +29,11 @@ from contextvec.distributed.schedule import MAX_ATTEMPTS, run_blocks
 from contextvec.distributed.spec import ModelSpec
 from contextvec.distributed.worker import BlockDone, EmbedWorker
 from contextvec.encoders.outputs import LAYER_MODES, POOL_MODES
+from contextvec.extras import MissingExtra, needs
 from contextvec.io.shards import ShardDir
 
-INSTALL_HINT = 'the Ray engine needs Ray: pip install -e ".[ray]"'
-
-
-class RayNotInstalled(RuntimeError):
-    """``--engine ray`` without Ray installed."""
+RayNotInstalled = MissingExtra
+"""``--engine ray`` without Ray installed (the name this module has always exported)."""
 
 
 @dataclass(frozen=True)
@@ -53,11 +51,9 @@ class RunSummary:
 
 
 def require_ray():
-    """The ``ray`` module, or :class:`RayNotInstalled` saying how to install it."""
-    try:
+    """The ``ray`` module, or :class:`~contextvec.extras.MissingExtra` saying how to install it."""
+    with needs("ray"):
         import ray
-    except ImportError:
-        raise RayNotInstalled(INSTALL_HINT) from None
     return ray
 
 
@@ -215,4 +211,4 @@ def _merge(corpus: Corpus, parts: ShardDir, n_blocks: int, output: Path, index: 
     parts.remove()
 
 
-__all__ = ["INSTALL_HINT", "RayNotInstalled", "RunSummary", "embed_ray", "require_ray"]
+__all__ = ["RayNotInstalled", "RunSummary", "embed_ray", "require_ray"]

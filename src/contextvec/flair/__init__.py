@@ -3,13 +3,11 @@
 >>> from contextvec.flair import ELMoEmbeddings     # doctest: +SKIP
 """
 
-try:
-    import flair  # noqa: F401
-except ImportError as error:  # only this optional package needs flair
-    raise ImportError(
-        'contextvec.flair needs flair: pip install "contextvec[flair]" (or pip install flair)'
-    ) from error
+from contextvec.extras import needs
 
-from contextvec.flair.embeddings import ELMoEmbeddings
+with needs("flair"):  # only this optional package needs flair
+    import flair  # noqa: F401
+
+from contextvec.flair.embeddings import ELMoEmbeddings  # noqa: E402 - after the check above
 
 __all__ = ["ELMoEmbeddings"]

@@ -16,11 +16,13 @@ import warnings
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from seqeval.metrics import classification_report, f1_score
-from seqeval.metrics.sequence_labeling import get_entities
-from seqeval.scheme import IOB2
-
+from contextvec.extras import needs
 from contextvec.tasks.schemes import iob1_to_iob2, to_scheme
+
+with needs("tasks"):
+    from seqeval.metrics import classification_report, f1_score
+    from seqeval.metrics.sequence_labeling import get_entities
+    from seqeval.scheme import IOB2
 
 
 def entity_mentions(sentences: Sequence[Sequence[str]], tags_iob1: Sequence[Sequence[str]]) -> set[str]:

@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
+from contextvec.extras import needs
+
 WORDNET_ENV = "CONTEXTVEC_WORDNET"
 DEFAULT_WORDNET_DIR = Path("/usr/share/wordnet")
 REQUIRED_FILES = tuple(
@@ -101,7 +103,8 @@ def wordnet_dir(directory: str | os.PathLike | None = None) -> Path:
 
 def _reader_class():
     # nltk is imported here only: it is slow to import and only the WSD commands need it.
-    from nltk.corpus.reader.wordnet import WordNetCorpusReader
+    with needs("tasks"):
+        from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
     class Reader(WordNetCorpusReader):
         """nltk's reader, with a built-in ``lexnames`` and no WordNet-version mapping."""
@@ -125,7 +128,8 @@ class WordNet:
     reads the database once per directory (reading it takes seconds)."""
 
     def __init__(self, directory: str | os.PathLike | None = None) -> None:
-        import nltk.data
+        with needs("tasks"):
+            import nltk.data
 
         self.directory = wordnet_dir(directory)
         # nltk >= 3.9 opens corpus files only under its allowed data roots (nltk.data.path).

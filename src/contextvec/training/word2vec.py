@@ -20,9 +20,14 @@ from typing import Any
 
 from tqdm import tqdm
 
+from contextvec.extras import needs
 from contextvec.io.word_vectors import WordVectors, save_word_vectors
 from contextvec.text.tokenize import Tokenizer
 from contextvec.training.corpus import expand_paths, read_sentences
+
+with needs("word-vectors"):
+    from gensim.models import FastText, Word2Vec
+    from gensim.models.callbacks import CallbackAny2Vec
 
 ALGORITHMS = ("word2vec", "fasttext")
 
@@ -90,9 +95,6 @@ def train_word_vectors(
     Deterministic for a given ``seed`` with ``threads=1`` (more threads change the order of
     updates). Words are in gensim's order: descending frequency.
     """
-    from gensim.models import FastText, Word2Vec
-    from gensim.models.callbacks import CallbackAny2Vec
-
     paths = expand_paths(train_files)
     out_dir = Path(output).parent if output is not None else Path(tempfile.gettempdir())
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -13,12 +13,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-
+from contextvec.extras import needs
 from contextvec.io.atomic import atomic_path
 from contextvec.tasks.experiments.plans import percent
 from contextvec.tasks.experiments.summary import ConfigSummary
+
+with needs("tasks"):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
 
 def _save(figure: Figure, path: Path) -> None:

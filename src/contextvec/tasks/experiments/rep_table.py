@@ -10,13 +10,15 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-
+from contextvec.extras import needs
 from contextvec.io.atomic import atomic_path
 from contextvec.tasks.experiments.representations import POOL_PREFIX, REPRESENTATIONS
 from contextvec.tasks.experiments.tables import write_text
 from contextvec.tasks.spec import TASKS
+
+with needs("tasks"):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
 RESULTS_CSV, RESULTS_MD, PLOT_PNG = "results.csv", "results.md", "representations.png"
 GOAL_TASKS = 3

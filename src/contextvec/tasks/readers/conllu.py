@@ -18,11 +18,13 @@ import os
 from collections.abc import Iterable, Iterator
 from typing import TextIO
 
-import conllu
-from conllu.exceptions import ParseException
-
+from contextvec.extras import needs
 from contextvec.tasks.readers.lines import open_task_file, take
 from contextvec.tasks.split import TaggedCorpus
+
+with needs("tasks"):
+    import conllu
+    from conllu.exceptions import ParseException
 
 TAG_COLUMNS = ("upos", "xpos")
 """CoNLL-U columns a tagging task can predict: column 4 (UPOS) or column 5 (XPOS)."""

@@ -18,11 +18,15 @@ from tqdm import tqdm
 from contextvec.encoders.cove.loader import load_words, save_words
 from contextvec.encoders.cove.mt_lstm import pad_ids
 from contextvec.encoders.cove.seq2seq import MODEL_TYPE, Seq2Seq, Seq2SeqConfig
+from contextvec.extras import needs
 from contextvec.io.atomic import atomic_path
 from contextvec.io.native import is_native_dir, load_native, save_native
 from contextvec.training.corpus import Vocabulary
 from contextvec.training.loop import MODEL_DIR, TRAINING_RECORD
 from contextvec.training.mt.data import Pair
+
+with needs("mt"):
+    import sacrebleu
 
 TARGET_VOCAB = "target_vocab.txt"
 IGNORE = -100  # cross_entropy's ignore_index: padding of the targets
@@ -140,8 +144,6 @@ def bleu(hypotheses: Sequence[Sequence[str]], references: Sequence[Sequence[str]
     """sacrebleu's corpus BLEU of token lists, uncased (``lowercase=True``). ``tokenize="none"``
     scores the given tokens (tokenized BLEU, as multi-bleu.perl); ``"13a"`` re-tokenizes the
     joined text the WMT way. Returns a ``sacrebleu`` ``BLEUScore`` (``.score``, ``str()``)."""
-    import sacrebleu
-
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references")
     return sacrebleu.corpus_bleu([" ".join(h) for h in hypotheses],
@@ -152,8 +154,6 @@ def bleu(hypotheses: Sequence[Sequence[str]], references: Sequence[Sequence[str]
 
 def bleu_signature(tokenize: str = "none") -> str:
     """sacrebleu's signature of :func:`bleu`'s settings (one reference)."""
-    import sacrebleu
-
     metric = sacrebleu.BLEU(tokenize=tokenize, lowercase=True)
     metric.corpus_score(["a"], [["a"]])  # the signature needs the number of references
     return str(metric.get_signature())
