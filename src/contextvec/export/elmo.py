@@ -169,8 +169,9 @@ def build_elmo_graph(bilm: ElmoBiLM, mix: tuple[np.ndarray, float] | None = None
     batch_time = g.op("Slice", shape, g.const("start", i64(0)), g.const("end", i64(2)))
     time = g.op("Squeeze", g.op("Slice", shape, g.const("start", i64(1)), g.const("end", i64(2))))
 
+    # allowzero: a batch of empty sentences has time 0, which must not mean "copy that dim".
     tokens = g.op("Reshape", _char_cnn(g, bilm, CHAR_IDS),
-                  g.op("Concat", batch_time, g.const("dim", i64(p)), axis=0))
+                  g.op("Concat", batch_time, g.const("dim", i64(p)), axis=0), allowzero=1)
     present = g.op("Cast", MASK, to=TensorProto.BOOL)
     zero = g.const("zero", np.zeros((1, 1, 1), np.float32))
     tokens = g.op("Where", g.op("Unsqueeze", present, g.const("axis", i64(2))), tokens, zero)
