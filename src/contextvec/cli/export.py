@@ -6,7 +6,7 @@ import argparse
 
 from contextvec.cli.common import add_overwrite_argument, check_output
 
-HELP = "export an ELMo to ONNX (dynamic batch and length) with the JSON a runtime needs beside it"
+HELP = "export an ELMo or CoVe to ONNX (dynamic batch and length) with what a runtime needs beside it"
 
 
 def _mix_weights(text: str) -> list[float] | None:
@@ -22,7 +22,8 @@ def _mix_weights(text: str) -> list[float] | None:
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("export", help=HELP, description=f"{HELP}; see docs/onnx.md.")
     p.add_argument("model", help="a bundled model's name (elmo-en-small) or a model directory")
-    p.add_argument("output", help="the .onnx file to write; the manifest goes beside it as .json")
+    p.add_argument("output", help="the .onnx file to write; the manifest goes beside it as .json "
+                                  "(and CoVe's word list as .words.json)")
     p.add_argument("--scalar-mix", type=_mix_weights, metavar="WEIGHTS", default=argparse.SUPPRESS,
                    help="also output 'mixed': 'average' or one raw weight per layer, comma-separated "
                         "(softmax-normalised, as ScalarMix's parameters)")
@@ -33,10 +34,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> None:
     from contextvec.embedder import ScalarMix
-    from contextvec.export import export_onnx, manifest_path
+    from contextvec.export import export_onnx, manifest_path, vocabulary_path
 
     out = check_output(args.output, inputs=(args.model,), overwrite=args.overwrite)
-    check_output(manifest_path(out), inputs=(args.model,), overwrite=args.overwrite)
+    for beside in (manifest_path(out), vocabulary_path(out)):
+        check_output(beside, inputs=(args.model,), overwrite=args.overwrite)
     import contextvec
 
     encoder = contextvec.load(args.model)
@@ -45,4 +47,5 @@ def run(args: argparse.Namespace) -> None:
         weights = args.scalar_mix
         mix = ScalarMix(encoder.num_layers, initial_weights=weights, initial_gamma=args.gamma)
     export_onnx(encoder, out, scalar_mix=mix)
-    print(f"wrote {out} and {manifest_path(out)}")
+    print(f"wrote {out} and {manifest_path(out)}"
+          + (f" and {vocabulary_path(out)}" if vocabulary_path(out).exists() else ""))

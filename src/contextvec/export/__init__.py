@@ -1,5 +1,5 @@
 """``contextvec.export_onnx``: a model as one ONNX file with dynamic batch and length, and the
-JSON a runtime needs beside it (docs/onnx.md)."""
+files a runtime needs beside it (docs/onnx.md)."""
 
 from __future__ import annotations
 
@@ -12,14 +12,20 @@ if TYPE_CHECKING:
     from contextvec.embedder import ScalarMix
     from contextvec.encoders.base import Encoder
 
-__all__ = ["export_onnx", "manifest_path"]
+__all__ = ["export_onnx", "manifest_path", "vocabulary_path"]
 
 _MISSING = "ONNX export needs the onnx extra: pip install 'contextvec[onnx]' ({})"
+_SUPPORTED = "ELMo and CoVe"
 
 
 def manifest_path(onnx_path: str | os.PathLike) -> Path:
-    """Where the JSON beside ``onnx_path`` goes: the same name with ``.json``."""
+    """Where the manifest beside ``onnx_path`` goes: the same name with ``.json``."""
     return Path(onnx_path).with_suffix(".json")
+
+
+def vocabulary_path(onnx_path: str | os.PathLike) -> Path:
+    """Where a CoVe export's word list goes: the same name with ``.words.json``."""
+    return Path(onnx_path).with_suffix(".words.json")
 
 
 def export_onnx(
@@ -27,28 +33,32 @@ def export_onnx(
     path: str | os.PathLike,
     scalar_mix: ScalarMix | None = None,
 ) -> Path:
-    """Write ``model`` (an encoder, or what :func:`contextvec.load` accepts; ``None`` for the
-    bundled model) to ``path`` as ONNX, and its manifest to :func:`manifest_path`. With
-    ``scalar_mix`` the graph also outputs ``mixed``, the mix of every layer (layer norm is not
-    exported: it normalises over the whole batch). Returns ``path``. Existing files are replaced;
-    the command refuses them unless ``--overwrite``."""
+    """Write ``model`` (an ELMo or CoVe encoder, or what :func:`contextvec.load` accepts; ``None``
+    for the bundled model) to ``path`` as ONNX, its manifest to :func:`manifest_path` and, for
+    CoVe, its word list to :func:`vocabulary_path`. With ``scalar_mix`` the graph also outputs
+    ``mixed``, the mix of every layer (layer norm is not exported: it normalises over the whole
+    batch). Returns ``path``. Existing files are replaced; the command refuses them unless
+    ``--overwrite``."""
     try:
         import onnx
 
-        from contextvec.export.elmo import OPSET, build_elmo_graph, mix_constants
+        from contextvec.export import cove, elmo
+        from contextvec.export.graph import OPSET, mix_constants
     except ModuleNotFoundError as e:
         raise RuntimeError(_MISSING.format(e)) from None
     import torch
 
     import contextvec
     from contextvec.encoders.bilm import ElmoEncoder
+    from contextvec.encoders.cove import CoveEncoder
     from contextvec.encoders.fingerprint import model_identity
-    from contextvec.export.contract import elmo_manifest
+    from contextvec.export.contract import cove_manifest, elmo_manifest
     from contextvec.io.atomic import atomic_path
 
     encoder = model if isinstance(model, torch.nn.Module) else contextvec.load(model)
-    if not isinstance(encoder, ElmoEncoder):
-        raise ValueError(f"ONNX export supports ELMo models; this model is a {type(encoder).__name__}")
+    if not isinstance(encoder, ElmoEncoder | CoveEncoder):
+        raise ValueError(f"ONNX export supports {_SUPPORTED} models; "
+                         f"this model is a {type(encoder).__name__}")
     mix = mix_manifest = None
     if scalar_mix is not None:
         if scalar_mix.layer_norm:
@@ -59,13 +69,22 @@ def export_onnx(
                              f"{encoder.num_layers} layers")
         mix = mix_constants(scalar_mix.weights.detach().cpu(), float(scalar_mix.gamma.detach()))
         mix_manifest = {"weights": mix[0].tolist(), "gamma": mix[1]}
-    with torch.no_grad():
-        graph = build_elmo_graph(encoder.bilm, mix)
-    onnx.checker.check_model(graph, full_check=True)
     out = Path(path)
-    manifest = elmo_manifest(encoder.config, out.name, OPSET, model_identity(encoder), mix_manifest)
-    with atomic_path(out) as tmp:
-        tmp.write_bytes(graph.SerializeToString())
-    with atomic_path(manifest_path(out)) as tmp:
-        tmp.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    identity = model_identity(encoder)
+    files: dict[Path, bytes] = {}
+    with torch.no_grad():
+        if isinstance(encoder, ElmoEncoder):
+            graph = elmo.build_elmo_graph(encoder.bilm, mix)
+            manifest = elmo_manifest(encoder.config, out.name, OPSET, identity, mix_manifest)
+        else:
+            graph = cove.build_cove_graph(encoder.mt_lstm, mix)
+            words = vocabulary_path(out)
+            manifest = cove_manifest(encoder.config, out.name, words.name, OPSET, identity, mix_manifest)
+            files[words] = json.dumps(encoder.mt_lstm.words, ensure_ascii=False).encode()
+    onnx.checker.check_model(graph, full_check=True)
+    files[manifest_path(out)] = (json.dumps(manifest, indent=2) + "\n").encode()
+    files[out] = graph.SerializeToString()
+    for target, data in files.items():  # the .onnx last: it appears only with what it needs
+        with atomic_path(target) as tmp:
+            tmp.write_bytes(data)
     return out

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from contextvec.encoders.bilm.config import BiLMConfig
+from contextvec.encoders.cove import MTLSTMConfig
 from contextvec.text.chars import (
     BOS_CHAR,
     BOW_CHAR,
@@ -43,27 +44,40 @@ def char_id_vectors(tokens: Sequence[str]) -> list[dict[str, Any]]:
     return [{"token": t, "ids": token_to_char_ids(t).tolist()} for t in tokens]
 
 
-def elmo_manifest(config: BiLMConfig, onnx_file: str, opset: int, identity: str,
-                  mix: dict[str, Any] | None) -> dict[str, Any]:
-    """The JSON written beside an exported ELMo."""
-    layers, dim = config.num_output_layers, config.output_dim
+def _manifest(family: str, onnx_file: str, opset: int, identity: str, first_input: dict[str, Any],
+              layers: int, dim: int, mix: dict[str, Any] | None) -> dict[str, Any]:
     outputs = [{"name": "layers", "dtype": "float32", "shape": ["batch", layers, "time", dim]}]
     if mix is not None:
         outputs.append({"name": "mixed", "dtype": "float32", "shape": ["batch", "time", dim]})
     return {
         "format": FORMAT,
         "version": VERSION,
-        "family": "elmo",
+        "family": family,
         "onnx_file": onnx_file,
         "opset": opset,
         "model_identity": identity,
-        "inputs": [
-            {"name": "char_ids", "dtype": "int64", "shape": ["batch", "time", MAX_CHARS_PER_TOKEN]},
-            {"name": "mask", "dtype": "int64", "shape": ["batch", "time"]},
-        ],
+        "inputs": [first_input, {"name": "mask", "dtype": "int64", "shape": ["batch", "time"]}],
         "outputs": outputs,
         "num_layers": layers,
         "dim": dim,
         "scalar_mix": mix,
-        "char_ids": char_id_contract(),
     }
+
+
+def elmo_manifest(config: BiLMConfig, onnx_file: str, opset: int, identity: str,
+                  mix: dict[str, Any] | None) -> dict[str, Any]:
+    """The JSON written beside an exported ELMo."""
+    char_ids = {"name": "char_ids", "dtype": "int64", "shape": ["batch", "time", MAX_CHARS_PER_TOKEN]}
+    return {**_manifest("elmo", onnx_file, opset, identity, char_ids, config.num_output_layers,
+                        config.output_dim, mix),
+            "char_ids": char_id_contract()}
+
+
+def cove_manifest(config: MTLSTMConfig, onnx_file: str, words_file: str, opset: int, identity: str,
+                  mix: dict[str, Any] | None) -> dict[str, Any]:
+    """The JSON written beside an exported CoVe: a token's id is 1 + its index in the word list
+    (``words_file``, a JSON array), after lower-casing if ``lowercase``; 0 for any other token."""
+    word_ids = {"name": "word_ids", "dtype": "int64", "shape": ["batch", "time"]}
+    return {**_manifest("cove", onnx_file, opset, identity, word_ids, config.num_layers + 1,
+                        config.input_dim + config.output_dim, mix),
+            "words": {"file": words_file, "offset": 1, "unknown": 0, "lowercase": config.lowercase}}

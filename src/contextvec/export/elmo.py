@@ -10,52 +10,17 @@ projected, clipped LSTM, and building from the state dict keeps one definition o
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import onnx
 import torch
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from contextvec.encoders.bilm.config import BiLMConfig
 from contextvec.encoders.bilm.lstm import GATE_F, ProjectedLSTMLayer
 from contextvec.encoders.bilm.model import ElmoBiLM
+from contextvec.export.graph import LAYERS, MASK, Graph, f32, make_model, mix_output
 
-OPSET = 18
-"""The ONNX opset of every exported graph (ai.onnx domain)."""
-
-CHAR_IDS, MASK, LAYERS, MIXED = "char_ids", "mask", "layers", "mixed"
-
-
-class _Graph:
-    """Nodes and initializers under construction, with fresh names for intermediate values."""
-
-    def __init__(self, prefix: str = "") -> None:
-        self.nodes: list[onnx.NodeProto] = []
-        self.initializers: list[onnx.TensorProto] = []
-        self._prefix = prefix
-        self._count = 0
-
-    def name(self, hint: str) -> str:
-        self._count += 1
-        return f"{self._prefix}{hint}_{self._count}"
-
-    def const(self, hint: str, value: np.ndarray | torch.Tensor) -> str:
-        if isinstance(value, torch.Tensor):
-            value = value.detach().cpu().numpy()
-        name = self.name(hint)
-        self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
-        return name
-
-    def op(self, op_type: str, *inputs: str, outputs: int = 1, out: str | None = None,
-           **attrs) -> str | list[str]:
-        names = [out] if out is not None else [self.name(op_type.lower()) for _ in range(outputs)]
-        self.nodes.append(helper.make_node(op_type, list(inputs), names, **attrs))
-        return names[0] if outputs == 1 else names
-
-
-def _f32(x: torch.Tensor) -> np.ndarray:
-    return x.detach().cpu().to(torch.float32).numpy()
+CHAR_IDS = "char_ids"
 
 
 def _check_exportable(bilm: ElmoBiLM) -> BiLMConfig:
@@ -67,19 +32,19 @@ def _check_exportable(bilm: ElmoBiLM) -> BiLMConfig:
     return config
 
 
-def _char_cnn(g: _Graph, bilm: ElmoBiLM, char_ids: str) -> str:
+def _char_cnn(g: Graph, bilm: ElmoBiLM, char_ids: str) -> str:
     """Token vectors ``(batch * time, token_dim)`` of every position of ``char_ids``."""
     cnn = bilm.token_encoder
     ids = g.op("Reshape", char_ids, g.const("chars_shape", np.array([-1, 50], np.int64)))
-    chars = g.op("Gather", g.const("char_embedding", _f32(cnn.char_embedding.weight)), ids)
+    chars = g.op("Gather", g.const("char_embedding", f32(cnn.char_embedding.weight)), ids)
     chars = g.op("Transpose", chars, perm=[0, 2, 1])  # (n, dim, 50): Conv's channels first
     axis = g.const("axis2", np.array([2], np.int64))
     pooled = []
     for conv in cnn.convolutions:
         # As in CharCNN.forward, the bias is added after the max over positions.
-        scores = g.op("Conv", chars, g.const("conv_weight", _f32(conv.weight)))
+        scores = g.op("Conv", chars, g.const("conv_weight", f32(conv.weight)))
         best = g.op("ReduceMax", scores, axis, keepdims=0)
-        pooled.append(g.op("Add", best, g.const("conv_bias", _f32(conv.bias))))
+        pooled.append(g.op("Add", best, g.const("conv_bias", f32(conv.bias))))
     x = g.op("Relu" if bilm.config.activation == "relu" else "Tanh", g.op("Concat", *pooled, axis=1))
     for transform, gate in zip(cnn.highway.transform, cnn.highway.gate, strict=True):
         gate_out = g.op("Sigmoid", _linear(g, x, gate, "highway_gate"))
@@ -90,26 +55,26 @@ def _char_cnn(g: _Graph, bilm: ElmoBiLM, char_ids: str) -> str:
     return x
 
 
-def _linear(g: _Graph, x: str, linear: torch.nn.Linear, hint: str) -> str:
-    product = g.op("MatMul", x, g.const(f"{hint}_weight", _f32(linear.weight).T))
-    return g.op("Add", product, g.const(f"{hint}_bias", _f32(linear.bias)))
+def _linear(g: Graph, x: str, linear: torch.nn.Linear, hint: str) -> str:
+    product = g.op("MatMul", x, g.const(f"{hint}_weight", f32(linear.weight).T))
+    return g.op("Add", product, g.const(f"{hint}_bias", f32(linear.bias)))
 
 
-def _step_graph(layer: ProjectedLSTMLayer, index: int, outer: _Graph) -> onnx.GraphProto:
+def _step_graph(layer: ProjectedLSTMLayer, index: int, outer: Graph) -> onnx.GraphProto:
     """The Scan body: one time step of both directions. State ``h`` (2, batch, proj) and ``c``
     (2, batch, cell), scan input the step's input projections (2, batch, 4 * cell)."""
-    g = _Graph(prefix=f"lstm{index}_step_")
+    g = Graph(prefix=f"lstm{index}_step_")
     c_dim, p_dim = layer.cell_dim, layer.projection_dim
     h, c, x = f"lstm{index}_h", f"lstm{index}_c", f"lstm{index}_x"
     # The weights are initializers of the outer graph, which a subgraph may read by name.
-    state_weight = outer.const(f"lstm{index}_state_weight", _f32(layer.state_weight).transpose(0, 2, 1))
+    state_weight = outer.const(f"lstm{index}_state_weight", f32(layer.state_weight).transpose(0, 2, 1))
     gates = g.op("Add", x, g.op("MatMul", h, state_weight))
     i, j, f, o = g.op("Split", gates, axis=-1, num_outputs=4, outputs=4)
     cell = g.op("Add", g.op("Mul", g.op("Sigmoid", f), c), g.op("Mul", g.op("Sigmoid", i), g.op("Tanh", j)))
     cell = _clip(g, cell, layer.cell_clip)
     out = g.op("Mul", g.op("Sigmoid", o), g.op("Tanh", cell))
     if layer.projection is not None:
-        projection = outer.const(f"lstm{index}_projection", _f32(layer.projection).transpose(0, 2, 1))
+        projection = outer.const(f"lstm{index}_projection", f32(layer.projection).transpose(0, 2, 1))
         out = g.op("MatMul", out, projection)
     out = _clip(g, out, layer.proj_clip)
     new_h, new_c, y = f"lstm{index}_h_next", f"lstm{index}_c_next", f"lstm{index}_y"
@@ -128,22 +93,22 @@ def _step_graph(layer: ProjectedLSTMLayer, index: int, outer: _Graph) -> onnx.Gr
     )
 
 
-def _clip(g: _Graph, x: str, value: float | None) -> str:
+def _clip(g: Graph, x: str, value: float | None) -> str:
     if not value:
         return x
     return g.op("Clip", x, g.const("clip_min", np.array(-value, np.float32)),
                 g.const("clip_max", np.array(value, np.float32)))
 
 
-def _lstm_layer(g: _Graph, layer: ProjectedLSTMLayer, index: int, x: str, batch_dims: str) -> str:
+def _lstm_layer(g: Graph, layer: ProjectedLSTMLayer, index: int, x: str, batch_dims: str) -> str:
     """Outputs (2, batch, time + 2, proj) of one layer for inputs (2, batch, time + 2, in); steps
     past a sentence's end hold values that no real step reads (each direction runs forward in
     time over its own sequence) and are zeroed by the caller's mask."""
     bias = layer.bias.detach().clone()
     bias[:, GATE_F * layer.cell_dim : (GATE_F + 1) * layer.cell_dim] += layer.forget_bias
-    input_weight = g.const(f"lstm{index}_input_weight", _f32(layer.input_weight).transpose(0, 2, 1)[:, None])
+    input_weight = g.const(f"lstm{index}_input_weight", f32(layer.input_weight).transpose(0, 2, 1)[:, None])
     projected = g.op("Add", g.op("MatMul", x, input_weight),
-                     g.const(f"lstm{index}_bias", _f32(bias)[:, None, None]))
+                     g.const(f"lstm{index}_bias", f32(bias)[:, None, None]))
     time_major = g.op("Transpose", projected, perm=[2, 0, 1, 3])  # (time + 2, 2, batch, 4 * cell)
     zeros = []
     for dim in (layer.projection_dim, layer.cell_dim):
@@ -161,7 +126,7 @@ def build_elmo_graph(bilm: ElmoBiLM, mix: tuple[np.ndarray, float] | None = None
     n_layers + 1, time, 2 * projection_dim) float32, and with ``mix`` = (softmax-normalised
     weights, gamma) also ``mixed`` (batch, time, 2 * projection_dim)."""
     config = _check_exportable(bilm)
-    g = _Graph()
+    g = Graph()
     p = config.projection_dim
     i64 = lambda *v: np.array(v, np.int64)  # noqa: E731
     shape = g.op("Shape", CHAR_IDS)
@@ -177,7 +142,7 @@ def build_elmo_graph(bilm: ElmoBiLM, mix: tuple[np.ndarray, float] | None = None
     tokens = g.op("Where", g.op("Unsqueeze", present, g.const("axis", i64(2))), tokens, zero)
 
     with torch.no_grad():
-        bos, eos = (_f32(v) for v in bilm.boundary_vectors())
+        bos, eos = (f32(v) for v in bilm.boundary_vectors())
     lengths = g.op("ReduceSum", MASK, g.const("axis", i64(1)), keepdims=0)  # (batch,)
     edge_shape = g.op("Concat", batch_dims, g.const("dims", i64(1, p)), axis=0)
     seq = g.op("Concat", g.op("Expand", g.const("bos", bos.reshape(1, 1, p)), edge_shape), tokens,
@@ -218,23 +183,8 @@ def build_elmo_graph(bilm: ElmoBiLM, mix: tuple[np.ndarray, float] | None = None
     dim = config.output_dim
     outputs = [helper.make_tensor_value_info(LAYERS, TensorProto.FLOAT, ["batch", n_out, "time", dim])]
     if mix is not None:
-        weights, gamma = mix
-        column_weights = weights.astype(np.float32).reshape(1, n_out, 1, 1)
-        weighted = g.op("Mul", LAYERS, g.const("mix_weights", column_weights))
-        g.op("Mul", g.op("ReduceSum", weighted, axis1, keepdims=0),
-             g.const("mix_gamma", np.array(gamma, np.float32)), out=MIXED)
-        outputs.append(helper.make_tensor_value_info(MIXED, TensorProto.FLOAT, ["batch", "time", dim]))
+        outputs.append(mix_output(g, mix, n_out, dim))
 
     inputs = [helper.make_tensor_value_info(CHAR_IDS, TensorProto.INT64, ["batch", "time", 50]),
               helper.make_tensor_value_info(MASK, TensorProto.INT64, ["batch", "time"])]
-    graph = helper.make_graph(g.nodes, "elmo", inputs, outputs, initializer=g.initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="contextvec")
-    model.ir_version = 8  # opset 18's IR version: readable by every runtime that has the opset
-    return model
-
-
-def mix_constants(weights: Sequence[float] | torch.Tensor, gamma: float) -> tuple[np.ndarray, float]:
-    """Softmax-normalised scalar-mix weights, as :class:`~contextvec.embedder.ScalarMix` uses them."""
-    raw = torch.as_tensor(weights, dtype=torch.float32)
-    return torch.softmax(raw, dim=0).numpy(), float(gamma)
+    return make_model(g, "elmo", inputs, outputs)
