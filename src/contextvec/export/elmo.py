@@ -33,9 +33,11 @@ def _check_exportable(bilm: ElmoBiLM) -> BiLMConfig:
 
 
 def _char_cnn(g: Graph, bilm: ElmoBiLM, char_ids: str) -> str:
-    """Token vectors ``(batch * time, token_dim)`` of every position of ``char_ids``."""
+    """Token vectors ``(batch * time, token_dim)`` of every position of ``char_ids``; as in
+    ``ElmoBiLM.encode_tokens``, identical rows (repeated words, padding) go through the CNN once."""
     cnn = bilm.token_encoder
-    ids = g.op("Reshape", char_ids, g.const("chars_shape", np.array([-1, 50], np.int64)))
+    every = g.op("Reshape", char_ids, g.const("chars_shape", np.array([-1, 50], np.int64)))
+    ids, _, inverse, _ = g.op("Unique", every, axis=0, outputs=4)
     chars = g.op("Gather", g.const("char_embedding", f32(cnn.char_embedding.weight)), ids)
     chars = g.op("Transpose", chars, perm=[0, 2, 1])  # (n, dim, 50): Conv's channels first
     axis = g.const("axis2", np.array([2], np.int64))
@@ -52,7 +54,7 @@ def _char_cnn(g: Graph, bilm: ElmoBiLM, char_ids: str) -> str:
         x = g.op("Add", x, g.op("Mul", gate_out, moved))
     if isinstance(cnn.projection, torch.nn.Linear):
         x = _linear(g, x, cnn.projection, "token_projection")
-    return x
+    return g.op("Gather", x, inverse)
 
 
 def _linear(g: Graph, x: str, linear: torch.nn.Linear, hint: str) -> str:
@@ -77,10 +79,8 @@ def _step_graph(layer: ProjectedLSTMLayer, index: int, outer: Graph) -> onnx.Gra
         projection = outer.const(f"lstm{index}_projection", f32(layer.projection).transpose(0, 2, 1))
         out = g.op("MatMul", out, projection)
     out = _clip(g, out, layer.proj_clip)
-    new_h, new_c, y = f"lstm{index}_h_next", f"lstm{index}_c_next", f"lstm{index}_y"
-    g.op("Identity", out, out=new_h)
-    g.op("Identity", cell, out=new_c)
-    g.op("Identity", out, out=y)
+    # The next state is (out, cell); the scan output needs a name of its own.
+    new_h, new_c, y = out, cell, g.op("Identity", out)
 
     def value(name: str, dim: int) -> onnx.ValueInfoProto:
         return helper.make_tensor_value_info(name, TensorProto.FLOAT, [2, "batch", dim])
