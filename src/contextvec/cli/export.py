@@ -6,7 +6,7 @@ import argparse
 
 from contextvec.cli.common import add_overwrite_argument, check_output
 
-HELP = "export an ELMo or CoVe to ONNX (dynamic batch and length) with what a runtime needs beside it"
+HELP = "export an ELMo, CoVe or BERT to ONNX (dynamic batch and length) with what a runtime needs beside it"
 
 
 def _mix_weights(text: str) -> list[float] | None:
@@ -23,7 +23,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("export", help=HELP, description=f"{HELP}; see docs/onnx.md.")
     p.add_argument("model", help="a bundled model's name (elmo-en-small) or a model directory")
     p.add_argument("output", help="the .onnx file to write; the manifest goes beside it as .json "
-                                  "(and CoVe's word list as .words.json)")
+                                  "(CoVe's word list as .words.json, BERT's tokenizer as .tokenizer.json and "
+                                  ".vocab.txt)")
     p.add_argument("--scalar-mix", type=_mix_weights, metavar="WEIGHTS", default=argparse.SUPPRESS,
                    help="also output 'mixed': 'average' or one raw weight per layer, comma-separated "
                         "(softmax-normalised, as ScalarMix's parameters)")
@@ -34,10 +35,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> None:
     from contextvec.embedder import ScalarMix
-    from contextvec.export import export_onnx, manifest_path, vocabulary_path
+    from contextvec.export import export_onnx, manifest_path, tokenizer_paths, vocabulary_path
 
     out = check_output(args.output, inputs=(args.model,), overwrite=args.overwrite)
-    for beside in (manifest_path(out), vocabulary_path(out)):
+    for beside in (manifest_path(out), vocabulary_path(out), *tokenizer_paths(out)):
         check_output(beside, inputs=(args.model,), overwrite=args.overwrite)
     import contextvec
 
@@ -47,5 +48,5 @@ def run(args: argparse.Namespace) -> None:
         weights = args.scalar_mix
         mix = ScalarMix(encoder.num_layers, initial_weights=weights, initial_gamma=args.gamma)
     export_onnx(encoder, out, scalar_mix=mix)
-    print(f"wrote {out} and {manifest_path(out)}"
-          + (f" and {vocabulary_path(out)}" if vocabulary_path(out).exists() else ""))
+    written = [out, manifest_path(out), vocabulary_path(out), *tokenizer_paths(out)]
+    print("wrote " + ", ".join(str(p) for p in written if p.exists()))

@@ -12,10 +12,9 @@ if TYPE_CHECKING:
     from contextvec.embedder import ScalarMix
     from contextvec.encoders.base import Encoder
 
-__all__ = ["export_onnx", "manifest_path", "vocabulary_path"]
+__all__ = ["export_onnx", "manifest_path", "tokenizer_paths", "vocabulary_path"]
 
 _MISSING = "ONNX export needs the onnx extra: pip install 'contextvec[onnx]' ({})"
-_SUPPORTED = "ELMo and CoVe"
 
 
 def manifest_path(onnx_path: str | os.PathLike) -> Path:
@@ -28,37 +27,50 @@ def vocabulary_path(onnx_path: str | os.PathLike) -> Path:
     return Path(onnx_path).with_suffix(".words.json")
 
 
+def tokenizer_paths(onnx_path: str | os.PathLike) -> tuple[Path, Path]:
+    """Where a BERT export's ``tokenizer.json`` and ``vocab.txt`` go: ``.tokenizer.json`` and
+    ``.vocab.txt`` beside it."""
+    return Path(onnx_path).with_suffix(".tokenizer.json"), Path(onnx_path).with_suffix(".vocab.txt")
+
+
 def export_onnx(
     model: Encoder | str | os.PathLike | None,
     path: str | os.PathLike,
     scalar_mix: ScalarMix | None = None,
 ) -> Path:
-    """Write ``model`` (an ELMo or CoVe encoder, or what :func:`contextvec.load` accepts; ``None``
-    for the bundled model) to ``path`` as ONNX, its manifest to :func:`manifest_path` and, for
-    CoVe, its word list to :func:`vocabulary_path`. With ``scalar_mix`` the graph also outputs
-    ``mixed``, the mix of every layer (layer norm is not exported: it normalises over the whole
-    batch). Returns ``path``. Existing files are replaced; the command refuses them unless
-    ``--overwrite``."""
+    """Write ``model`` (an ELMo, CoVe or BERT encoder, or what :func:`contextvec.load` accepts;
+    ``None`` for the bundled model) to ``path`` as ONNX, its manifest to :func:`manifest_path`,
+    CoVe's word list to :func:`vocabulary_path`, BERT's tokenizer to :func:`tokenizer_paths`.
+    With ``scalar_mix`` the graph also outputs ``mixed``, the mix of every layer (layer norm is
+    not exported: it normalises over the whole batch). Returns ``path``. Existing files are
+    replaced; the command refuses them unless ``--overwrite``."""
     try:
         import onnx
 
-        from contextvec.export import cove, elmo
+        from contextvec.export import bert, cove, elmo
         from contextvec.export.graph import OPSET, mix_constants
     except ModuleNotFoundError as e:
         raise RuntimeError(_MISSING.format(e)) from None
     import torch
 
     import contextvec
+    from contextvec.encoders.bert import BertEncoder
     from contextvec.encoders.bilm import ElmoEncoder
     from contextvec.encoders.cove import CoveEncoder
     from contextvec.encoders.fingerprint import model_identity
-    from contextvec.export.contract import cove_manifest, elmo_manifest
+    from contextvec.export.contract import bert_manifest, cove_manifest, elmo_manifest
     from contextvec.io.atomic import atomic_path
 
     encoder = model if isinstance(model, torch.nn.Module) else contextvec.load(model)
-    if not isinstance(encoder, ElmoEncoder | CoveEncoder):
-        raise ValueError(f"ONNX export supports {_SUPPORTED} models; "
+    if not isinstance(encoder, ElmoEncoder | CoveEncoder | BertEncoder):
+        raise ValueError(f"ONNX export supports ELMo, CoVe and BERT models; "
                          f"this model is a {type(encoder).__name__}")
+    if getattr(encoder, "precision", "fp32") != "fp32":
+        raise ValueError(f"the model is loaded in {encoder.precision}; export loads it in fp32 "
+                         "(precision='fp32')")
+    if isinstance(encoder, BertEncoder) and encoder.subword_pooling != "first":
+        raise ValueError("ONNX export gives BERT's words their first piece's vectors; "
+                         f"this encoder pools {encoder.subword_pooling!r}")
     mix = mix_manifest = None
     if scalar_mix is not None:
         if scalar_mix.layer_norm:
@@ -76,6 +88,17 @@ def export_onnx(
         if isinstance(encoder, ElmoEncoder):
             graph = elmo.build_elmo_graph(encoder.bilm, mix)
             manifest = elmo_manifest(encoder.config, out.name, OPSET, identity, mix_manifest)
+        elif isinstance(encoder, BertEncoder):
+            graph = bert.build_bert_graph(encoder.model, mix)
+            tokenizer_json, vocab_txt = tokenizer_paths(out)
+            files[tokenizer_json] = encoder.tokenizer.tokenizer.to_str().encode()
+            vocab = encoder.tokenizer.tokenizer.get_vocab()
+            pieces_by_id = sorted(vocab, key=vocab.__getitem__)
+            if [vocab[p] for p in pieces_by_id] == list(range(len(vocab))):
+                files[vocab_txt] = "".join(f"{piece}\n" for piece in pieces_by_id).encode()
+            manifest = bert_manifest(encoder, out.name, tokenizer_json.name,
+                                     vocab_txt.name if vocab_txt in files else None, OPSET, identity,
+                                     mix_manifest)
         else:
             graph = cove.build_cove_graph(encoder.mt_lstm, mix)
             words = vocabulary_path(out)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from contextvec.encoders.bert import BertEncoder
 from contextvec.encoders.bilm.config import BiLMConfig
 from contextvec.encoders.cove import MTLSTMConfig
 from contextvec.text.chars import (
@@ -44,11 +45,11 @@ def char_id_vectors(tokens: Sequence[str]) -> list[dict[str, Any]]:
     return [{"token": t, "ids": token_to_char_ids(t).tolist()} for t in tokens]
 
 
-def _manifest(family: str, onnx_file: str, opset: int, identity: str, first_input: dict[str, Any],
-              layers: int, dim: int, mix: dict[str, Any] | None) -> dict[str, Any]:
-    outputs = [{"name": "layers", "dtype": "float32", "shape": ["batch", layers, "time", dim]}]
+def _manifest(family: str, onnx_file: str, opset: int, identity: str, inputs: list[dict[str, Any]],
+              layers: int, dim: int, mix: dict[str, Any] | None, time: str = "time") -> dict[str, Any]:
+    outputs = [{"name": "layers", "dtype": "float32", "shape": ["batch", layers, time, dim]}]
     if mix is not None:
-        outputs.append({"name": "mixed", "dtype": "float32", "shape": ["batch", "time", dim]})
+        outputs.append({"name": "mixed", "dtype": "float32", "shape": ["batch", time, dim]})
     return {
         "format": FORMAT,
         "version": VERSION,
@@ -56,7 +57,7 @@ def _manifest(family: str, onnx_file: str, opset: int, identity: str, first_inpu
         "onnx_file": onnx_file,
         "opset": opset,
         "model_identity": identity,
-        "inputs": [first_input, {"name": "mask", "dtype": "int64", "shape": ["batch", "time"]}],
+        "inputs": inputs,
         "outputs": outputs,
         "num_layers": layers,
         "dim": dim,
@@ -64,11 +65,15 @@ def _manifest(family: str, onnx_file: str, opset: int, identity: str, first_inpu
     }
 
 
+def _int64(name: str, *shape: str | int) -> dict[str, Any]:
+    return {"name": name, "dtype": "int64", "shape": ["batch", *shape]}
+
+
 def elmo_manifest(config: BiLMConfig, onnx_file: str, opset: int, identity: str,
                   mix: dict[str, Any] | None) -> dict[str, Any]:
     """The JSON written beside an exported ELMo."""
-    char_ids = {"name": "char_ids", "dtype": "int64", "shape": ["batch", "time", MAX_CHARS_PER_TOKEN]}
-    return {**_manifest("elmo", onnx_file, opset, identity, char_ids, config.num_output_layers,
+    inputs = [_int64("char_ids", "time", MAX_CHARS_PER_TOKEN), _int64("mask", "time")]
+    return {**_manifest("elmo", onnx_file, opset, identity, inputs, config.num_output_layers,
                         config.output_dim, mix),
             "char_ids": char_id_contract()}
 
@@ -77,7 +82,27 @@ def cove_manifest(config: MTLSTMConfig, onnx_file: str, words_file: str, opset: 
                   mix: dict[str, Any] | None) -> dict[str, Any]:
     """The JSON written beside an exported CoVe: a token's id is 1 + its index in the word list
     (``words_file``, a JSON array), after lower-casing if ``lowercase``; 0 for any other token."""
-    word_ids = {"name": "word_ids", "dtype": "int64", "shape": ["batch", "time"]}
-    return {**_manifest("cove", onnx_file, opset, identity, word_ids, config.num_layers + 1,
+    inputs = [_int64("word_ids", "time"), _int64("mask", "time")]
+    return {**_manifest("cove", onnx_file, opset, identity, inputs, config.num_layers + 1,
                         config.input_dim + config.output_dim, mix),
             "words": {"file": words_file, "offset": 1, "unknown": 0, "lowercase": config.lowercase}}
+
+
+def bert_manifest(encoder: BertEncoder, onnx_file: str, tokenizer_file: str, vocab_file: str | None,
+                  opset: int, identity: str, mix: dict[str, Any] | None) -> dict[str, Any]:
+    """The JSON written beside an exported BERT (docs/onnx.md, "BERT")."""
+    config = encoder.config
+    layers = config.num_hidden_layers + 1
+    inputs = [_int64("input_ids", "pieces"), _int64("attention_mask", "pieces"),
+              _int64("first_piece", "words"), _int64("mask", "words")]
+    manifest = _manifest("bert", onnx_file, opset, identity, inputs, layers, config.hidden_size, mix,
+                         time="words")
+    manifest["outputs"].append({"name": "hidden_states", "dtype": "float32",
+                                "shape": ["batch", layers, "pieces", config.hidden_size]})
+    tokenizer = encoder.tokenizer
+    return {**manifest, "pieces": {
+        "tokenizer_file": tokenizer_file, "vocab_file": vocab_file,
+        "cls_id": tokenizer.cls_id, "sep_id": tokenizer.sep_id, "unk_id": tokenizer.unk_id,
+        "padding_id": config.pad_token_id, "max_pieces_per_row": config.max_position_embeddings,
+        "window": encoder.window, "subword_pooling": encoder.subword_pooling,
+    }}

@@ -32,7 +32,7 @@ class Graph:
         if isinstance(value, torch.Tensor):
             value = value.detach().cpu().numpy()
         name = self.name(hint)
-        self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
+        self.initializers.append(numpy_helper.from_array(np.asarray(value).copy(order="C"), name))
         return name
 
     def op(self, op_type: str, *inputs: str, outputs: int = 1, out: str | None = None,
@@ -46,14 +46,15 @@ def f32(x: torch.Tensor) -> np.ndarray:
     return x.detach().cpu().to(torch.float32).numpy()
 
 
-def mix_output(g: Graph, mix: tuple[np.ndarray, float], n_out: int, dim: int) -> onnx.ValueInfoProto:
+def mix_output(g: Graph, mix: tuple[np.ndarray, float], n_out: int, dim: int,
+               time: str = "time") -> onnx.ValueInfoProto:
     """``mixed`` = gamma * sum_k weights_k * layers[:, k], as ScalarMix computes it."""
     weights, gamma = mix
     column_weights = weights.astype(np.float32).reshape(1, n_out, 1, 1)
     weighted = g.op("Mul", LAYERS, g.const("mix_weights", column_weights))
     g.op("Mul", g.op("ReduceSum", weighted, g.const("axis", np.array([1], np.int64)), keepdims=0),
          g.const("mix_gamma", np.array(gamma, np.float32)), out=MIXED)
-    return helper.make_tensor_value_info(MIXED, TensorProto.FLOAT, ["batch", "time", dim])
+    return helper.make_tensor_value_info(MIXED, TensorProto.FLOAT, ["batch", time, dim])
 
 
 def mix_constants(weights: Sequence[float] | torch.Tensor, gamma: float) -> tuple[np.ndarray, float]:
