@@ -205,6 +205,10 @@ def test_export_refuses_an_existing_output_and_a_layer_norm_mix(own_tiny_dir, tm
         contextvec.export_onnx(own_tiny_dir, tmp_path / "n.onnx", scalar_mix=mix)
     assert main(["export", str(own_tiny_dir), str(tmp_path / "w.onnx"), "--scalar-mix", "1,2"]) == 2
     assert "2 initial weights given for 3 layers" in capsys.readouterr().err
+    assert main(["export", str(own_tiny_dir), str(tmp_path / "w.onnx"), "--scalar-mix", "average",
+                 "--gamma", "nan"]) == 2
+    assert "--gamma: expected a finite number, got 'nan'" in capsys.readouterr().err
+    assert not (tmp_path / "w.onnx").exists()
 
 
 def test_without_the_onnx_extra_export_is_one_line(own_tiny_dir, tmp_path, monkeypatch, capsys):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 
 from contextvec.cli.common import add_overwrite_argument, check_output
 
@@ -19,6 +20,16 @@ def _mix_weights(text: str) -> list[float] | None:
             from None
 
 
+def _finite(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("export", help=HELP, description=f"{HELP}; see docs/onnx.md.")
     p.add_argument("model", help="a bundled model's name (elmo-en-small) or a model directory")
@@ -28,7 +39,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--scalar-mix", type=_mix_weights, metavar="WEIGHTS", default=argparse.SUPPRESS,
                    help="also output 'mixed': 'average' or one raw weight per layer, comma-separated "
                         "(softmax-normalised, as ScalarMix's parameters)")
-    p.add_argument("--gamma", type=float, default=1.0, help="the scalar mix's gamma")
+    p.add_argument("--gamma", type=_finite, default=1.0, help="the scalar mix's gamma")
     add_overwrite_argument(p)
     p.set_defaults(run=run)
 
