@@ -225,3 +225,20 @@ def test_export_refuses_what_it_cannot_export_in_one_line(own_tiny_dir, tmp_path
     with pytest.raises(ValueError, match="supports ELMo, CoVe and BERT models; this model is a ScalarMix"):
         contextvec.export_onnx(contextvec.ScalarMix(3), tmp_path / "m.onnx")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_large_weights_go_to_a_file_beside_the_graph(own_tiny_dir, tmp_path, monkeypatch):
+    import contextvec.export
+
+    monkeypatch.setattr(contextvec.export, "EXTERNAL_DATA_BYTES", 0)  # as a GloVe-sized CoVe would
+    out = contextvec.export_onnx(own_tiny_dir, tmp_path / "big.onnx")
+    data = contextvec.export.weights_path(out)
+    assert json.loads(manifest_path(out).read_text())["onnx_data_file"] == data.name == "big.onnx.data"
+    assert data.stat().st_size > out.stat().st_size
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.json", "big.onnx", "big.onnx.data"]
+    batch = sentences([7, 1, 30])
+    (got,) = run_onnx(session(out), batch)
+    assert max(layer_differences(got, reference(contextvec.load(own_tiny_dir), batch))) <= TOLERANCE
+    monkeypatch.undo()
+    contextvec.export_onnx(own_tiny_dir, out)
+    assert not data.exists() and json.loads(manifest_path(out).read_text())["onnx_data_file"] is None

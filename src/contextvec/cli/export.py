@@ -46,10 +46,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> None:
     from contextvec.embedder import ScalarMix
-    from contextvec.export import export_onnx, manifest_path, tokenizer_paths, vocabulary_path
+    from contextvec.export import export_onnx, manifest_path, tokenizer_paths, vocabulary_path, weights_path
 
     out = check_output(args.output, inputs=(args.model,), overwrite=args.overwrite)
-    for beside in (manifest_path(out), vocabulary_path(out), *tokenizer_paths(out)):
+    besides = (manifest_path(out), weights_path(out), vocabulary_path(out), *tokenizer_paths(out))
+    for beside in besides:
         check_output(beside, inputs=(args.model,), overwrite=args.overwrite)
     import contextvec
 
@@ -59,5 +60,4 @@ def run(args: argparse.Namespace) -> None:
         weights = args.scalar_mix
         mix = ScalarMix(encoder.num_layers, initial_weights=weights, initial_gamma=args.gamma)
     export_onnx(encoder, out, scalar_mix=mix)
-    written = [out, manifest_path(out), vocabulary_path(out), *tokenizer_paths(out)]
-    print("wrote " + ", ".join(str(p) for p in written if p.exists()))
+    print("wrote " + ", ".join(str(p) for p in (out, *besides) if p.exists()))

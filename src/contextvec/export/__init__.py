@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,7 +13,11 @@ if TYPE_CHECKING:
     from contextvec.embedder import ScalarMix
     from contextvec.encoders.base import Encoder
 
-__all__ = ["export_onnx", "manifest_path", "tokenizer_paths", "vocabulary_path"]
+__all__ = ["export_onnx", "manifest_path", "tokenizer_paths", "vocabulary_path", "weights_path"]
+
+EXTERNAL_DATA_BYTES = 1 << 30
+"""Weights beyond this size go to a file of their own (``.onnx.data``, see :func:`weights_path`):
+protobuf cannot write one message of 2 GiB or more (a GloVe-sized CoVe vocabulary)."""
 
 _MISSING = "ONNX export needs the onnx extra: pip install 'contextvec[onnx]' ({})"
 
@@ -25,6 +30,12 @@ def manifest_path(onnx_path: str | os.PathLike) -> Path:
 def vocabulary_path(onnx_path: str | os.PathLike) -> Path:
     """Where a CoVe export's word list goes: the same name with ``.words.json``."""
     return Path(onnx_path).with_suffix(".words.json")
+
+
+def weights_path(onnx_path: str | os.PathLike) -> Path:
+    """Where the weights of a graph over :data:`EXTERNAL_DATA_BYTES` go: ONNX external data
+    beside the ``.onnx`` (runtimes read it from the same folder)."""
+    return Path(onnx_path).with_suffix(".onnx.data")
 
 
 def tokenizer_paths(onnx_path: str | os.PathLike) -> tuple[Path, Path]:
@@ -104,10 +115,22 @@ def export_onnx(
             words = vocabulary_path(out)
             manifest = cove_manifest(encoder.config, out.name, words.name, OPSET, identity, mix_manifest)
             files[words] = json.dumps(encoder.mt_lstm.words, ensure_ascii=False).encode()
-    onnx.checker.check_model(graph, full_check=True)
+    external = sum(len(t.raw_data) for t in graph.graph.initializer) > EXTERNAL_DATA_BYTES
+    manifest["onnx_data_file"] = weights_path(out).name if external else None
     files[manifest_path(out)] = (json.dumps(manifest, indent=2) + "\n").encode()
-    files[out] = graph.SerializeToString()
-    for target, data in files.items():  # the .onnx last: it appears only with what it needs
+    for target, data in files.items():
         with atomic_path(target) as tmp:
             tmp.write_bytes(data)
+    # The .onnx last, so that it appears only with what it needs; with its weights apart, both
+    # are written in a folder beside it and moved into place.
+    with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.") as folder:
+        staged = Path(folder) / out.name
+        onnx.save_model(graph, staged, save_as_external_data=external, all_tensors_to_one_file=True,
+                        location=weights_path(out).name, size_threshold=1024)
+        onnx.checker.check_model(str(staged), full_check=True)
+        if external:
+            os.replace(Path(folder) / weights_path(out).name, weights_path(out))
+        else:  # an earlier export's weights, which this graph does not read
+            weights_path(out).unlink(missing_ok=True)
+        os.replace(staged, out)
     return out
