@@ -224,6 +224,14 @@ def test_export_refuses_what_it_cannot_export_in_one_line(own_tiny_dir, tmp_path
         contextvec.export_onnx(contextvec.load(own_tiny_dir, precision="int8"), tmp_path / "q.onnx")
     with pytest.raises(ValueError, match="supports ELMo, CoVe and BERT models; this model is a ScalarMix"):
         contextvec.export_onnx(contextvec.ScalarMix(3), tmp_path / "m.onnx")
+    from dataclasses import replace
+
+    from contextvec.encoders.bilm import ElmoBiLM, ElmoEncoder
+    from contextvec.encoders.bilm.config import PRESETS
+
+    forward_only = ElmoEncoder(ElmoBiLM(replace(PRESETS["tiny"], bidirectional=False)))
+    with pytest.raises(ValueError, match="forward-only LM has no ELMo representations"):
+        contextvec.export_onnx(forward_only, tmp_path / "f.onnx")
     assert list(tmp_path.iterdir()) == []
 
 

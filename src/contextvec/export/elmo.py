@@ -1,7 +1,7 @@
 """ELMo as one ONNX graph, built node by node from the biLM's weights.
 
 The graph mirrors :class:`~contextvec.encoders.bilm.model.ElmoBiLM` operation for operation:
-char-CNN and highway over every token position, ``<S>``/``</S>`` added around each sentence, the
+the char-CNN once per distinct token of the batch, ``<S>``/``</S>`` added around each sentence, the
 backward LM reading each sentence reversed within its own length (``ReverseSequence``), and each
 LSTM layer one ``Scan`` over time whose body is one step of both directions from the zero state.
 The graph is written with ``onnx.helper`` rather than traced: torch's exporters have no path for a
@@ -27,8 +27,6 @@ def _check_exportable(bilm: ElmoBiLM) -> BiLMConfig:
     config = bilm.config
     if not config.bidirectional:
         raise ValueError("a forward-only LM has no ELMo representations to export")
-    if any(layer.packed is not None for layer in bilm.layers) or bilm.token_encoder.packed_filters:
-        raise ValueError("the model is loaded in bf16 or int8; export loads it in fp32 (precision='fp32')")
     return config
 
 
