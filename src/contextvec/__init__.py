@@ -20,6 +20,7 @@ _LAZY = {
     "save": "contextvec.api",
     "ModelNotFoundError": "contextvec.api",
     "embed_file": "contextvec.files",
+    "export_onnx": "contextvec.export",
     "ContextualEmbedder": "contextvec.embedder",
     "ScalarMix": "contextvec.embedder",
     "Encoder": "contextvec.encoders",
@@ -27,7 +28,8 @@ _LAZY = {
 }
 
 __all__ = [
-    "Client", "ContextualEmbedder", "Encoder", "ModelNotFoundError", "ScalarMix", "embed_file", "load",
+    "Client", "ContextualEmbedder", "Encoder", "ModelNotFoundError", "ScalarMix", "embed_file", "export_onnx",
+    "load",
     "save",
 ]
 
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
     from contextvec.client import Client
     from contextvec.embedder import ContextualEmbedder, ScalarMix
     from contextvec.encoders import Encoder
+    from contextvec.export import export_onnx
     from contextvec.files import embed_file
 
 

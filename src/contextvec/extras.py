@@ -18,6 +18,7 @@ EXTRAS: dict[str, str] = {
     "server": "the HTTP server (serve)",
     "ray": "embedding on a Ray cluster (embed --engine ray)",
     "flair": "flair's ELMoEmbeddings (contextvec.flair)",
+    "onnx": "exporting a model to ONNX (export)",
 }
 """Extra -> what a user does with it (pyproject.toml lists each extra's packages)."""
 

@@ -26,6 +26,7 @@ PACKAGES = {
     "server": ("fastapi", "uvicorn", "prometheus_client", "orjson", "pybase64"),
     "ray": ("ray",),
     "flair": ("flair",),
+    "onnx": ("onnx",),
 }
 
 
@@ -58,10 +59,11 @@ def test_every_extra_is_listed():
     ("fastapi", "server", ["serve", "--port", "1"]),
     ("uvicorn", "server", ["serve", "--port", "1"]),
     ("ray", "ray", ["embed", "in.txt", "out.h5", "--top", "--engine", "ray"]),
+    ("onnx", "onnx", ["export", "elmo-en-small", "out.onnx"]),
 ])
 def test_a_command_without_its_extra_names_the_extra(tmp_path, module, extra, args):
     (tmp_path / "in.txt").write_text("a b\n", encoding="utf-8")
-    args = [str(tmp_path / a) if a in ("in.txt", "out.h5", "model") else a for a in args]
+    args = [str(tmp_path / a) if a in ("in.txt", "out.h5", "model", "out.onnx") else a for a in args]
     result = _cli((module,), *args)
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2, result.stderr

@@ -17,6 +17,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("demo", "show contextual vectors at work on the bundled model (or --model)"),
     "embed": ("embed", "embed a file of whitespace-tokenized sentences into HDF5 (allennlp `elmo` layout)"),
     "serve": ("serve", "serve contextual vectors over HTTP (/v1/embed, OpenAI-compatible /v1/embeddings)"),
+    "export": ("export", "export an ELMo, CoVe or BERT to ONNX (dynamic batch and length) with what a "
+                         "runtime needs beside it"),
     "convert": ("convert",
                 "convert a model between bilm-tf (options.json + weights.hdf5) and native safetensors"),
     "train-bilm": ("train_bilm", "train a biLM (ELMo) or a forward char-CNN LM (Kim et al.) on a corpus"),
