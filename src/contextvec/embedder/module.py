@@ -10,7 +10,7 @@ from torch import nn
 
 from contextvec.embedder.scalar_mix import ScalarMix
 from contextvec.encoders.base import Encoder
-from contextvec.text.tokenize import Sentence, as_tokens
+from contextvec.text.tokenize import Sentence, as_sentences
 
 
 class EmbedderOutput(NamedTuple):
@@ -50,7 +50,9 @@ class ContextualEmbedder(nn.Module):
         return self
 
     def forward(self, sentences: Sequence[Sentence]) -> EmbedderOutput:
-        tokens = [as_tokens(s) for s in sentences]
+        """Sentences are strings (split on whitespace) or token lists; a bare string is a
+        ``TypeError``, as in :meth:`Encoder.embed` (pass ``[text]`` for one sentence)."""
+        tokens = as_sentences(sentences)
         with torch.no_grad():
             layers, mask = self.encoder(tokens)
         return EmbedderOutput([self.dropout(mix(layers, mask)) for mix in self.mixes], mask)
