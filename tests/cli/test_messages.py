@@ -1,0 +1,65 @@
+"""Messages a newcomer can act on, and defaults that say what they are (docs/bad-input.md,
+"Messages, defaults and numbers"). Commands run in-process through ``main([...])`` on tiny models:
+a refused input is exit code 2 and one line on stderr."""
+
+from __future__ import annotations
+
+import h5py
+import pytest
+
+from contextvec.cli.main import main
+
+
+def _run(capsys, *argv) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _one_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+@pytest.fixture()
+def corpus(tmp_path):
+    path = tmp_path / "corpus.txt"
+    path.write_text("the bank was robbed .\nwe sat on the bank .\n" * 4)
+    return path
+
+
+# -- a command that needs a biLM, given another kind of model ----------------------------------
+
+@pytest.mark.parametrize("kind", ["BERT", "CoVe"])
+def test_perplexity_and_init_name_the_kind_of_model_they_were_given(kind, corpus, tmp_path, capsys,
+                                                                    own_tiny_bert_dir):
+    model = own_tiny_bert_dir if kind == "BERT" else "cove-en-multi30k"
+    wanted = (f"this command needs a biLM (ELMo) trained by train-bilm or elmo-en-small; "
+              f"{model} is a {kind} model")
+    code, _, err = _run(capsys, "perplexity", "--model", model, corpus)
+    assert code == 2 and _one_line(err) == f"contextvec: error: {wanted}"
+    code, _, err = _run(capsys, "train-bilm", "--train", corpus, "--init", model,
+                        "--output-dir", tmp_path / "out")
+    assert code == 2 and _one_line(err) == f"contextvec: error: {wanted}"
+
+
+def test_perplexity_of_a_missing_model_directory(corpus, tmp_path, capsys):
+    code, _, err = _run(capsys, "perplexity", "--model", tmp_path / "nope", corpus)
+    assert code == 2 and f"no model directory {tmp_path / 'nope'}: this command needs" in _one_line(err)
+
+
+# -- a resume refused: what differs, in words -----------------------------------------------------
+
+def test_a_refused_resume_names_what_differs_in_words(corpus, tmp_path, own_tiny_dir, capsys):
+    out = tmp_path / "out.h5"
+    assert _run(capsys, "embed", corpus, out, "--all", "--model", own_tiny_dir, "--quiet")[0] == 0
+    code, _, err = _run(capsys, "embed", corpus, out, "--top", "--model", own_tiny_dir, "--quiet", "--resume")
+    assert code == 2 and _one_line(err) == (f"contextvec: error: {out} was made by another run: layers "
+                                            "'all' (now 'top'); pass --overwrite to replace it")
+    other = tmp_path / "other.txt"
+    other.write_text("a b\n")
+    code, _, err = _run(capsys, "embed", other, out, "--all", "--model", own_tiny_dir, "--quiet", "--resume")
+    assert code == 2 and "was made by another run: another input (input_sha256); n_lines 8 (now 1)" in err
+    with h5py.File(out) as f:
+        assert f["0"].shape[0] == 3  # kept: --all
