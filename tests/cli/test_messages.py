@@ -63,3 +63,33 @@ def test_a_refused_resume_names_what_differs_in_words(corpus, tmp_path, own_tiny
     assert code == 2 and "was made by another run: another input (input_sha256); n_lines 8 (now 1)" in err
     with h5py.File(out) as f:
         assert f["0"].shape[0] == 3  # kept: --all
+
+
+# -- defaults that say what they are --------------------------------------------------------------
+
+def test_train_bilm_needs_a_preset_config_or_init(corpus, tmp_path, capsys):
+    """It used to train the `tiny` test preset; nothing is written or removed first."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "checkpoint.pt").write_text("an earlier run's")
+    code, _, err = _run(capsys, "train-bilm", "--train", corpus, "--output-dir", out, "--overwrite")
+    assert code == 2 and _one_line(err) == (
+        "contextvec: error: train-bilm needs --preset (elmo-en-small, elmo-medium, elmo-original, "
+        "elmo-small, kim-large, kim-small, tiny; see docs/training.md), --config FILE or --init MODEL")
+    assert (out / "checkpoint.pt").read_text() == "an earlier run's"
+
+
+def test_init_says_which_tokenizer_it_reads_with(corpus, tmp_path, capsys):
+    """The model's recorded tokenizer by default; an explicit --tokenizer (text already cut the
+    model's way, as docs/training.md's CoNLL run) is honoured. Either way, one line on stderr."""
+    run = ("train-bilm", "--train", corpus, "--init", "elmo-en-small", "--max-steps", "1", "--rows", "2",
+           "--unroll", "4", "--quiet")
+    code, out, err = _run(capsys, *run, "--output-dir", tmp_path / "recorded")
+    assert code == 0 and _one_line(err) == (
+        "train-bilm: reading the text with elmo-en-small's tokenizer, moses-sentences (not whitespace): "
+        "the one its vocabulary was made with")
+    assert "tokenizer moses-sentences" in out
+    code, out, err = _run(capsys, *run, "--output-dir", tmp_path / "given", "--tokenizer", "whitespace")
+    assert code == 0 and _one_line(err) == (
+        "train-bilm: reading the text with --tokenizer whitespace, not elmo-en-small's moses-sentences: "
+        "its tokens must be cut as the model's vocabulary was")
