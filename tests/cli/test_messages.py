@@ -93,3 +93,54 @@ def test_init_says_which_tokenizer_it_reads_with(corpus, tmp_path, capsys):
     assert code == 0 and _one_line(err) == (
         "train-bilm: reading the text with --tokenizer whitespace, not elmo-en-small's moses-sentences: "
         "its tokens must be cut as the model's vocabulary was")
+
+
+# -- numbers: refused at parse time naming the option and its range, or they work ----------------
+
+HUGE = str(10**12)
+
+
+@pytest.mark.parametrize(("argv", "refused"), [
+    (["train-wordpiece", "--train", "T", "--output", "O", "--vocab-size", HUGE],
+     "argument --vocab-size: expected an integer in 1..1048576"),  # tokenizers aborted the process
+    (["train-bert", "--train", "T", "--output-dir", "O", "--vocab-size", HUGE],
+     "argument --vocab-size: expected an integer in 1..1048576"),
+    (["train-word-vectors", "--train", "T", "--output", "O", "--window", HUGE],
+     "argument --window: expected an integer in 1..2147483647"),  # gensim hung on an OverflowError
+    (["train-word-vectors", "--train", "T", "--output", "O", "--negative", HUGE],
+     "argument --negative: expected an integer in 0..2147483647"),
+    (["train-word-vectors", "--train", "T", "--output", "O", "--seed", HUGE],
+     "argument --seed: expected an integer in 0..4294967295"),
+    (["train-bilm", "--train", "T", "--output-dir", "O", "--seed", HUGE],
+     "argument --seed: expected an integer in 0..4294967295"),
+    (["train-task", "trec", "--train", "T", "--seed", HUGE],
+     "argument --seed: expected an integer in 0..4294967295"),
+    (["experiment", "representations", "trec", "--train", "T", "--output-dir", "O", "--seeds", "0", HUGE],
+     "argument --seeds: expected an integer in 0..4294967295"),
+    (["embed", "I", "O", "--threads", HUGE], "argument --threads: expected an integer in 1..4096"),
+    (["train-bilm", "--train", "T", "--output-dir", "O", "--lr", "1e300"],
+     "argument --lr: expected a number > 0 (at most 3.4e38)"),  # torch: "cannot be converted to float"
+    (["train-bilm", "--train", "T", "--output-dir", "O", "--clip", "inf"],
+     "argument --clip: expected a number >= 0 (at most 3.4e38)"),
+])
+def test_numbers_beyond_what_the_libraries_take_are_refused_at_parse_time(argv, refused, capsys):
+    code, _, err = _run(capsys, *argv)
+    assert code == 2 and refused in _one_line(err)
+
+
+def test_more_threads_than_cpus_is_said_in_one_line(corpus, tmp_path, own_tiny_dir, capsys, monkeypatch):
+    from contextvec.cli import common
+
+    monkeypatch.setattr(common, "usable_cpus", lambda: 2)
+    code, _, err = _run(capsys, "embed", corpus, tmp_path / "o.h5", "--top", "--model", own_tiny_dir,
+                        "--threads", "3", "--quiet")
+    assert code == 0 and _one_line(err) == (
+        "contextvec: warning: --threads 3 is more than the 2 CPU(s) this process may use here; threads "
+        "beyond them take turns, which is slower")
+    assert _run(capsys, "embed", corpus, tmp_path / "p.h5", "--top", "--model", own_tiny_dir,
+                "--threads", "2", "--quiet")[2] == ""
+
+
+def test_sizes_beyond_memory_are_one_line(corpus, capsys):
+    code, _, err = _run(capsys, "perplexity", "--model", "elmo-en-small", corpus, "--rows", HUGE, "--quiet")
+    assert code == 2 and _one_line(err).startswith("contextvec: error: out of memory: ")

@@ -57,8 +57,9 @@ def _error(argv, capsys) -> str:
     (["perplexity", "T", "--model", "M", "--rows", "0"], "an integer > 0"),
     (["eval-bert", "T", "--model", "M", "--batch-size", "-2"], "an integer > 0"),
     (["translate", "T", "--model", "M", "--beam", "0"], "an integer > 0"),
-    (["train-wordpiece", "--train", "T", "--output-dir", "O", "--vocab-size", "0"], "an integer > 0"),
-    (["train-word-vectors", "--train", "T", "--output", "O", "--dim", "0"], "an integer > 0"),
+    (["train-wordpiece", "--train", "T", "--output-dir", "O", "--vocab-size", "0"],
+     "an integer in 1..1048576"),
+    (["train-word-vectors", "--train", "T", "--output", "O", "--dim", "0"], "an integer in 1..2147483647"),
 ])
 def test_numeric_options_are_range_checked_at_parse_time(argv, wanted, capsys):
     assert wanted in _usage_error(argv, capsys)

@@ -21,7 +21,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-seq-length", type=common.positive_int,
                    help="pieces per pair (default: 128, or the model's max_position_embeddings if less)")
     p.add_argument("--batch-size", type=common.positive_int, default=32, help="sentence pairs per batch")
-    p.add_argument("--seed", type=common.non_negative_int, default=EVAL_SEED,
+    p.add_argument("--seed", type=common.seed, default=EVAL_SEED,
                    help="fixes masking and pairing")
     p.add_argument("--masked-lm-prob", type=common.probability, default=0.15,
                    help="share of pieces predicted")

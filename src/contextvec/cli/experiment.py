@@ -93,7 +93,7 @@ def _add_common_arguments(p: argparse.ArgumentParser) -> None:
         batch_help=f"sentences per training batch (default: {d.batch_size})")
     t.add_argument("--patience", type=common.positive_int, default=d.patience,
                    help=f"stop after N epochs without a better dev score (default: {d.patience})")
-    t.add_argument("--seeds", type=common.non_negative_int, nargs="+", metavar="S",
+    t.add_argument("--seeds", type=common.seed, nargs="+", metavar="S",
                    help="repeat every configuration with these seeds; mean and std are reported "
                    "(default: --seed)")
     p.add_argument("--quiet", action="store_true", help="no progress bars (default: shown)")
@@ -193,7 +193,7 @@ def _add_representations_parser(experiments: argparse._SubParsersAction) -> None
                    help=f"the representations to run: {' '.join(REPRESENTATIONS)} (default: all)")
     p.add_argument("--pool-baseline", action="store_true", help="also train the pooling classifier "
                    "(--classifier pool) on the representation best for the BCN (default: off)")
-    p.add_argument("--seeds", type=common.non_negative_int, nargs="+", default=[0, 1, 2], metavar="S",
+    p.add_argument("--seeds", type=common.seed, nargs="+", default=[0, 1, 2], metavar="S",
                    help="one run per seed; mean and std are reported (default: 0 1 2)")
     e = p.add_argument_group("representations")
     e.add_argument("--cove", default=DEFAULT_COVE,
@@ -226,7 +226,7 @@ def _add_representations_parser(experiments: argparse._SubParsersAction) -> None
     m.add_argument("--jobs", type=common.positive_int, default=1,
                    help="runs trained at once, in worker processes of --threads threads each (default: 1)")
     p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
-    p.add_argument("--threads", type=common.positive_int,
+    p.add_argument("--threads", type=common.thread_count,
                    help="torch CPU threads (per job with --jobs; default: torch's choice, 1 with --jobs)")
     p.add_argument("--quiet", action="store_true", help="no progress bars (default: shown)")
     p.set_defaults(run=run_representations_command)

@@ -32,7 +32,7 @@ VALUES = (  # option, type, help: overrides of the preset/config
     ("min_count", common.positive_int, "vocabulary: minimum count"),
     ("max_vocab", common.positive_int, "vocabulary: maximum size"),
     ("checkpoint_every", common.non_negative_int, "steps between checkpoints (0: at epoch ends only)"),
-    ("seed", common.non_negative_int, "random seed"),
+    ("seed", common.seed, "random seed"),
     ("weight_drop", common.probability, "drop this fraction of the LSTMs' recurrent weights in training "
                                         "(AWD-LSTM's DropConnect; 0: off)"),
     ("skip_lines", common.non_negative_int, "start every training file at line N + 1 (continue a model on "
