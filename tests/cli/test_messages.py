@@ -44,6 +44,22 @@ def test_perplexity_and_init_name_the_kind_of_model_they_were_given(kind, corpus
     assert code == 2 and _one_line(err) == f"contextvec: error: {wanted}"
 
 
+@pytest.mark.parametrize("command", ["translate", "eval-bert"])
+def test_translate_and_eval_bert_name_the_kind_of_model_they_were_given(command, corpus, capsys,
+                                                                        own_tiny_bert_dir):
+    """They said "not a contextvec config ('config')" and "elmo-en-small/config.json: not a
+    readable config.json ([Errno 2] ...)"."""
+    if command == "translate":
+        model, wanted = own_tiny_bert_dir, "a translation model trained by train-mt"
+        kind = "a BERT model"
+    else:
+        model, wanted = "elmo-en-small", "a BERT with its pretraining heads (train-bert's model/)"
+        kind = "an ELMo biLM"
+    code, _, err = _run(capsys, command, corpus, "--model", model)
+    assert code == 2
+    assert _one_line(err) == f"contextvec: error: this command needs {wanted}; {model} is {kind}"
+
+
 def test_perplexity_of_a_missing_model_directory(corpus, tmp_path, capsys):
     code, _, err = _run(capsys, "perplexity", "--model", tmp_path / "nope", corpus)
     assert code == 2 and f"no model directory {tmp_path / 'nope'}: this command needs" in _one_line(err)

@@ -73,4 +73,4 @@ def _refuse_other_kinds(model: PathLike | None) -> None:
         path = bundled_models().get(str(model), path)
     family = family_of(path) if path.is_dir() else None
     if family is not None and family not in (BILM_TF, NATIVE_ELMO):
-        raise TypeError(f"{str(model)!r} is a {family.kind}, not an ELMo biLM; {_WANTED}")
+        raise TypeError(f"{str(model)!r} is {family.kind}, not an ELMo biLM; {_WANTED}")

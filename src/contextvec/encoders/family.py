@@ -18,7 +18,7 @@ class Family:
 
     ``recognise(path)`` looks at file names and ``config.json`` only, and never raises;
     ``load(path, device)`` gives the encoder in eval mode on ``device``, or a one-line error
-    naming what is wrong with the files; ``kind`` names the model in users' words ("BERT
+    naming what is wrong with the files; ``kind`` names the model in users' words ("a BERT
     model"), for the messages of commands that need another kind; ``save(encoder, directory)``,
     for a family contextvec also writes, saves encoders of class ``saves`` and returns the
     directory.

@@ -82,4 +82,4 @@ def load_bert_encoder(
 
 
 HF_BERT = Family("hf-bert", is_hf_bert_dir, lambda path, device: load_bert_encoder(path).to(device).eval(),
-                 "BERT model")
+                 "a BERT model")

@@ -83,7 +83,7 @@ def load_model(directory: str | os.PathLike) -> tuple[LanguageModel, Vocabulary]
     family = family_of(directory)
     if family is not None and family.name != MODEL_TYPE:
         softmax = " (bilm-tf files keep no softmax)" if family.name == "bilm-tf" else ""
-        raise ValueError(f"this command needs {wanted}; {given} is a {family.kind}{softmax}")
+        raise ValueError(f"this command needs {wanted}; {given} is {family.kind}{softmax}")
     if not (directory / VOCAB_FILE).is_file():
         raise FileNotFoundError(f"{given} has no {VOCAB_FILE} (its softmax's vocabulary): this "
                                 f"command needs {wanted}, which keep it")
