@@ -158,3 +158,14 @@ def test_more_threads_than_cpus_is_said_in_one_line(corpus, tmp_path, own_tiny_d
 def test_sizes_beyond_memory_are_one_line(corpus, capsys):
     code, _, err = _run(capsys, "perplexity", "--model", "elmo-en-small", corpus, "--rows", HUGE, "--quiet")
     assert code == 2 and _one_line(err).startswith("contextvec: error: out of memory: ")
+
+
+@pytest.mark.parametrize(("option", "value"), [("--max-vocab", "3"), ("--min-count", "1000")])
+def test_a_vocabulary_that_keeps_no_word_is_not_called_an_empty_corpus(corpus, tmp_path, capsys, option,
+                                                                       value):
+    """It said "no tokens in CORPUS" of a corpus full of tokens."""
+    code, _, err = _run(capsys, "train-bilm", "--train", corpus, "--output-dir", tmp_path / "o", "--preset",
+                        "tiny", option, value, "--quiet")
+    assert code == 2
+    assert _one_line(err).startswith(f"contextvec: error: the vocabulary keeps no word of {corpus}: ")
+    assert "(which counts the 3 specials <S> </S> <UNK>) leave none" in err
