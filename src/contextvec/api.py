@@ -130,7 +130,7 @@ def load(
     if family is None:
         raise ModelNotFoundError(f"{path}: not a model directory (expected {EXPECTED})")
     if precision != "fp32" and family.name not in LOW_PRECISION_FAMILIES:
-        raise ValueError(f"precision {precision}: {family.name} models run in fp32 only")
+        raise ValueError(f"precision {precision}: {family.kind} runs in fp32 only")
     return in_passing_thread(lambda: apply_precision(family.load(path, device), precision))
 
 

@@ -94,10 +94,9 @@ def check_finished(output: Path, parts: ShardDir) -> None:
     if recorded is None:
         raise ResumeError(f"{output} exists and does not record how it was made; "
                           "pass --overwrite to replace it")
-    differ = parts.differences(json.loads(recorded))
+    differ = parts.explain(json.loads(recorded))
     if differ:
-        raise ResumeError(f"{output} was made with another {', '.join(differ)}; "
-                          "pass --overwrite to replace it")
+        raise ResumeError(f"{output} was made by another run: {differ}; pass --overwrite to replace it")
 
 
 def _check_arguments(layers: str, pool: str | None, batch_size: int, max_tokens: int | None,

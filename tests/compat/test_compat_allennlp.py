@@ -269,3 +269,10 @@ def test_bad_input_gets_a_clear_error(tiny_dir):
     gap[0, 1] = 0
     with pytest.raises(ValueError, match="row 0"):
         elmo(gap)
+
+
+def test_a_model_that_is_not_elmo_is_named_for_what_it_is(own_tiny_bert_dir):
+    for model, kind in ((str(own_tiny_bert_dir), "BERT"), ("cove-en-multi30k", "CoVe")):
+        for make in (lambda m: Elmo(m, None, 1), ElmoEmbedder):
+            with pytest.raises(TypeError, match=f"^{model!r} is a {kind} model, not an ELMo biLM; give "):
+                make(model)

@@ -100,3 +100,14 @@ def test_flair_model_names_that_allennlp_downloaded_get_a_clear_error():
         ELMoEmbeddings("medium")
     with pytest.raises(ValueError, match="embedding_mode"):
         ELMoEmbeddings(embedding_mode="concat")
+
+
+@pytest.mark.parametrize("kind", ["BERT", "CoVe"])
+def test_a_model_that_is_not_elmo_is_named_for_what_it_is(kind, own_tiny_bert_dir):
+    """Not "options_file=...": flair's users gave ``model``."""
+    model = str(own_tiny_bert_dir) if kind == "BERT" else "cove-en-multi30k"
+    with pytest.raises(TypeError) as error:
+        ELMoEmbeddings(model=model)
+    assert str(error.value) == (f"{model!r} is a {kind} model, not an ELMo biLM; give elmo-en-small, "
+                                "a contextvec ELMo directory, or bilm-tf files (options.json with "
+                                "weights.hdf5)")

@@ -241,3 +241,14 @@ def test_corpus_blocks_cross_file_boundaries(tmp_path):
     (tmp_path / "empty.txt").write_bytes(b"")
     with pytest.raises(ValueError, match="empty.txt is empty"):
         Corpus.scan([a, tmp_path / "empty.txt"])
+
+
+def test_a_live_cluster_passes_the_address_check(ray_session):
+    """The check before `ray.init` accepts a real GCS port (the session's own)."""
+    import ray
+
+    from contextvec.distributed.address import check_ray_address
+
+    gcs = ray.get_runtime_context().gcs_address
+    check_ray_address(gcs)
+    check_ray_address("127.0.0.1:" + gcs.rpartition(":")[2])

@@ -62,6 +62,15 @@ def test_strings_are_split_on_whitespace(encoder):
     assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("bare", ["a b", b"a b"], ids=["str", "bytes"])
+def test_a_bare_string_is_refused_as_by_embed(own_tiny_dir, bare):
+    """Iterating "a b" would give three one-character "sentences" (one of them empty)."""
+    encoder = contextvec.load(own_tiny_dir)
+    for call in (ContextualEmbedder(encoder), encoder.embed):
+        with pytest.raises(TypeError, match=r"must be a list of sentences, not a single .*pass \["):
+            call(bare)
+
+
 def test_encoder_is_frozen_and_mixes_learn(encoder):
     torch.manual_seed(0)
     embedder = ContextualEmbedder(encoder, num_mixes=2).train()

@@ -21,7 +21,7 @@ from conftest import SHARED, need_shared
 import contextvec.tasks.experiments.rep_runner as rep_runner
 from contextvec.cli.main import main
 from contextvec.encoders.cove import MTLSTM, CoveEncoder, MTLSTMConfig, save_cove_encoder
-from contextvec.tasks.experiments.rep_table import GOAL_TASKS
+from contextvec.tasks.experiments.rep_table import results_markdown
 from contextvec.tasks.experiments.representations import (
     REPRESENTATIONS,
     CoveContext,
@@ -88,12 +88,15 @@ def _outputs(out) -> tuple[list[dict], str, dict]:
 
 
 def test_all_representations_the_table_the_plot_and_a_resume(tmp_path, cove_dir, cache_dir, own_tiny_dir,
-                                                              minilm_dir, monkeypatch):
+                                                              minilm_dir, monkeypatch, capsys):
     need_shared(TREC)
     out = tmp_path / "reps"
     calls = _count(monkeypatch)
     assert _run(out, cove_dir, cache_dir, own_tiny_dir, minilm_dir, "trec", "--seeds", "0", "1",
                 "--pool-baseline") == 0
+    assert capsys.readouterr().out.startswith(
+        "experiment representations trec: BCN hidden 8, dropout 0.3; --max-train 1000: 45 of the 45 "
+        "training sentences; --epochs 1, Adam lr 0.01, seeds 0 1\n")
     assert len(calls) == 2 * len(REPRESENTATIONS) + 2 and calls[-1].startswith("pool ")
     rows, markdown, document = _outputs(out)
     assert [r["config"] for r in rows[::2]][:6] == list(REPRESENTATIONS)
@@ -110,10 +113,10 @@ def test_all_representations_the_table_the_plot_and_a_resume(tmp_path, cove_dir,
     assert by_config["words+cove"]["parameters"]["trainable"] - words_only == 8 * 8  # feedforward rows
     for config in REPRESENTATIONS:
         assert f"| {config} | " in markdown
-    assert "words+cove − words" in markdown and f"on ≥ {GOAL_TASKS} of 4 tasks" in markdown
-    assert "(only 1 of 4 tasks in the table so far)" in markdown
+    assert "| words+cove − words | words+cove > words | " in markdown
     assert "## BCN with its best representation vs the pooling classifier" in markdown
-    assert "--max-train 1000" in markdown and "Scale:" in markdown
+    assert "BCN hidden 8" in markdown and "--max-train 1000" in markdown
+    assert document["hidden"] == 8 and document["max_train"] == 1000
 
     calls.clear()
     assert _run(out, cove_dir, cache_dir, own_tiny_dir, minilm_dir, "trec", "--seeds", "0", "1",
@@ -214,6 +217,35 @@ def test_the_table_takes_each_runs_last_finished_record_and_the_best_representat
     assert sorted((r["config"], r["dev"]) for r in kept) == [("words", 0.5), ("words+cove", 0.6)]
     assert rep_runner.best_representation(kept, "trec") == "words+cove"
     assert rep_runner.best_representation(kept, "sst2") is None
+
+
+def _records(devs: dict[tuple[str, str], list[float]], hidden: int = 64) -> list[dict]:
+    report = {"model_settings": {"hidden": hidden, "dropout": 0.3},
+              "train_settings": {"lr": 0.002, "batch_size": 32, "epochs": 10, "patience": 3},
+              "splits": {"train": {"sentences": 1000}, "dev": {"sentences": 500}}}
+    return [{"task": task, "config": config, "seed": seed, "dev": dev, "report": report}
+            for (task, config), values in devs.items() for seed, dev in enumerate(values)]
+
+
+def test_results_md_states_results_and_the_papers_directions_from_the_runs():
+    """No goals, no fixed paragraphs: what the paper reports, the differences measured, the settings."""
+    devs = {("sst2", "words"): [0.80, 0.82], ("sst2", "words+cove"): [0.83, 0.85],
+            ("trec", "words"): [0.90, 0.90], ("trec", "words+cove"): [0.88, 0.88],
+            ("trec", "words+char"): [0.91], ("trec", "words+cove+char"): [0.93]}
+    markdown = results_markdown(_records(devs), {"max_train": 1000, "char_ngrams": 100})
+    assert "| words+cove − words | words+cove > words | +3.0 (same direction) | -2.0 (opposite direction) |" \
+        in markdown
+    assert ("| words+cove+char − words+char | words+cove+char > words+char | not run "
+            "| +2.0 (same direction) |") in markdown
+    assert ("Here: words+cove > words on 1 of the 2 task(s) with both (sst2); words+cove+char > words+char "
+            "on 1 of the 1 task(s) with both (trec).") in markdown
+    assert "BCN hidden 64, dropout 0.3" in markdown
+    assert "--max-train 1000 (a seeded subsample of train)" in markdown
+    for word in ("seed's", "as the seed", "Goal", "MET", "Scale", "project"):
+        assert word not in markdown
+    other = results_markdown(_records({("trec", "words"): [0.9], ("trec", "words+cove"): [0.95]}, hidden=300),
+                             {"max_train": None})
+    assert "+5.0 (same direction)" in other and "BCN hidden 300" in other and "--max-train all" in other
 
 
 def test_two_commands_saving_into_one_directory_keep_each_others_runs(tmp_path):

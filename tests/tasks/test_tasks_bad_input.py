@@ -54,7 +54,7 @@ def _fails(argv: list[str], capsys, *wanted: str) -> str:
     (["train-task", "ner", "--train", "x", "--l2=-1"], "a number >= 0"),
     (["train-task", "ner", "--train", "x", "--embed-batch-size", "0"], "an integer > 0"),
     (["train-task", "ner", "--train", "x", "--warmup", "1"], "a probability in [0, 1)"),
-    (["train-task", "ner", "--train", "x", "--seed=-1"], "an integer >= 0"),
+    (["train-task", "ner", "--train", "x", "--seed=-1"], "an integer in 0..4294967295"),
     (["experiment", "sample-efficiency", "ner", "--train", "x", "--output-dir", "o", "--fractions", "0"],
      "a fraction in (0, 1]"),
     (["experiment", "layers", "ner", "--train", "x", "--output-dir", "o", "--patience", "0"],

@@ -57,8 +57,9 @@ def _error(argv, capsys) -> str:
     (["perplexity", "T", "--model", "M", "--rows", "0"], "an integer > 0"),
     (["eval-bert", "T", "--model", "M", "--batch-size", "-2"], "an integer > 0"),
     (["translate", "T", "--model", "M", "--beam", "0"], "an integer > 0"),
-    (["train-wordpiece", "--train", "T", "--output-dir", "O", "--vocab-size", "0"], "an integer > 0"),
-    (["train-word-vectors", "--train", "T", "--output", "O", "--dim", "0"], "an integer > 0"),
+    (["train-wordpiece", "--train", "T", "--output-dir", "O", "--vocab-size", "0"],
+     "an integer in 1..1048576"),
+    (["train-word-vectors", "--train", "T", "--output", "O", "--dim", "0"], "an integer in 1..2147483647"),
 ])
 def test_numeric_options_are_range_checked_at_parse_time(argv, wanted, capsys):
     assert wanted in _usage_error(argv, capsys)
@@ -78,8 +79,8 @@ def test_an_existing_output_is_refused_unless_overwrite_or_resume(text, tmp_path
     out = tmp_path / "run"
     out.mkdir()
     (out / "notes.txt").write_text("mine", encoding="utf-8")
-    args = ["train-bilm", "--train", str(text), "--output-dir", str(out), "--max-steps", "2",
-            "--quiet"]
+    args = ["train-bilm", "--train", str(text), "--output-dir", str(out), "--preset", "tiny",
+            "--max-steps", "2", "--quiet"]
     assert "exists; pass --overwrite" in _error(args, capsys)
     assert main([*args, "--overwrite"]) == 0
     assert (out / "model" / "model.safetensors").is_file()
@@ -104,7 +105,7 @@ def test_an_output_that_is_an_input_is_refused(text, capsys):
 
 
 @pytest.mark.parametrize("command", [
-    ["train-bilm", "--output-dir", "{out}", "--train", "{dir}"],
+    ["train-bilm", "--output-dir", "{out}", "--train", "{dir}", "--preset", "tiny"],
     ["perplexity", "{dir}", "--model", "elmo-en-small"],
     ["train-wordpiece", "--output-dir", "{out}", "--train", "{dir}"],
     ["bleu", "--src", "{dir}", "--ref", "{dir}", "--model", "M"],
@@ -121,7 +122,7 @@ def test_an_output_file_that_is_a_directory(text, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("command", [
-    ["train-bilm", "--output-dir", "{out}", "--train", "{empty}"],
+    ["train-bilm", "--output-dir", "{out}", "--train", "{empty}", "--preset", "tiny"],
     ["perplexity", "{empty}", "--model", "elmo-en-small"],
     ["train-mt", "--train-src", "{empty}", "--train-tgt", "{empty}", "--word-vectors", "{empty}",
      "--output-dir", "{out}"],
@@ -138,7 +139,7 @@ def test_a_corpus_of_blank_lines_has_no_tokens(tmp_path, capsys):
     blank = tmp_path / "blank.txt"
     blank.write_text("\n  \n\n", encoding="utf-8")
     assert "no tokens" in _error(["train-bilm", "--train", str(blank), "--output-dir",
-                                  str(tmp_path / "out"), "--quiet"], capsys)
+                                  str(tmp_path / "out"), "--preset", "tiny", "--quiet"], capsys)
     assert "no tokens" in _error(["perplexity", str(blank), "--model", "elmo-en-small", "--quiet"],
                                  capsys)
 

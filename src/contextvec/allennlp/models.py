@@ -13,8 +13,10 @@ from pathlib import Path
 import torch
 
 import contextvec
-from contextvec.api import DEFAULT_MODEL
+from contextvec.api import DEFAULT_MODEL, bundled_models
 from contextvec.encoders.bilm import ElmoEncoder
+from contextvec.encoders.bilm.loader import BILM_TF, NATIVE_ELMO
+from contextvec.encoders.registry import family_of
 
 PathLike = str | os.PathLike
 _URL_PREFIXES = ("http://", "https://", "s3://", "gs://")
@@ -65,10 +67,24 @@ def load_elmo_encoder(
             )
         encoder = contextvec.load(options_file=options_file, weight_file=weight_file, device=device)
     else:
+        _refuse_other_kinds(options_file)
         encoder = contextvec.load(options_file, device=device)
-    if not isinstance(encoder, ElmoEncoder):
-        raise TypeError(
-            f"options_file={str(options_file)!r} is a {type(encoder).__name__} model; "
-            "the allennlp ELMo API needs an ELMo biLM"
-        )
+    if not isinstance(encoder, ElmoEncoder):  # what _refuse_other_kinds did not recognise
+        raise TypeError(f"{str(options_file)!r} is not an ELMo biLM; {_WANTED}")
     return encoder
+
+
+_WANTED = (f"give {DEFAULT_MODEL}, a contextvec ELMo directory, or bilm-tf files (options.json with "
+           "weights.hdf5)")
+
+
+def _refuse_other_kinds(model: PathLike | None) -> None:
+    """A BERT or CoVe model (directory or bundled name) in one line, before it is loaded."""
+    if model is None:
+        return
+    path = Path(model)
+    if not path.exists():
+        path = bundled_models().get(str(model), path)
+    family = family_of(path) if path.is_dir() else None
+    if family is not None and family not in (BILM_TF, NATIVE_ELMO):
+        raise TypeError(f"{str(model)!r} is {family.kind}, not an ELMo biLM; {_WANTED}")

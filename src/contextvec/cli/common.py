@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,7 +27,7 @@ def add_model_arguments(parser: argparse.ArgumentParser, precision: bool = True)
     group.add_argument("--options-file", help="bilm-tf options.json (with --weight-file)")
     group.add_argument("--weight-file", help="bilm-tf weights.hdf5 (with --options-file)")
     parser.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0 (default: cpu)")
-    parser.add_argument("--threads", type=positive_int,
+    parser.add_argument("--threads", type=thread_count,
                         help="torch CPU threads (default: torch's choice)")
     if precision:
         parser.add_argument("--precision", default="fp32", choices=PRECISIONS,
@@ -69,10 +70,45 @@ def _number(kind: type, test, wanted: str):
 
 positive_int = _number(int, lambda v: v > 0, "an integer > 0")
 non_negative_int = _number(int, lambda v: v >= 0, "an integer >= 0")
-positive_float = _number(float, lambda v: 0 < v < float("inf"), "a number > 0")
-non_negative_float = _number(float, lambda v: 0 <= v < float("inf"), "a number >= 0")
+FLOAT32_MAX = 3.4028234663852886e38
+"""Rates and weights become float32 tensors: a larger number is not one."""
+positive_float = _number(float, lambda v: 0 < v <= FLOAT32_MAX, "a number > 0 (at most 3.4e38)")
+non_negative_float = _number(float, lambda v: 0 <= v <= FLOAT32_MAX, "a number >= 0 (at most 3.4e38)")
 probability = _number(float, lambda v: 0 <= v < 1, "a probability in [0, 1)")
 """Dropout-like rates: 1.0 would drop everything."""
+
+INT32_MAX = 2**31 - 1
+positive_int32 = _number(int, lambda v: 0 < v <= INT32_MAX, f"an integer in 1..{INT32_MAX}")
+non_negative_int32 = _number(int, lambda v: 0 <= v <= INT32_MAX, f"an integer in 0..{INT32_MAX}")
+"""Numbers handed to C code as an int (gensim's window, negatives, dims): larger ones overflow."""
+SEED_MAX = 2**32 - 1
+seed = _number(int, lambda v: 0 <= v <= SEED_MAX, f"an integer in 0..{SEED_MAX}")
+"""Random seeds: numpy's and gensim's generators take at most 32 bits."""
+MAX_VOCAB_SIZE = 2**20
+vocab_size = _number(int, lambda v: 0 < v <= MAX_VOCAB_SIZE, f"an integer in 1..{MAX_VOCAB_SIZE}")
+"""Vocabulary sizes of trained WordPiece tokenizers: the tokenizers library reserves room for
+the whole size first, and a failed reservation aborts the process."""
+MAX_THREADS = 4096
+_threads = _number(int, lambda v: 0 < v <= MAX_THREADS, f"an integer in 1..{MAX_THREADS}")
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity, else the machine's count)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def thread_count(text: str) -> int:
+    """``--threads``: 1..MAX_THREADS; more than the CPUs this process may use is said on stderr
+    (not refused: with ``--engine ray`` the threads run on the cluster's machines)."""
+    value = _threads(text)
+    cpus = usable_cpus()
+    if value > cpus:
+        print(f"contextvec: warning: --threads {value} is more than the {cpus} CPU(s) this process may "
+              "use here; threads beyond them take turns, which is slower", file=sys.stderr)
+    return value
+
+
+thread_count.__name__ = _threads.__name__
 
 
 # -- outputs: never overwrite silently, never write over an input ------------------------------

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from contextvec.cli import common
 from contextvec.cli import training_options as options
 from contextvec.encoders.bert.heads import load_pretraining_model
+from contextvec.encoders.bert.loader import HF_BERT
 from contextvec.encoders.bert.tokenizer import WordPieceTokenizer
+from contextvec.encoders.registry import refuse_other_kinds
 from contextvec.training.bert.evaluate import EVAL_SEED, evaluate
 from contextvec.training.corpus import expand_paths
 
@@ -21,7 +24,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-seq-length", type=common.positive_int,
                    help="pieces per pair (default: 128, or the model's max_position_embeddings if less)")
     p.add_argument("--batch-size", type=common.positive_int, default=32, help="sentence pairs per batch")
-    p.add_argument("--seed", type=common.non_negative_int, default=EVAL_SEED,
+    p.add_argument("--seed", type=common.seed, default=EVAL_SEED,
                    help="fixes masking and pairing")
     p.add_argument("--masked-lm-prob", type=common.probability, default=0.15,
                    help="share of pieces predicted")
@@ -36,10 +39,25 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> None:
     options.set_threads(args)
     paths = expand_paths(args.files)
-    model = load_pretraining_model(args.model).to(args.device)
-    tokenizer = WordPieceTokenizer.from_directory(args.model)
+    model_dir = _model_dir(args.model)
+    refuse_other_kinds(model_dir, (HF_BERT,), "a BERT with its pretraining heads (train-bert's model/)",
+                       args.model)
+    model = load_pretraining_model(model_dir).to(args.device)
+    tokenizer = WordPieceTokenizer.from_directory(model_dir)
     length = args.max_seq_length or min(128, model.config.max_position_embeddings)
     scores = evaluate(model, tokenizer, paths, length, args.batch_size, args.seed,
                       args.masked_lm_prob, args.whole_word_mask, sentences=args.sentences,
                       max_pairs=args.max_pairs, progress=not args.quiet)
     print(scores)
+
+
+def _model_dir(model: str) -> Path:
+    """``--model`` as a directory (a bundled model's name resolved), or a one-line error."""
+    from contextvec.api import bundled_models
+
+    path = Path(model)
+    path = path if path.exists() else bundled_models().get(model, path)
+    if not path.is_dir():
+        raise FileNotFoundError(f"no model directory {model}: eval-bert needs a BERT with its pretraining "
+                                "heads (train-bert's model/)")
+    return path

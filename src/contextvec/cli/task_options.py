@@ -20,10 +20,10 @@ from contextvec.api import DEFAULT_MODEL
 from contextvec.cli.common import (
     add_overwrite_argument,
     check_output,
-    non_negative_int,
     positive_float,
     positive_int,
 )
+from contextvec.cli.common import seed as seed_type
 from contextvec.io.atomic import atomic_path
 from contextvec.tasks.features import CACHE_ENV, DTYPES
 from contextvec.tasks.spec import TASK_SPECS
@@ -82,7 +82,7 @@ def add_training_arguments(
     group.add_argument("--epochs", type=positive_int, default=epochs, help=epochs_help)
     group.add_argument("--lr", type=positive_float, default=lr, help=lr_help)
     group.add_argument("--batch-size", type=positive_int, default=batch_size, help=batch_help)
-    group.add_argument("--seed", type=non_negative_int, default=seed, help=f"random seed (default: {seed})")
+    group.add_argument("--seed", type=seed_type, default=seed, help=f"random seed (default: {seed})")
 
 
 def add_output_arguments(p: argparse.ArgumentParser, what: str = "the results as JSON") -> None:

@@ -22,8 +22,8 @@ VALUES = {  # type: {field: help}; overrides of the preset/config
     common.non_negative_int: {
         "warmup_steps": "steps of linear warmup",
         "checkpoint_every": "steps between checkpoints (0: at the end only)",
-        "seed": "random seed",
     },
+    common.seed: {"seed": "random seed"},
     common.positive_float: {"lr": "peak learning rate"},
     common.non_negative_float: {"weight_decay": "AdamW weight decay",
                                 "clip": "gradient norm clipping (0: off)"},
@@ -55,7 +55,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     group = p.add_argument_group("model overrides")
     group.add_argument("--dropout", type=common.probability,
                        help="hidden and attention dropout" + options.FROM_PRESET)
-    group.add_argument("--vocab-size", type=common.positive_int,
+    group.add_argument("--vocab-size", type=common.vocab_size,
                        help="size of the vocabulary trained without --vocab" + options.FROM_PRESET)
     p.set_defaults(run=run)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 from contextvec.cli import common
@@ -19,7 +20,6 @@ from contextvec.training.bilm.trainer import Trainer
 from contextvec.training.corpus import expand_paths, read_sentences
 
 HELP = "train a biLM (ELMo) or a forward char-CNN LM (Kim et al.) on a corpus"
-DEFAULT_PRESET = "tiny"
 VALUES = (  # option, type, help: overrides of the preset/config
     ("rows", common.positive_int, "parallel streams per step (batch size)"),
     ("unroll", common.positive_int, "tokens per stream per step"),
@@ -32,7 +32,7 @@ VALUES = (  # option, type, help: overrides of the preset/config
     ("min_count", common.positive_int, "vocabulary: minimum count"),
     ("max_vocab", common.positive_int, "vocabulary: maximum size"),
     ("checkpoint_every", common.non_negative_int, "steps between checkpoints (0: at epoch ends only)"),
-    ("seed", common.non_negative_int, "random seed"),
+    ("seed", common.seed, "random seed"),
     ("weight_drop", common.probability, "drop this fraction of the LSTMs' recurrent weights in training "
                                         "(AWD-LSTM's DropConnect; 0: off)"),
     ("skip_lines", common.non_negative_int, "start every training file at line N + 1 (continue a model on "
@@ -68,10 +68,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--valid", nargs="+", help="held-out files: perplexity after each epoch")
     p.add_argument("--output-dir", required=True, help="checkpoints, vocab.txt and model/")
     p.add_argument("--preset", choices=sorted(PRESETS),
-                   help=f"training settings (default: {DEFAULT_PRESET}; with --init, the initial "
-                   f"model's recorded settings at {FINE_TUNING_LR_FACTOR:g} x its learning rate, "
-                   "full softmax)")
-    p.add_argument("--config", help="JSON training config (default: --preset's)")
+                   help="training settings, see docs/training.md (needed unless --config or --init is "
+                   f"given; with --init, default: the initial model's recorded settings at "
+                   f"{FINE_TUNING_LR_FACTOR:g} x its learning rate, full softmax; tiny is for tests)")
+    p.add_argument("--config", help="JSON training config (instead of --preset)")
     p.add_argument("--init", help="a trained model directory (or elmo-en-small, the bundled "
                    "model) to continue from: fine-tuning; perplexity on --valid is printed before "
                    "and after")
@@ -81,20 +81,32 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def base_config(args: argparse.Namespace) -> TrainConfig:
-    """--config, else --preset, else (with --init) the initial model's fine-tuning settings."""
+    """--config, else --preset, else (with --init) the initial model's fine-tuning settings; with
+    --init, a tokenizer other than whitespace or than the model's is said on stderr (the text is
+    read with the model's recorded tokenizer unless --tokenizer is given, as for text that is
+    already tokenized the model's way)."""
     if args.config:
         return TrainConfig.from_file(args.config)
-    if args.preset or not args.init:
-        return PRESETS[args.preset or DEFAULT_PRESET]
+    if args.preset:
+        return PRESETS[args.preset]
     model, _ = load_model(args.init)
     config = fine_tuning_config(args.init, model.config)
     softmax = f"{config.negatives} sampled negatives" if config.negatives else "full softmax"
     print(f"fine-tuning {args.init} with its recorded settings: {config.optimizer}, lr {config.lr:g}, "
           f"{config.rows} x {config.unroll} tokens a step, {softmax}, tokenizer {config.tokenizer}")
+    if args.tokenizer is None and config.tokenizer != TrainConfig.tokenizer:
+        print(f"train-bilm: reading the text with {args.init}'s tokenizer, {config.tokenizer} (not "
+              f"{TrainConfig.tokenizer}): the one its vocabulary was made with", file=sys.stderr)
+    elif args.tokenizer is not None and args.tokenizer != config.tokenizer:
+        print(f"train-bilm: reading the text with --tokenizer {args.tokenizer}, not {args.init}'s "
+              f"{config.tokenizer}: its tokens must be cut as the model's vocabulary was", file=sys.stderr)
     return config
 
 
 def run(args: argparse.Namespace) -> None:
+    if not (args.preset or args.config or args.init):  # before --overwrite removes anything
+        raise ValueError(f"train-bilm needs --preset ({', '.join(sorted(PRESETS))}; see "
+                         "docs/training.md), --config FILE or --init MODEL")
     options.set_threads(args)
     options.prepare_output(args.output_dir, [args.train, args.valid], overwrite=args.overwrite,
                    resume=args.resume, directory=True)

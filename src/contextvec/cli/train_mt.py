@@ -30,7 +30,7 @@ TRAINING = (
     ("max_steps", common.positive_int, "stop after this many steps (default: none)"),
     ("checkpoint_every", common.non_negative_int, "steps between checkpoints (0: at epoch ends only)"),
     ("valid_beam", common.positive_int, "beam for the valid BLEU (1: greedy)"),
-    ("seed", common.non_negative_int, "random seed"),
+    ("seed", common.seed, "random seed"),
 )
 
 

@@ -21,22 +21,22 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("word2vec", "glove", "word2vec-binary"), default="word2vec",
                    help="output format (word2vec: text, with a 'count dim' header)")
     p.add_argument("--algorithm", choices=ALGORITHMS, default=defaults.algorithm, help="gensim model")
-    p.add_argument("--dim", type=common.positive_int, default=defaults.dim, help="vector size")
-    p.add_argument("--window", type=common.positive_int, default=defaults.window, help="context window")
-    p.add_argument("--min-count", type=common.positive_int, default=defaults.min_count,
+    p.add_argument("--dim", type=common.positive_int32, default=defaults.dim, help="vector size")
+    p.add_argument("--window", type=common.positive_int32, default=defaults.window, help="context window")
+    p.add_argument("--min-count", type=common.positive_int32, default=defaults.min_count,
                    help="rarer words get no vector")
-    p.add_argument("--epochs", type=common.positive_int, default=defaults.epochs,
+    p.add_argument("--epochs", type=common.positive_int32, default=defaults.epochs,
                    help="passes over the corpus")
     p.add_argument("--sg", action="store_true", help="skip-gram (default: CBOW)")
-    p.add_argument("--negative", type=common.non_negative_int, default=defaults.negative,
+    p.add_argument("--negative", type=common.non_negative_int32, default=defaults.negative,
                    help="negative samples")
-    p.add_argument("--max-vocab", type=common.positive_int,
+    p.add_argument("--max-vocab", type=common.positive_int32,
                    help="keep at most this many most frequent words (default: all)")
     p.add_argument("--tokenizer", choices=Tokenizer.NAMES, default=defaults.tokenizer,
                    help="how lines become tokens (moses-sentences: running text; whitespace: "
                    "pre-tokenized files)")
-    p.add_argument("--seed", type=common.non_negative_int, default=defaults.seed, help="random seed")
-    p.add_argument("--threads", type=common.positive_int, default=1,
+    p.add_argument("--seed", type=common.seed, default=defaults.seed, help="random seed")
+    p.add_argument("--threads", type=common.thread_count, default=1,
                    help="gensim worker threads (1: deterministic)")
     p.add_argument("--lowercase", action="store_true", help="lower-case tokens first")
     options.add_run_arguments(p, resume=False, threads=False)

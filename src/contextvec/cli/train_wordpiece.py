@@ -17,7 +17,7 @@ OUTPUTS = (VOCAB_TXT, "tokenizer.json", "tokenizer_config.json", "special_tokens
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = options.add_command(subparsers, "train-wordpiece", HELP)
     p.add_argument("--train", nargs="+", required=True, help="text files or globs (plain or .gz)")
-    p.add_argument("--vocab-size", type=common.positive_int, default=30522, help="pieces in the vocabulary")
+    p.add_argument("--vocab-size", type=common.vocab_size, default=30522, help="pieces in the vocabulary")
     p.add_argument("--output-dir", "--output", dest="output_dir", required=True,
                    help="directory for vocab.txt, tokenizer.json, ...")
     p.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=True,

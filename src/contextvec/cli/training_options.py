@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from contextvec.cli.common import add_overwrite_argument, check_output, positive_int
+from contextvec.cli.common import add_overwrite_argument, check_output, thread_count
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -56,7 +56,7 @@ def add_run_arguments(parser: argparse.ArgumentParser, resume: bool = True, over
     if overwrite:
         add_overwrite_argument(parser)
     if threads:
-        parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's)")
+        parser.add_argument("--threads", type=thread_count, help="torch CPU threads (default: torch's)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from contextvec.bulk import merge_shards
+from contextvec.distributed.address import check_ray_address
 from contextvec.distributed.inputs import Corpus
 from contextvec.distributed.outputs import (
     check_output,
@@ -118,7 +119,8 @@ def embed_ray(
     ``merge`` it is one HDF5 file laid out as the local engine's (``embed_file``), the shards
     kept in ``OUTPUT.parts/`` until the merge. The datasets are the local engine's bytes for
     the same lines, settings and ``chunk_lines``. ``address``: a running cluster (else Ray is
-    started here, or the session already initialised in this process is used). ``on_block`` is
+    started here, or the session already initialised in this process is used); one where no
+    Ray cluster answers is a :class:`ConnectionError` within seconds (:mod:`.address`). ``on_block`` is
     called after each finished block (in the driver).
     """
     ray = require_ray()
@@ -126,6 +128,8 @@ def embed_ray(
     _check_settings(layers, pool, {"batch_size": batch_size, "max_tokens": max_tokens,
                                    "chunk_lines": chunk_lines, "workers": workers})
     output = check_output(Path(output), inputs, merge=merge, resume=resume, overwrite=overwrite)
+    if not ray.is_initialized():
+        check_ray_address(address)  # before the corpus is read: Ray retries a dead address for minutes
     corpus = Corpus.scan(inputs, sentence_keys, empty_lines, invalid_utf8)
     run = {**corpus.manifest(), "layers": layers, "pool": pool, "sentence_keys": sentence_keys,
            "forget_sentences": forget_sentences, "empty_lines": empty_lines,

@@ -10,7 +10,7 @@ from torch import nn
 
 from contextvec.embedder.scalar_mix import ScalarMix
 from contextvec.encoders.base import Encoder
-from contextvec.text.tokenize import Sentence, as_tokens
+from contextvec.text.tokenize import Sentence, as_sentences
 
 
 class EmbedderOutput(NamedTuple):
@@ -79,13 +79,14 @@ class ContextualEmbedder(nn.Module):
         """The mixed vectors of one batch; gradients reach the mixes only.
 
         Args:
-            sentences: ``batch`` sentences, strings (split on whitespace) or token lists.
+            sentences: ``batch`` sentences, strings (split on whitespace) or token lists; a
+                bare string is a ``TypeError``, as in `Encoder.embed` (pass ``[text]``).
 
         Returns:
             The ``mixes``, ``num_mixes`` tensors ``(batch, time, dim)`` float32 (``time`` the
             longest sentence's tokens), and the ``mask``, ``(batch, time)`` bool.
         """
-        tokens = [as_tokens(s) for s in sentences]
+        tokens = as_sentences(sentences)
         with torch.no_grad():
             layers, mask = self.encoder(tokens)
         return EmbedderOutput([self.dropout(mix(layers, mask)) for mix in self.mixes], mask)

@@ -18,12 +18,15 @@ class Family:
 
     ``recognise(path)`` looks at file names and ``config.json`` only, and never raises;
     ``load(path, device)`` gives the encoder in eval mode on ``device``, or a one-line error
-    naming what is wrong with the files; ``save(encoder, directory)``, for a family contextvec
-    also writes, saves encoders of class ``saves`` and returns the directory.
+    naming what is wrong with the files; ``kind`` names the model in users' words ("a BERT
+    model"), for the messages of commands that need another kind; ``save(encoder, directory)``,
+    for a family contextvec also writes, saves encoders of class ``saves`` and returns the
+    directory.
     """
 
     name: str
     recognise: Callable[[Path], bool]
     load: Callable[[Path, torch.device], Encoder]
+    kind: str
     saves: type[Encoder] | None = None
     save: Callable[[Encoder, Path], Path] | None = None

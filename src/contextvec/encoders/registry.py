@@ -37,6 +37,14 @@ def family_of(path: Path) -> Family | None:
     return None
 
 
+def refuse_other_kinds(path: Path, wanted: tuple[Family, ...], needs: str, name: str | None = None) -> None:
+    """A ``ValueError`` in one line where ``path`` is a model of a family outside ``wanted``:
+    "this command needs {needs}; {name or path} is a BERT model"."""
+    for family in FAMILIES:
+        if family not in wanted and family.recognise(path):
+            raise ValueError(f"this command needs {needs}; {name or path} is {family.kind}")
+
+
 def family_saving(encoder: Encoder) -> Family | None:
     """The family that writes encoders of ``encoder``'s class, or None."""
     for family in FAMILIES:

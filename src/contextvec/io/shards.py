@@ -47,6 +47,16 @@ class ShardDir:
         keys = (set(self.manifest) | set(other)) - self.free
         return sorted(k for k in keys if other.get(k) != self.manifest.get(k))
 
+    def explain(self, other: dict) -> str:
+        """What differs between the run ``other`` and this one, in words: ``layers 'all' (now
+        'top')``; hashes are named, not shown (``another input (input_sha256)``)."""
+        hashed = {"input_sha256": "input", "inputs": "list of inputs", "model": "model"}
+        return "; ".join(
+            f"another {hashed[k]}" + (f" ({k})" if hashed[k] != k else "") if k in hashed
+            else f"{k} {other.get(k)!r} (now {self.manifest.get(k)!r})"
+            for k in self.differences(other)
+        )
+
     def start(self, resume: bool) -> None:
         """Create the folder, or adopt a leftover one of the same run when ``resume``.
 

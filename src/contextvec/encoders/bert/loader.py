@@ -81,4 +81,5 @@ def load_bert_encoder(
                        subword_pooling=subword_pooling, window=window).eval()
 
 
-HF_BERT = Family("hf-bert", is_hf_bert_dir, lambda path, device: load_bert_encoder(path).to(device).eval())
+HF_BERT = Family("hf-bert", is_hf_bert_dir, lambda path, device: load_bert_encoder(path).to(device).eval(),
+                 "a BERT model")

@@ -88,8 +88,8 @@ def save_native_encoder(encoder: Encoder, directory: Path) -> Path:
     return save_native(directory, MODEL_TYPE, encoder.config.to_dict(), encoder.bilm.state_dict())
 
 
-BILM_TF = Family("bilm-tf", is_bilm_tf_dir, _load_bilm_tf_dir)
+BILM_TF = Family("bilm-tf", is_bilm_tf_dir, _load_bilm_tf_dir, "a bilm-tf ELMo model")
 NATIVE_ELMO = Family(
-    MODEL_TYPE, lambda path: native_model_type(path) == MODEL_TYPE, load_native_encoder,
+    MODEL_TYPE, lambda path: native_model_type(path) == MODEL_TYPE, load_native_encoder, "an ELMo biLM",
     saves=ElmoEncoder, save=save_native_encoder,
 )

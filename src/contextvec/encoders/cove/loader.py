@@ -128,5 +128,6 @@ def _save(encoder: Encoder, directory: Path) -> Path:
 
 COVE = Family(
     MODEL_TYPE, lambda path: native_model_type(path) in MODEL_TYPES,
-    lambda path, device: load_cove_encoder(path, device=device), saves=CoveEncoder, save=_save,
+    lambda path, device: load_cove_encoder(path, device=device), "a CoVe model",
+    saves=CoveEncoder, save=_save,
 )

@@ -22,6 +22,7 @@ from tqdm import tqdm
 
 from contextvec.encoders.bilm import MODEL_TYPE
 from contextvec.encoders.bilm.config import BiLMConfig
+from contextvec.encoders.registry import family_of
 from contextvec.io.atomic import atomic_path
 from contextvec.io.native import load_native, save_native
 from contextvec.training.bilm.batcher import StreamBatcher
@@ -70,10 +71,20 @@ def model_directory(directory: str | os.PathLike) -> Path:
 
 def load_model(directory: str | os.PathLike) -> tuple[LanguageModel, Vocabulary]:
     """A trained model directory (or a bundled model's name) -> (LM with softmax, vocabulary)."""
-    directory = model_directory(directory)
+    from contextvec.api import bundled_models
+
+    given, directory = directory, model_directory(directory)
+    trained = [name for name, path in bundled_models().items() if (path / VOCAB_FILE).is_file()]
+    wanted = "a biLM (ELMo) trained by train-bilm" + "".join(f" or {name}" for name in trained)
+    if not directory.is_dir():
+        raise FileNotFoundError(f"no model directory {given}: this command needs {wanted}")
+    family = family_of(directory)
+    if family is not None and family.name != MODEL_TYPE:
+        softmax = " (bilm-tf files keep no softmax)" if family.name == "bilm-tf" else ""
+        raise ValueError(f"this command needs {wanted}; {given} is {family.kind}{softmax}")
     if not (directory / VOCAB_FILE).is_file():
-        raise FileNotFoundError(f"{directory}: no {VOCAB_FILE}; only trained contextvec models "
-                                "keep the softmax and vocabulary needed here")
+        raise FileNotFoundError(f"{given} has no {VOCAB_FILE} (its softmax's vocabulary): this "
+                                f"command needs {wanted}, which keep it")
     _, config, state = load_native(directory)
     vocab = Vocabulary.load(directory / VOCAB_FILE)
     model = LanguageModel(BiLMConfig.from_dict(config), len(vocab))

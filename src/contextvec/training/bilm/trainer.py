@@ -32,7 +32,7 @@ from contextvec.training.bilm.model_files import (
     save_model,
     training_record,
 )
-from contextvec.training.corpus import Vocabulary, expand_paths, read_sentences
+from contextvec.training.corpus import SPECIALS, Vocabulary, expand_paths, read_sentences
 from contextvec.training.loop import (
     CHECKPOINT,
     MODEL_DIR,
@@ -114,8 +114,13 @@ class Trainer(TrainingLoop):
         if path.is_file():
             return Vocabulary.load(path)
         vocab = Vocabulary.build(self._train_sentences(config), config.min_count, config.max_vocab)
-        if len(vocab) == 3:  # the specials only
-            raise ValueError(f"no tokens in {', '.join(map(str, self.train_paths))}")
+        if len(vocab) == len(SPECIALS):
+            files = ", ".join(map(str, self.train_paths))
+            if len(Vocabulary.build(self._train_sentences(config))) == len(SPECIALS):
+                raise ValueError(f"no tokens in {files}")
+            raise ValueError(f"the vocabulary keeps no word of {files}: --min-count {config.min_count} "
+                             f"and --max-vocab {config.max_vocab} (which counts the {len(SPECIALS)} "
+                             f"specials {' '.join(SPECIALS)}) leave none")
         if self.rank == 0:
             self.output.mkdir(parents=True, exist_ok=True)
             vocab.save(path)

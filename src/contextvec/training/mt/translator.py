@@ -15,9 +15,10 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from contextvec.encoders.cove.loader import load_words, save_words
+from contextvec.encoders.cove.loader import COVE, load_words, save_words
 from contextvec.encoders.cove.mt_lstm import pad_ids
 from contextvec.encoders.cove.seq2seq import MODEL_TYPE, Seq2Seq, Seq2SeqConfig
+from contextvec.encoders.registry import refuse_other_kinds
 from contextvec.extras import needs
 from contextvec.io.atomic import atomic_path
 from contextvec.io.native import is_native_dir, load_native, save_native
@@ -50,6 +51,8 @@ def save_translator(model: Seq2Seq, target_vocab: Vocabulary, directory: str | o
 def resolve_model_dir(path: str | os.PathLike) -> Path:
     """A model directory, or a ``train-mt`` output directory (its ``model/``)."""
     path = Path(path)
+    if path.is_dir():  # a translation model is recognised as CoVe (its encoder is one)
+        refuse_other_kinds(path, (COVE,), "a translation model trained by train-mt")
     if not is_native_dir(path) and is_native_dir(path / MODEL_DIR):
         return path / MODEL_DIR
     if not is_native_dir(path):
