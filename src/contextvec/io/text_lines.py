@@ -1,9 +1,11 @@
 """Reading one-sentence-per-line input files, with a checked, streaming policy for bad lines.
 
 Plain or gzipped (``.gz``) files; a UTF-8 byte-order mark at the start is dropped.
-Lines are split on ``\\n`` only (a trailing ``\\r`` is dropped), so Unicode line separators
-inside a sentence never shift line indices. Line ``i`` (0-based) always maps to output key
-``i``.
+A line ends at ``\\n``, ``\\r\\n`` or a lone ``\\r`` (old Mac files): the line breaks of
+Python's text mode, which :func:`open_text` and so every task and corpus reader use too, so a
+file has the same lines everywhere in contextvec. Nothing else breaks a line: Unicode line
+separators inside a sentence never shift line indices. Line ``i`` (0-based) always maps to
+output key ``i``.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,16 +57,35 @@ def open_text(path: str | os.PathLike, errors: str = "strict") -> IO[str]:
     return open(path, encoding="utf-8-sig", errors=errors)
 
 
+LINE_BREAK = re.compile(rb"\r\n|\r|\n")
+BLOCK = 1 << 20
+
+
+def _split_lines(f: IO[bytes]) -> Iterator[bytes]:
+    """The lines of a binary stream, without their breaks (:data:`LINE_BREAK`), read in
+    blocks: a file of lone ``\\r`` has no ``\\n`` for a line-by-line read to stop at."""
+    pending = b""
+    while block := f.read(BLOCK):
+        data = pending + block
+        held = b"\r" if data.endswith(b"\r") else b""  # may be the first half of a \r\n
+        lines = LINE_BREAK.split(data[:len(data) - len(held)])
+        pending = lines.pop() + held
+        yield from lines
+    if pending:
+        lines = LINE_BREAK.split(pending)
+        yield from lines[:-1] if lines[-1] == b"" else lines
+
+
 def _raw_lines(path: Path) -> Iterator[bytes]:
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a directory, not a text file")
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as f:
         try:
-            for index, raw in enumerate(f):
+            for index, raw in enumerate(_split_lines(f)):
                 if index == 0 and raw.startswith(BOM):
                     raw = raw[len(BOM):]  # a byte-order mark is not part of the first token
-                yield raw.rstrip(b"\n").rstrip(b"\r")
+                yield raw
         except (EOFError, gzip.BadGzipFile) as e:
             raise InputError(f"{path}: truncated or corrupt gzip file ({e})") from e
 
