@@ -10,7 +10,13 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from contextvec.cli.common import add_model_arguments, add_overwrite_argument, load_model, positive_int
+from contextvec.cli.common import (
+    add_model_arguments,
+    add_overwrite_argument,
+    check_output,
+    load_model,
+    positive_int,
+)
 from contextvec.encoders.outputs import POOL_MODES
 from contextvec.io.text_lines import EMPTY_LINE_POLICIES, INVALID_UTF8_POLICIES
 
@@ -78,9 +84,9 @@ def run(args: argparse.Namespace) -> None:
         raise ValueError("several inputs need --engine ray (or concatenate them into one file)")
     from contextvec.bulk import embed_file
 
-    output = Path(args.output_file)
-    if output.exists() and not (args.overwrite or args.resume):  # before the model loads
-        raise FileExistsError(f"{output} exists; pass --overwrite to replace it")
+    # before the model loads; held until the command ends
+    output = check_output(args.output_file, inputs=[i for i in args.input_file if i != "-"],
+                          overwrite=args.overwrite, resume=args.resume)
     encoder = load_model(args)
     with _spooled(args.input_file) as sources:
         path = embed_file(
@@ -105,6 +111,8 @@ def _spooled(inputs: list[str]) -> Iterator[list[str | Path]]:
             stdin = Path(spool) / "stdin.txt"
             with open(stdin, "wb") as f:
                 shutil.copyfileobj(sys.stdin.buffer, f)
+            if stdin.stat().st_size == 0:  # said here: a later message would name the spool file
+                raise ValueError("standard input (-) is empty: there is nothing to embed")
             sources[inputs.index("-")] = stdin
         yield sources
 

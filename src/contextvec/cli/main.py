@@ -10,6 +10,8 @@ import argparse
 import importlib
 import sys
 
+from contextvec.cli.common import release_outputs
+
 # name -> (module under contextvec.cli, one-line help); a test checks each module uses the same help.
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("demo", "show contextual vectors at work on the bundled model (or --model)"),
@@ -106,7 +108,10 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:
         return int(e.code or 0)
     try:
-        args.run(args)
+        try:
+            args.run(args)
+        finally:
+            release_outputs()
     except KeyboardInterrupt:
         print("\ncontextvec: interrupted (commands that take --resume keep their finished work)",
               file=sys.stderr)

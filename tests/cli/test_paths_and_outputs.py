@@ -1,0 +1,174 @@
+"""Output paths as a user may give them to `embed` (docs/bad-input.md, "Outputs"): links are
+written through, FIFOs and devices never replaced, a directory where a file belongs, a trailing
+slash, `-` and an empty path get one clear line, and one run holds its output at a time."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import time
+
+import h5py
+import numpy as np
+import pytest
+
+import contextvec
+from contextvec.cli.main import main
+
+
+def _embed(capsys, *args):
+    code = main(["embed", *map(str, args), "--quiet"])
+    captured = capsys.readouterr()
+    return code, captured.err.strip()
+
+
+def _one_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def _read(path):
+    with h5py.File(path, "r") as f:
+        return {k: f[k][()] for k in f if k != "sentence_to_index"}
+
+
+@pytest.fixture()
+def src(tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_text("The bank was robbed .\nA river bank .\n", encoding="utf-8")
+    return path
+
+
+def test_a_symbolic_link_output_is_written_through_to_its_target(tmp_path, src, own_tiny_dir, capsys):
+    (tmp_path / "real").mkdir()
+    link = tmp_path / "link.h5"
+    link.symlink_to("real/target.h5")
+    assert _embed(capsys, src, link, "--top", "--model", own_tiny_dir)[0] == 0
+    assert link.is_symlink() and sorted(_read(tmp_path / "real" / "target.h5")) == ["0", "1"]
+    code, err = _embed(capsys, src, link, "--top", "--model", own_tiny_dir)
+    assert code == 2 and "link.h5 exists; pass --overwrite" in _one_line(err)
+    assert _embed(capsys, src, link, "--all", "--model", own_tiny_dir, "--overwrite")[0] == 0
+    assert link.is_symlink() and _read(link)["0"].ndim == 3
+    assert sorted(p.name for p in (tmp_path / "real").iterdir()) == ["target.h5"]
+
+
+def test_a_link_to_a_missing_folder_is_refused(tmp_path, src, own_tiny_dir, capsys):
+    link = tmp_path / "link.h5"
+    link.symlink_to("nowhere/target.h5")
+    code, err = _embed(capsys, src, link, "--top", "--model", own_tiny_dir)
+    assert code == 2 and "nowhere/target.h5) does not exist" in _one_line(err)
+    assert link.is_symlink() and not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.parametrize("overwrite", [[], ["--overwrite"]])
+def test_a_fifo_output_is_never_replaced(tmp_path, src, own_tiny_dir, capsys, overwrite):
+    fifo = tmp_path / "out.h5"
+    os.mkfifo(fifo)
+    code, err = _embed(capsys, src, fifo, "--top", "--model", own_tiny_dir, *overwrite)
+    assert code == 2 and "is a FIFO (named pipe), not a regular file: refusing" in _one_line(err)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_a_character_device_is_refused_before_anything_can_touch_it():
+    """/dev/null is only looked at (nothing is written): the refusal comes from its kind."""
+    from contextvec.cli.common import check_output, release_outputs
+
+    if os.access("/dev", os.W_OK):
+        pytest.skip("/dev is writable here: a bug could replace /dev/null")
+    try:
+        with pytest.raises(FileExistsError, match="is a character device, not a regular file"):
+            check_output("/dev/null", overwrite=True)
+    finally:
+        release_outputs()
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+@pytest.mark.parametrize("overwrite", [[], ["--overwrite"]])
+def test_a_directory_output_is_one_line_about_its_kind(tmp_path, src, own_tiny_dir, capsys, overwrite):
+    (tmp_path / "out").mkdir()
+    code, err = _embed(capsys, src, tmp_path / "out", "--top", "--model", own_tiny_dir, *overwrite)
+    assert code == 2 and _one_line(err).endswith("is a directory; give a file path")
+    assert "exists" not in err
+
+
+@pytest.mark.parametrize(("given", "message"), [
+    ("out dir/", "ends with '/', which names a folder; give a file path"),
+    ("-", "`-` means standard input, not an output; give an output file path"),
+    ("", "the output path is empty; give a file path"),
+])
+def test_trailing_slash_dash_and_empty_outputs(tmp_path, src, own_tiny_dir, capsys, monkeypatch,
+                                               given, message):
+    monkeypatch.chdir(tmp_path)
+    code, err = _embed(capsys, src, given, "--top", "--model", own_tiny_dir, "--overwrite")
+    assert code == 2 and message in _one_line(err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt"]
+
+
+def test_overwrite_discards_an_unfinished_run(tmp_path, src, own_tiny_dir, capsys):
+    parts = tmp_path / "out.h5.parts"
+    parts.mkdir()
+    (parts / "manifest.json").write_text('{"input_sha256": "another input"}')
+    code, err = _embed(capsys, src, tmp_path / "out.h5", "--top", "--model", own_tiny_dir)
+    assert code == 2 and "pass --resume to finish it or --overwrite to start again" in _one_line(err)
+    assert _embed(capsys, src, tmp_path / "out.h5", "--top", "--model", own_tiny_dir, "--overwrite")[0] == 0
+    assert sorted(_read(tmp_path / "out.h5")) == ["0", "1"] and not parts.exists()
+
+
+def test_empty_standard_input_is_named_as_such(tmp_path, own_tiny_dir, monkeypatch, capsys):
+    with open(os.devnull, "rb") as empty:
+        monkeypatch.setattr("sys.stdin", type("In", (), {"buffer": empty})())
+        code, err = _embed(capsys, "-", tmp_path / "out.h5", "--top", "--model", own_tiny_dir)
+    assert code == 2 and _one_line(err) == \
+        "contextvec: error: standard input (-) is empty: there is nothing to embed"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="outputs are held with fcntl")
+def test_a_second_run_on_an_output_in_use_is_refused_at_once(tmp_path, own_tiny_dir):
+    """Two real processes: the first holds the output while it waits for its standard input;
+    the second (with --resume, with --overwrite) is refused while the first still runs, and the
+    first then finishes its output exactly."""
+    out = tmp_path / "out.h5"
+    cmd = [sys.executable, "-m", "contextvec.cli.main", "embed", "-", str(out), "--top",
+           "--model", str(own_tiny_dir), "--quiet"]
+    first = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        lock, deadline = tmp_path / ".out.h5.lock", time.monotonic() + 120
+        while not (lock.exists() and lock.read_text().strip() == str(first.pid)):
+            assert first.poll() is None, first.stderr.read()
+            assert time.monotonic() < deadline, "the first run never took its output"
+            time.sleep(0.01)
+        for flag in ("--resume", "--overwrite"):
+            second = subprocess.run([*cmd[:4], str(tmp_path / "in.txt"), *cmd[5:], flag],
+                                    capture_output=True, text=True, timeout=120)
+            assert second.returncode == 2
+            assert _one_line(second.stderr) == \
+                f"contextvec: error: {out} is in use by pid {first.pid}; wait for that run to end"
+            assert first.poll() is None  # the second did not wait for the first
+        _, err = first.communicate(b"The bank was robbed .\nA river bank .\n", timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 0, err
+    [want] = contextvec.load(own_tiny_dir).embed([["A", "river", "bank", "."]], layers="top")
+    np.testing.assert_allclose(_read(out)["1"], want, atol=1e-5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.h5"]
+
+
+def test_cr_only_line_endings_are_line_breaks(tmp_path, own_tiny_dir, capsys):
+    """Old Mac files (lone \\r) and mixed endings have the lines Python's text mode sees."""
+    lines = ["The bank was robbed .", "A river bank .", "money"]
+    outputs = {}
+    for name, data in (("lf", "\n".join(lines) + "\n"), ("cr", "\r".join(lines) + "\r"),
+                       ("crlf", "\r\n".join(lines)), ("mixed", f"{lines[0]}\r{lines[1]}\r\n{lines[2]}\n")):
+        (tmp_path / f"{name}.txt").write_bytes(data.encode("utf-8"))
+        assert _embed(capsys, tmp_path / f"{name}.txt", tmp_path / f"{name}.h5", "--all",
+                      "--model", own_tiny_dir)[0] == 0
+        outputs[name] = _read(tmp_path / f"{name}.h5")
+    assert sorted(outputs["lf"]) == ["0", "1", "2"]
+    for name in ("cr", "crlf", "mixed"):
+        assert sorted(outputs[name]) == ["0", "1", "2"]
+        for key, array in outputs["lf"].items():
+            np.testing.assert_array_equal(outputs[name][key], array)
