@@ -172,3 +172,41 @@ def test_cr_only_line_endings_are_line_breaks(tmp_path, own_tiny_dir, capsys):
         assert sorted(outputs[name]) == ["0", "1", "2"]
         for key, array in outputs["lf"].items():
             np.testing.assert_array_equal(outputs[name][key], array)
+
+
+def _sst(path, n: int):
+    words = ["a", "film", "it", "was", "plot", "the"]
+    lines = [f"({label} (2 {words[i % 6]}) (2 {'good' if label in '34' else 'bad'}))"
+             for i, label in zip(range(n), "0134" * n, strict=False)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_a_saved_task_model_goes_through_a_link_to_its_target(tmp_path, capsys):
+    train, dev = _sst(tmp_path / "train.txt", 16), _sst(tmp_path / "dev.txt", 8)
+    (tmp_path / "real").mkdir()
+    link = tmp_path / "m"
+    link.symlink_to("real")
+    argv = ["train-task", "sst2", "--train", str(train), "--dev", str(dev), "--no-contextual",
+            "--epochs", "1", "--hidden", "8", "--word-dim", "8", "--quiet", "--threads", "1",
+            "--save-model", str(link)]
+    for extra in ([], ["--overwrite"]):
+        assert main([*argv, *extra]) == 0, capsys.readouterr().err
+        assert link.is_symlink() and (tmp_path / "real" / "task.json").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dev.txt", "m", "real", "train.txt"]
+
+
+def test_a_model_saved_where_a_file_is_gets_one_line(tmp_path, own_tiny_dir):
+    (tmp_path / "model").write_text("keep")
+    with pytest.raises(NotADirectoryError, match="the output directory .*model is a file"):
+        contextvec.save(contextvec.load(own_tiny_dir), tmp_path / "model")
+    assert (tmp_path / "model").read_text() == "keep"
+
+
+def test_convert_does_not_suggest_a_resume_it_lacks(tmp_path, own_tiny_dir, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "x").write_text("keep")
+    assert main(["convert", str(out), "--to", "native", "--model", str(own_tiny_dir)]) == 2
+    assert _one_line(capsys.readouterr().err) == \
+        f"contextvec: error: {out} exists; pass --overwrite to replace it"
