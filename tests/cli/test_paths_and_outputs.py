@@ -1,4 +1,4 @@
-"""Output paths as a user may give them to `embed` (docs/bad-input.md, "Outputs"): links are
+"""Output paths as a user may give them (docs/bad-input.md, "Output paths, links, ..."): links are
 written through, FIFOs and devices never replaced, a directory where a file belongs, a trailing
 slash, `-` and an empty path get one clear line, and one run holds its output at a time."""
 
@@ -8,6 +8,7 @@ import os
 import stat
 import subprocess
 import sys
+import threading
 import time
 
 import h5py
@@ -210,3 +211,66 @@ def test_convert_does_not_suggest_a_resume_it_lacks(tmp_path, own_tiny_dir, caps
     assert main(["convert", str(out), "--to", "native", "--model", str(own_tiny_dir)]) == 2
     assert _one_line(capsys.readouterr().err) == \
         f"contextvec: error: {out} exists; pass --overwrite to replace it"
+
+
+def test_a_pipe_input_is_read_once_like_standard_input(tmp_path, own_tiny_dir, capsys):
+    """`embed <(zcat f.gz) out.h5` gives a pipe: its lines are copied first (they are read twice)."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+
+    def write():
+        with open(fifo, "w", encoding="utf-8") as f:
+            f.write("The bank was robbed .\nA river bank .\n")
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        code, err = _embed(capsys, fifo, tmp_path / "out.h5", "--top", "--model", own_tiny_dir)
+    finally:
+        writer.join(60)
+    assert code == 0, err
+    [want] = contextvec.load(own_tiny_dir).embed([["A", "river", "bank", "."]], layers="top")
+    np.testing.assert_allclose(_read(tmp_path / "out.h5")["1"], want, atol=1e-5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.h5", "pipe"]
+
+
+def test_the_python_api_refuses_a_pipe_input_without_reading_it(tmp_path, own_tiny_dir):
+    from contextvec.bulk import embed_file
+
+    os.mkfifo(tmp_path / "pipe")  # no writer: opening it waits for one
+    encoder = contextvec.load(own_tiny_dir)
+
+    done = threading.Event()
+
+    def unblock():  # where the pipe is opened after all, an empty write ends each wait
+        while not done.wait(30):
+            with open(tmp_path / "pipe", "wb"):
+                pass
+
+    threading.Thread(target=unblock, daemon=True).start()
+    try:
+        with pytest.raises(ValueError, match="is a pipe, FIFO or device: its lines can be read only once"):
+            embed_file(encoder, tmp_path / "pipe", tmp_path / "out.h5")
+    finally:
+        done.set()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
+
+
+def test_an_empty_save_model_path_is_refused_not_skipped(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    train = _sst(tmp_path / "train.txt", 8)
+    code = main(["train-task", "sst2", "--train", str(train), "--dev", str(train), "--no-contextual",
+                 "--epochs", "1", "--hidden", "4", "--word-dim", "4", "--quiet", "--save-model", ""])
+    assert code == 2 and _one_line(capsys.readouterr().err) == \
+        "contextvec: error: the output path is empty; give a directory path"
+
+
+def test_demo_workdir_is_reused_and_checked(tmp_path, own_tiny_dir, capsys):
+    """--workdir is the demo's own folder: a second run replaces its two files (the demo has no
+    --overwrite to pass); an empty path is refused, not taken for "a temporary folder"."""
+    for _ in range(2):
+        assert main(["demo", "--model", str(own_tiny_dir), "--workdir", str(tmp_path / "w")]) == 0
+    assert sorted(p.name for p in (tmp_path / "w").iterdir()) == ["sentences.txt", "vectors.hdf5"]
+    capsys.readouterr()
+    assert main(["demo", "--model", str(own_tiny_dir), "--workdir", ""]) == 2
+    assert "the output path is empty" in _one_line(capsys.readouterr().err)

@@ -18,7 +18,7 @@ from contextvec.cli.common import (
     positive_int,
 )
 from contextvec.encoders.outputs import POOL_MODES
-from contextvec.io.text_lines import EMPTY_LINE_POLICIES, INVALID_UTF8_POLICIES
+from contextvec.io.text_lines import EMPTY_LINE_POLICIES, INVALID_UTF8_POLICIES, read_once
 
 ENGINES = ("local", "ray")
 HELP = "embed a file of whitespace-tokenized sentences into HDF5 (allennlp `elmo` layout)"
@@ -101,19 +101,24 @@ def run(args: argparse.Namespace) -> None:
 
 @contextlib.contextmanager
 def _spooled(inputs: list[str]) -> Iterator[list[str | Path]]:
-    """The inputs, with ``-`` (standard input, at most once) copied to a temporary file: the
-    lines are read twice (checked, then embedded)."""
+    """The inputs, with each one that can be read only once (``-``: standard input, at most
+    once; a pipe or FIFO such as ``<(zcat f.gz)``) copied to a temporary file: the lines are
+    read twice (checked, then embedded). An empty one is named here, not by its copy's name."""
     if inputs.count("-") > 1:
         raise ValueError("standard input (-) can be read only once")
     with tempfile.TemporaryDirectory() as spool:
         sources: list[str | Path] = list(inputs)
-        if "-" in inputs:
-            stdin = Path(spool) / "stdin.txt"
-            with open(stdin, "wb") as f:
-                shutil.copyfileobj(sys.stdin.buffer, f)
-            if stdin.stat().st_size == 0:  # said here: a later message would name the spool file
-                raise ValueError("standard input (-) is empty: there is nothing to embed")
-            sources[inputs.index("-")] = stdin
+        for number, given in enumerate(inputs):
+            if given != "-" and not read_once(given):
+                continue
+            copy = Path(spool) / f"{number}-{'stdin.txt' if given == '-' else Path(given).name}"
+            with open(copy, "wb") as f, contextlib.ExitStack() as stack:
+                source = sys.stdin.buffer if given == "-" else stack.enter_context(open(given, "rb"))
+                shutil.copyfileobj(source, f)
+            if copy.stat().st_size == 0:
+                name = "standard input (-)" if given == "-" else given
+                raise ValueError(f"{name} is empty: there is nothing to embed")
+            sources[number] = copy
         yield sources
 
 

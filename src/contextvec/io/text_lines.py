@@ -14,6 +14,7 @@ import gzip
 import hashlib
 import os
 import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,12 +97,26 @@ def _describe(kind: str, lines: list[int], hint: str) -> str:
     return f"{len(lines)} {kind} at line(s) {shown}{more} (1-based; output key = line - 1); {hint}"
 
 
+def read_once(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a pipe, FIFO, socket or device (``<(zcat f.gz)``, ``/dev/stdin``):
+    what is read from it is gone, so its lines cannot be read a second time."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 def scan_lines(path: str | os.PathLike, sentence_keys: bool = False) -> InputScan:
     """One streaming pass: line count, content hash, and the lines each policy cares about.
 
     With ``sentence_keys`` it also finds duplicate sentences and sentences that cannot be HDF5
-    dataset names (containing ``/``, or ``.``).
+    dataset names (containing ``/``, or ``.``). A pipe or FIFO is refused (:func:`read_once`):
+    the scan is the first of two passes, and the second would find it empty.
     """
+    if read_once(path):
+        raise InputError(f"{path} is a pipe, FIFO or device: its lines can be read only once, and "
+                         "they are read twice (checked, then embedded); copy it to a file first")
     scan = InputScan()
     digest = hashlib.sha256()
     seen: set[bytes] = set()
