@@ -42,16 +42,16 @@ def check_output(output: Path, inputs: Sequence[str | os.PathLike], merge: bool,
     """Refuse an output that is an input, of the wrong kind (:func:`output_path`), or in the
     way; with ``overwrite`` (and no ``resume``) empty a folder of an earlier run. Returns the
     absolute path (a symbolic link's target)."""
-    output = output_path(output, merge)
+    named, output = output, output_path(output, merge)
     for given in inputs:
         if Path(given).exists() and output.exists() and os.path.samefile(given, output):
-            raise ValueError(f"the output {output} is the input {given}: refusing to destroy it")
+            raise ValueError(f"the output {named} is the input {given}: refusing to destroy it")
     in_use = output.exists() and (merge or any(output.iterdir()))
     if in_use and not (overwrite or resume):
-        raise FileExistsError(f"{output} exists; pass --overwrite to replace it or --resume to continue it")
+        raise FileExistsError(f"{named} exists; pass --overwrite to replace it or --resume to continue it")
     if not merge and output.exists() and not resume and (overwrite or not in_use):
         if in_use and not (output / MANIFEST).exists():
-            raise FileExistsError(f"{output} is not a folder written by contextvec (no {MANIFEST}); "
+            raise FileExistsError(f"{named} is not a folder written by contextvec (no {MANIFEST}); "
                                   "refusing to delete it")
         shutil.rmtree(output)
     return output
