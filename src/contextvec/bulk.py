@@ -32,7 +32,7 @@ from contextvec.encoders.fingerprint import model_identity
 from contextvec.encoders.outputs import LAYER_MODES, POOL_MODES, pool_tokens, select_layers
 from contextvec.io.atomic import atomic_path, output_lock, output_target
 from contextvec.io.shards import ResumeError, ShardDir
-from contextvec.io.text_lines import check_scan, read_lines, scan_lines
+from contextvec.io.text_lines import check_scan, input_file, read_lines, scan_lines
 
 SENTENCE_TO_INDEX = "sentence_to_index"
 RUN_ATTRIBUTE = "contextvec_run"
@@ -142,7 +142,7 @@ def embed_file(
     another process embedding into it meanwhile gets :class:`~contextvec.io.atomic.OutputInUseError`.
     """
     _check_arguments(layers, pool, batch_size, max_tokens, chunk_lines)
-    input_path, given = Path(input_path), output_path
+    input_path, given = input_file(input_path), output_path
     output_path = output_target(output_path)  # a symbolic link is written through
     with output_lock(output_path):
         if output_path.exists() and input_path.exists() and os.path.samefile(input_path, output_path):

@@ -274,3 +274,8 @@ def test_demo_workdir_is_reused_and_checked(tmp_path, own_tiny_dir, capsys):
     capsys.readouterr()
     assert main(["demo", "--model", str(own_tiny_dir), "--workdir", ""]) == 2
     assert "the output path is empty" in _one_line(capsys.readouterr().err)
+
+
+def test_an_empty_input_path_is_named_as_such(tmp_path, own_tiny_dir, capsys):
+    code, err = _embed(capsys, "", tmp_path / "out.h5", "--top", "--model", own_tiny_dir)
+    assert code == 2 and _one_line(err) == "contextvec: error: the input path is empty; give a text file"

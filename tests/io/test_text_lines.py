@@ -53,3 +53,9 @@ def test_crlf_and_lf_files_hash_alike_and_cr_files_too(tmp_path):
         (tmp_path / name).write_bytes(data)
         hashes.add(scan_lines(tmp_path / name).sha256)
     assert len(hashes) == 1
+
+
+def test_an_empty_input_path_is_not_the_current_folder():
+    for read in (scan_lines, lambda path: list(read_lines(path)), open_text):
+        with pytest.raises(ValueError, match="the input path is empty; give a text file"):
+            read("")

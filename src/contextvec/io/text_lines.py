@@ -50,9 +50,7 @@ def open_text(path: str | os.PathLike, errors: str = "strict") -> IO[str]:
     token and changes its vectors. A directory or a truncated gzip file gets a clear error from
     the reader (``IsADirectoryError``, ``EOFError``/``gzip.BadGzipFile``).
     """
-    path = Path(path)
-    if path.is_dir():
-        raise IsADirectoryError(f"{path} is a directory, not a text file")
+    path = input_file(path)
     if path.suffix == ".gz":
         return gzip.open(path, "rt", encoding="utf-8-sig", errors=errors)
     return open(path, encoding="utf-8-sig", errors=errors)
@@ -77,9 +75,17 @@ def _split_lines(f: IO[bytes]) -> Iterator[bytes]:
         yield from lines[:-1] if lines[-1] == b"" else lines
 
 
-def _raw_lines(path: Path) -> Iterator[bytes]:
-    if path.is_dir():
+def input_file(path: str | os.PathLike) -> Path:
+    """``path`` as an input file: an empty path (which ``Path`` reads as ``.``) or a directory
+    is refused in one line."""
+    if os.fspath(path) == "":
+        raise ValueError("the input path is empty; give a text file")
+    if Path(path).is_dir():
         raise IsADirectoryError(f"{path} is a directory, not a text file")
+    return Path(path)
+
+
+def _raw_lines(path: Path) -> Iterator[bytes]:
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as f:
         try:
@@ -120,7 +126,7 @@ def scan_lines(path: str | os.PathLike, sentence_keys: bool = False) -> InputSca
     scan = InputScan()
     digest = hashlib.sha256()
     seen: set[bytes] = set()
-    for index, raw in enumerate(_raw_lines(Path(path))):
+    for index, raw in enumerate(_raw_lines(input_file(path))):
         digest.update(raw + b"\n")
         scan.n_lines += 1
         try:
@@ -174,5 +180,5 @@ def read_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
 
     Call :func:`check_scan` first: this is the lenient reading that the policies allow.
     """
-    for index, raw in enumerate(_raw_lines(Path(path))):
+    for index, raw in enumerate(_raw_lines(input_file(path))):
         yield index, raw.decode("utf-8", "replace")
