@@ -279,3 +279,26 @@ def test_demo_workdir_is_reused_and_checked(tmp_path, own_tiny_dir, capsys):
 def test_an_empty_input_path_is_named_as_such(tmp_path, own_tiny_dir, capsys):
     code, err = _embed(capsys, "", tmp_path / "out.h5", "--top", "--model", own_tiny_dir)
     assert code == 2 and _one_line(err) == "contextvec: error: the input path is empty; give a text file"
+
+
+@pytest.mark.parametrize(("given", "message"), [
+    ("", "the input path is empty; give text files"),
+    ("-", "- (standard input) cannot be read more than once; give text files"),
+    ("fifo", "fifo is a pipe, FIFO or device: it can be read only once, and a corpus is read more"),
+])
+def test_corpus_paths_that_cannot_be_read_again_are_named(tmp_path, monkeypatch, given, message):
+    """train-bilm, train-bert, train-word-vectors, train-wordpiece, perplexity: a FIFO used to be
+    "file not found", `-` too, and "" was ". is a directory"."""
+    from contextvec.training.corpus import expand_paths
+
+    monkeypatch.chdir(tmp_path)
+    os.mkfifo("fifo")
+    with pytest.raises(ValueError) as caught:
+        expand_paths([given])
+    assert message in str(caught.value)
+
+
+def test_predict_names_an_empty_input_path(tmp_path, capsys):
+    assert main(["predict", str(tmp_path), "", "--quiet"]) == 2
+    assert _one_line(capsys.readouterr().err) == \
+        "contextvec: error: INPUT is an empty path; give a file, or - for standard input"
