@@ -218,16 +218,20 @@ def test_a_pipe_input_is_read_once_like_standard_input(tmp_path, own_tiny_dir, c
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
 
-    def write():
+    done = threading.Event()
+
+    def write():  # once, as a shell's <(...) does; later opens get an empty write, never a wait
         with open(fifo, "w", encoding="utf-8") as f:
             f.write("The bank was robbed .\nA river bank .\n")
+        while not done.wait(30):
+            with open(fifo, "wb"):
+                pass
 
-    writer = threading.Thread(target=write)
-    writer.start()
+    threading.Thread(target=write, daemon=True).start()
     try:
         code, err = _embed(capsys, fifo, tmp_path / "out.h5", "--top", "--model", own_tiny_dir)
     finally:
-        writer.join(60)
+        done.set()
     assert code == 0, err
     [want] = contextvec.load(own_tiny_dir).embed([["A", "river", "bank", "."]], layers="top")
     np.testing.assert_allclose(_read(tmp_path / "out.h5")["1"], want, atol=1e-5)
