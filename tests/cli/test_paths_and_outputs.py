@@ -306,3 +306,17 @@ def test_predict_names_an_empty_input_path(tmp_path, capsys):
     assert main(["predict", str(tmp_path), "", "--quiet"]) == 2
     assert _one_line(capsys.readouterr().err) == \
         "contextvec: error: INPUT is an empty path; give a file, or - for standard input"
+
+
+@pytest.mark.parametrize(("given", "message"), [
+    ("", "--train is an empty path; give a file"),
+    ("fifo", "--train fifo is a pipe, FIFO or device; copy it to a file first"),
+])
+def test_task_inputs_that_are_not_files_are_named(tmp_path, capsys, monkeypatch, given, message):
+    """A FIFO used to be "an empty file" (its size is 0) and "" "is a directory"."""
+    monkeypatch.chdir(tmp_path)
+    os.mkfifo("fifo")
+    dev = _sst(tmp_path / "dev.txt", 8)
+    assert main(["train-task", "sst2", "--train", given, "--dev", str(dev), "--no-contextual",
+                 "--quiet"]) == 2
+    assert _one_line(capsys.readouterr().err) == f"contextvec: error: {message}"
