@@ -171,3 +171,15 @@ def test_a_link_and_its_target_are_one_output(tmp_path):
     out = tmp_path / "out.h5"
     (tmp_path / "link.h5").symlink_to(out)
     assert lock_file(tmp_path / "link.h5") == lock_file(out) == tmp_path / ".out.h5.lock"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="output_lock does not lock without fcntl")
+def test_an_output_in_a_folder_that_is_not_writable_is_named(tmp_path, monkeypatch):
+    """The lock file beside the output is not a name the user gave: the message names the output."""
+    def refuse(path, *args, **kwargs):  # what a folder without write permission answers
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(os, "open", refuse)
+    with pytest.raises(PermissionError, match=r"output .*out.h5: its folder .* is not writable"), \
+            output_lock(tmp_path / "out.h5"):
+        pass

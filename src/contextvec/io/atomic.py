@@ -193,7 +193,11 @@ def output_lock(path: str | os.PathLike) -> Iterator[None]:
 
 def _acquire(lock: Path, path: str | os.PathLike) -> int:
     while True:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        except PermissionError:  # said of the output: the lock file is not a name the user gave
+            raise PermissionError(f"cannot write the output {path}: its folder {lock.parent} is "
+                                  "not writable") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
