@@ -320,3 +320,19 @@ def test_task_inputs_that_are_not_files_are_named(tmp_path, capsys, monkeypatch,
     assert main(["train-task", "sst2", "--train", given, "--dev", str(dev), "--no-contextual",
                  "--quiet"]) == 2
     assert _one_line(capsys.readouterr().err) == f"contextvec: error: {message}"
+
+
+@pytest.mark.parametrize(("given", "message"), [
+    ("", "the output path is empty; give a directory path"),
+    ("afile", "the output directory afile is a file"),
+])
+def test_a_feature_cache_folder_is_checked(tmp_path, own_tiny_dir, monkeypatch, given, message):
+    """`--cache-dir ""` used to fill the current folder; a file gave "[Errno 17] File exists"."""
+    from contextvec.tasks.features import cached_features
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("keep")
+    with pytest.raises(OSError if given else ValueError) as caught:
+        cached_features(contextvec.load(own_tiny_dir), [["a", "b"]], cache_dir=given, progress=False)
+    assert message in str(caught.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
