@@ -183,3 +183,12 @@ def test_an_output_in_a_folder_that_is_not_writable_is_named(tmp_path, monkeypat
     with pytest.raises(PermissionError, match=r"output .*out.h5: its folder .* is not writable"), \
             output_lock(tmp_path / "out.h5"):
         pass
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/null"), reason="no /dev/null")
+def test_a_character_device_is_not_an_output():
+    """Only looked at: output_target writes nothing, so no bug of this test can touch /dev/null."""
+    for directory in (False, True):
+        with pytest.raises(FileExistsError, match="/dev/null is a character device, not a regular file"):
+            output_target("/dev/null", directory=directory)
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
