@@ -30,9 +30,9 @@ from tqdm import tqdm
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.fingerprint import model_identity
 from contextvec.encoders.outputs import LAYER_MODES, POOL_MODES, pool_tokens, select_layers
-from contextvec.io.atomic import atomic_path
+from contextvec.io.atomic import atomic_path, output_lock, output_target
 from contextvec.io.shards import ResumeError, ShardDir
-from contextvec.io.text_lines import check_scan, read_lines, scan_lines
+from contextvec.io.text_lines import check_scan, input_file, read_lines, scan_lines
 
 SENTENCE_TO_INDEX = "sentence_to_index"
 RUN_ATTRIBUTE = "contextvec_run"
@@ -134,63 +134,64 @@ def embed_file(
     ``"keep"`` writes a zero-token dataset for each. ``invalid_utf8``: ``"error"`` (default)
     names the offending lines; ``"replace"`` decodes them with U+FFFD. Both checks run on a
     first streaming pass, before any compute. An existing output is refused unless
-    ``overwrite``; with ``resume`` a finished output of the very same run is returned as it is,
-    and one made otherwise is refused, naming what differs.
+    ``overwrite`` (which also discards an unfinished run's ``OUTPUT.parts/``); with ``resume`` a
+    finished output of the very same run is returned as it is, and one made otherwise is
+    refused, naming what differs. An output that is a symbolic link is written through to its
+    target; a FIFO, device or socket is never replaced. The output is held for the whole call:
+    another process embedding into it meanwhile gets :class:`~contextvec.io.atomic.OutputInUseError`.
     """
     _check_arguments(layers, pool, batch_size, max_tokens, chunk_lines)
-    input_path, output_path = Path(input_path), Path(output_path)
-    if output_path.is_dir():
-        raise IsADirectoryError(f"the output {output_path} is a directory; give a file path")
-    if not output_path.parent.is_dir():
-        raise FileNotFoundError(f"the folder of the output {output_path} does not exist")
-    if output_path.exists() and input_path.exists() and os.path.samefile(input_path, output_path):
-        raise ValueError(f"the output {output_path} is the input: refusing to destroy it")
-    if output_path.exists() and not (overwrite or resume):
-        raise FileExistsError(f"{output_path} exists; pass --overwrite to replace it")
-    scan = scan_lines(input_path, sentence_keys)
-    check_scan(scan, empty_lines, invalid_utf8)
-    if scan.n_lines == 0:
-        raise ValueError(f"{input_path} is empty: there is nothing to embed")
-    parts = ShardDir(output_path.with_name(output_path.name + ".parts"), {
-        "input_sha256": scan.sha256,
-        "n_lines": scan.n_lines,
-        "model": model_identity(encoder),
-        "layers": layers,
-        "pool": pool,
-        "sentence_keys": sentence_keys,
-        "forget_sentences": forget_sentences,
-        "empty_lines": empty_lines,
-        "invalid_utf8": invalid_utf8,
-        "chunk_lines": chunk_lines,
-    }, free={"chunk_lines"})
-    if resume and not parts.path.exists() and output_path.exists() and not overwrite:
-        check_finished(output_path, parts)
-        return output_path  # finished earlier by the same run: nothing left to do
-    if resume:  # a merge killed half-way leaves its temporary output behind
-        for stale in output_path.parent.glob(f".{output_path.name}.tmp*"):
-            stale.unlink()
-    parts.start(resume)
-    chunk_lines = parts.manifest["chunk_lines"]
-    n_chunks = -(-scan.n_lines // chunk_lines)
-    done = parts.done(n_chunks)
+    input_path, given = input_file(input_path), output_path
+    output_path = output_target(output_path)  # a symbolic link is written through
+    with output_lock(output_path):
+        if output_path.exists() and input_path.exists() and os.path.samefile(input_path, output_path):
+            raise ValueError(f"the output {given} is the input: refusing to destroy it")
+        if output_path.exists() and not (overwrite or resume):
+            raise FileExistsError(f"{given} exists; pass --overwrite to replace it")
+        scan = scan_lines(input_path, sentence_keys)
+        check_scan(scan, empty_lines, invalid_utf8)
+        if scan.n_lines == 0:
+            raise ValueError(f"{input_path} is empty: there is nothing to embed")
+        parts = ShardDir(output_path.with_name(output_path.name + ".parts"), {
+            "input_sha256": scan.sha256,
+            "n_lines": scan.n_lines,
+            "model": model_identity(encoder),
+            "layers": layers,
+            "pool": pool,
+            "sentence_keys": sentence_keys,
+            "forget_sentences": forget_sentences,
+            "empty_lines": empty_lines,
+            "invalid_utf8": invalid_utf8,
+            "chunk_lines": chunk_lines,
+        }, free={"chunk_lines"})
+        if resume and not parts.path.exists() and output_path.exists() and not overwrite:
+            check_finished(output_path, parts)
+            return output_path  # finished earlier by the same run: nothing left to do
+        if resume:  # a merge killed half-way leaves its temporary output behind
+            for stale in output_path.parent.glob(f".{output_path.name}.tmp*"):
+                stale.unlink()
+        parts.start(resume, restart=overwrite)
+        chunk_lines = parts.manifest["chunk_lines"]
+        n_chunks = -(-scan.n_lines // chunk_lines)
+        done = parts.done(n_chunks)
 
-    with tqdm(total=scan.n_lines, unit="sent", disable=not progress, desc="embed") as bar:
-        bar.update(sum(min(chunk_lines, scan.n_lines - n * chunk_lines) for n in done))
-        tokens_done = 0
-        for number, chunk in enumerate(_chunks(input_path, chunk_lines)):
-            if number in done:
-                continue
-            items = embed_chunk(encoder, chunk, layers=layers, pool=pool, sentence_keys=sentence_keys,
-                                batch_size=batch_size, max_tokens=max_tokens)
-            write_shard(parts.shard(number), items)
-            tokens_done += sum(len(text.split()) for _, text in chunk)
-            bar.update(len(chunk))
-            bar.set_postfix_str(f"{tokens_done / max(bar.format_dict['elapsed'], 1e-9):.0f} tok/s")
+        with tqdm(total=scan.n_lines, unit="sent", disable=not progress, desc="embed") as bar:
+            bar.update(sum(min(chunk_lines, scan.n_lines - n * chunk_lines) for n in done))
+            tokens_done = 0
+            for number, chunk in enumerate(_chunks(input_path, chunk_lines)):
+                if number in done:
+                    continue
+                items = embed_chunk(encoder, chunk, layers=layers, pool=pool, sentence_keys=sentence_keys,
+                                    batch_size=batch_size, max_tokens=max_tokens)
+                write_shard(parts.shard(number), items)
+                tokens_done += sum(len(text.split()) for _, text in chunk)
+                bar.update(len(chunk))
+                bar.set_postfix_str(f"{tokens_done / max(bar.format_dict['elapsed'], 1e-9):.0f} tok/s")
 
-    merge_shards(parts, n_chunks, output_path, input_path,
-                 index=not (forget_sentences or sentence_keys), progress=progress)
-    parts.remove()
-    return output_path
+        merge_shards(parts, n_chunks, output_path, input_path,
+                     index=not (forget_sentences or sentence_keys), progress=progress)
+        parts.remove()
+        return output_path
 
 
 def merge_shards(

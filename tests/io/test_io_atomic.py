@@ -1,7 +1,9 @@
-"""Atomic writes: complete file or none, with the permissions of a plain open(); file locks."""
+"""Atomic writes: complete file or none, with the permissions of a plain open(), through links,
+never over a FIFO or device; output checks; file locks and output locks."""
 
 import os
 import stat
+import subprocess
 import sys
 import threading
 import time
@@ -10,7 +12,14 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from contextvec.io.atomic import atomic_path, file_lock
+from contextvec.io.atomic import (
+    OutputInUseError,
+    atomic_path,
+    file_lock,
+    lock_file,
+    output_lock,
+    output_target,
+)
 
 
 def test_safetensors_output_gets_umask_permissions(tmp_path):
@@ -61,3 +70,125 @@ def test_file_lock_takes_turns_and_leaves_no_file(tmp_path):
         t.join(10)
     assert events == ["first releases", "second holds"]
     assert not lock.exists()
+
+
+# -- what a path points to is never replaced --------------------------------------------------
+
+def test_a_symbolic_link_is_written_through_to_its_target(tmp_path):
+    (tmp_path / "real").mkdir()
+    link = tmp_path / "link.txt"
+    link.symlink_to("real/target.txt")  # dangling: the target is created
+    for text in ("first", "second"):
+        with atomic_path(link) as tmp:
+            tmp.write_text(text, encoding="utf-8")
+        assert link.is_symlink() and (tmp_path / "real" / "target.txt").read_text() == text
+    assert sorted(p.name for p in (tmp_path / "real").iterdir()) == ["target.txt"]
+
+
+def test_a_fifo_is_never_replaced(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    link = tmp_path / "link"
+    link.symlink_to(fifo)
+    for path in (fifo, link):
+        with pytest.raises(FileExistsError, match="is a FIFO"), atomic_path(path) as tmp:
+            tmp.write_text("x", encoding="utf-8")
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and link.is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "link"]
+
+
+@pytest.mark.parametrize(("given", "directory", "error", "message"), [
+    ("", False, ValueError, "the output path is empty; give a file path"),
+    ("", True, ValueError, "the output path is empty; give a directory path"),
+    ("-", False, ValueError, "`-` means standard input, not an output"),
+    ("out dir/", False, IsADirectoryError, "ends with '/', which names a folder"),
+    ("a_dir", False, IsADirectoryError, "is a directory; give a file path"),
+    ("a_file", True, NotADirectoryError, "the output directory a_file is a file"),
+    ("fifo", False, FileExistsError, "is a FIFO (named pipe), not a regular file: refusing to replace it"),
+    ("fifo", True, FileExistsError, "is a FIFO (named pipe), not a regular file"),
+    ("missing/out.h5", False, FileNotFoundError, "the folder of the output missing/out.h5 does not exist"),
+    ("a_file/out.h5", False, NotADirectoryError, "lies below a file"),
+    ("to_missing_folder", False, FileNotFoundError, "missing/x) does not exist"),
+    ("dangling_dir", True, FileNotFoundError, "which does not exist; create it"),
+    ("loop", False, OSError, "a symbolic link that loops"),
+])
+def test_output_target_refuses_in_one_line(tmp_path, monkeypatch, given, directory, error, message):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a_dir").mkdir()
+    (tmp_path / "a_file").write_text("keep")
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "to_missing_folder").symlink_to("missing/x")
+    (tmp_path / "dangling_dir").symlink_to("nowhere")
+    (tmp_path / "loop").symlink_to("loop")
+    with pytest.raises(error) as caught:
+        output_target(given, directory=directory)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+    assert (tmp_path / "a_file").read_text() == "keep"
+
+
+def test_output_target_follows_links(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "file_link").symlink_to("real/out.h5")
+    (tmp_path / "dir_link").symlink_to("real")
+    assert output_target(tmp_path / "file_link") == tmp_path / "real" / "out.h5"
+    assert output_target(tmp_path / "dir_link", directory=True) == tmp_path / "real"
+    assert output_target(tmp_path / "new.h5") == tmp_path / "new.h5"
+
+
+# -- one run per output -----------------------------------------------------------------------
+
+_HOLDER = """
+import sys
+from contextvec.io.atomic import output_lock
+with output_lock(sys.argv[1]):
+    print("held", flush=True)
+    sys.stdin.read()
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="output_lock does not lock without fcntl")
+def test_an_output_held_by_another_process_is_refused_at_once_naming_it(tmp_path):
+    out = tmp_path / "out.h5"
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(out)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        for path in (out, tmp_path / "." / "out.h5"):
+            with pytest.raises(OutputInUseError, match=rf"out.h5 is in use by pid {holder.pid}"), \
+                    output_lock(path):
+                pass
+        assert holder.poll() is None  # refused while the holder still runs: it did not wait
+    finally:
+        holder.communicate("", timeout=60)
+    assert holder.returncode == 0 and not lock_file(out).exists()
+    with output_lock(out), output_lock(out):  # free again, and re-entrant within a process
+        assert lock_file(out).read_text() == f"{os.getpid()}\n"
+    assert not lock_file(out).exists()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="output_lock does not lock without fcntl")
+def test_a_link_and_its_target_are_one_output(tmp_path):
+    out = tmp_path / "out.h5"
+    (tmp_path / "link.h5").symlink_to(out)
+    assert lock_file(tmp_path / "link.h5") == lock_file(out) == tmp_path / ".out.h5.lock"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="output_lock does not lock without fcntl")
+def test_an_output_in_a_folder_that_is_not_writable_is_named(tmp_path, monkeypatch):
+    """The lock file beside the output is not a name the user gave: the message names the output."""
+    def refuse(path, *args, **kwargs):  # what a folder without write permission answers
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(os, "open", refuse)
+    with pytest.raises(PermissionError, match=r"output .*out.h5: its folder .* is not writable"), \
+            output_lock(tmp_path / "out.h5"):
+        pass
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/null"), reason="no /dev/null")
+def test_a_character_device_is_not_an_output():
+    """Only looked at: output_target writes nothing, so no bug of this test can touch /dev/null."""
+    for directory in (False, True):
+        with pytest.raises(FileExistsError, match="/dev/null is a character device, not a regular file"):
+            output_target("/dev/null", directory=directory)
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)

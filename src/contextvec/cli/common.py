@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Iterable
@@ -123,27 +124,41 @@ def check_output(
     *,
     inputs: Iterable[str | os.PathLike | None] = (),
     overwrite: bool = False,
-    resume: bool = False,
+    resume: bool | None = None,
     directory: bool = False,
 ) -> Path:
-    """Refuse an output that is one of the inputs (also through links), that exists while
-    neither ``overwrite`` nor ``resume`` is given, or whose kind (file/directory) is wrong.
+    """The path the command writes for ``output`` (a symbolic link leads to its target), after
+    refusing one that cannot be written (:func:`~contextvec.io.atomic.output_target`: empty,
+    ``-``, the wrong kind, a FIFO or device, a missing folder), one that another run holds, one
+    that is an input (also through links), or one that exists while neither ``overwrite`` nor
+    ``resume`` is given (``resume=None``: the command has no ``--resume``).
 
-    Raises ``FileExistsError``/``ValueError``/``IsADirectoryError`` with a one-line message.
+    The output (and its ``.parts`` folder) is held until the command ends
+    (:func:`release_outputs`): a second run on it is refused at once, naming this process.
+    Raises ``OSError``/``ValueError``/``RuntimeError`` subclasses with a one-line message.
     """
+    from contextvec.io.atomic import output_lock, output_target
+
     path = Path(output)
+    target = output_target(output, directory=directory)
+    if directory:  # made with its parents by the run; the lock lies beside it
+        target.parent.mkdir(parents=True, exist_ok=True)
+    if int(os.environ.get("RANK", "0")) == 0:  # under torchrun, rank 0 holds it for the launch
+        _HELD.enter_context(output_lock(target))
     for given in inputs:
-        if given is not None and Path(given).exists() and path.exists() \
-                and os.path.samefile(path, given):
+        if given is not None and Path(given).exists() and target.exists() \
+                and os.path.samefile(target, given):
             raise ValueError(f"the output {path} is the input {given}: refusing to destroy it")
-    if directory:
-        if path.exists() and not path.is_dir():
-            raise NotADirectoryError(f"the output directory {path} is a file")
-    elif path.is_dir():
-        raise IsADirectoryError(f"the output {path} is a directory; give a file path")
-    if path.exists() and not (overwrite or resume) and not (directory and not any(path.iterdir())):
+    if target.exists() and not (overwrite or resume) and not (directory and not any(target.iterdir())):
         raise FileExistsError(f"{path} exists; pass --overwrite to replace it"
-                              + (" or --resume to continue it" if directory else ""))
-    if not directory and not path.parent.exists():  # an output directory is made with its parents
-        raise FileNotFoundError(f"the folder of the output {path} does not exist")
-    return path
+                              + (" or --resume to continue it" if directory and resume is not None else ""))
+    return target
+
+
+_HELD = contextlib.ExitStack()
+"""The outputs this command holds (:func:`check_output`)."""
+
+
+def release_outputs() -> None:
+    """Let go of the outputs :func:`check_output` took (``main`` calls it when a command ends)."""
+    _HELD.close()

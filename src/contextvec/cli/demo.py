@@ -22,7 +22,8 @@ import numpy as np
 import contextvec
 from contextvec.api import DEFAULT_MODEL, bundled_models
 from contextvec.bulk import embed_file
-from contextvec.cli.common import positive_int
+from contextvec.cli.common import check_output, positive_int
+from contextvec.io.atomic import atomic_path
 from contextvec.training.loop import TRAINING_RECORD
 
 HELP = "show contextual vectors at work on the bundled model (or --model)"
@@ -88,12 +89,14 @@ def run(args: argparse.Namespace) -> None:
         print(f"       biLM trained {steps:,} steps on {tokens:,} tokens of "
               f"English books and Wikipedia ({seconds / 3600:.1f} h on CPU)")
     with tempfile.TemporaryDirectory() as tmp:
-        work = Path(args.workdir or tmp)
-        work.mkdir(parents=True, exist_ok=True)
+        # --workdir is the demo's own: its two files are replaced on every run
+        work = tmp if args.workdir is None else check_output(args.workdir, overwrite=True, directory=True)
+        Path(work).mkdir(parents=True, exist_ok=True)
         sentences = _data("demo_sentences.txt")
-        source = work / "sentences.txt"
-        source.write_text("".join(" ".join(s) + "\n" for s in sentences), encoding="utf-8")
-        out = embed_file(encoder, source, work / "vectors.hdf5", progress=False)
+        source = Path(work) / "sentences.txt"
+        with atomic_path(source) as part:
+            part.write_text("".join(" ".join(s) + "\n" for s in sentences), encoding="utf-8")
+        out = embed_file(encoder, source, Path(work) / "vectors.hdf5", progress=False, overwrite=True)
         print(f"\n1. contextvec embed {source.name} {out.name} --all")
         with h5py.File(out, "r") as f:
             vectors = [f[str(i)][()] for i in range(len(sentences))]

@@ -10,9 +10,15 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from contextvec.cli.common import add_model_arguments, add_overwrite_argument, load_model, positive_int
+from contextvec.cli.common import (
+    add_model_arguments,
+    add_overwrite_argument,
+    check_output,
+    load_model,
+    positive_int,
+)
 from contextvec.encoders.outputs import POOL_MODES
-from contextvec.io.text_lines import EMPTY_LINE_POLICIES, INVALID_UTF8_POLICIES
+from contextvec.io.text_lines import EMPTY_LINE_POLICIES, INVALID_UTF8_POLICIES, read_once
 
 ENGINES = ("local", "ray")
 HELP = "embed a file of whitespace-tokenized sentences into HDF5 (allennlp `elmo` layout)"
@@ -78,9 +84,9 @@ def run(args: argparse.Namespace) -> None:
         raise ValueError("several inputs need --engine ray (or concatenate them into one file)")
     from contextvec.bulk import embed_file
 
-    output = Path(args.output_file)
-    if output.exists() and not (args.overwrite or args.resume):  # before the model loads
-        raise FileExistsError(f"{output} exists; pass --overwrite to replace it")
+    # before the model loads; held until the command ends
+    output = check_output(args.output_file, inputs=[i for i in args.input_file if i != "-"],
+                          overwrite=args.overwrite, resume=args.resume)
     encoder = load_model(args)
     with _spooled(args.input_file) as sources:
         path = embed_file(
@@ -95,17 +101,24 @@ def run(args: argparse.Namespace) -> None:
 
 @contextlib.contextmanager
 def _spooled(inputs: list[str]) -> Iterator[list[str | Path]]:
-    """The inputs, with ``-`` (standard input, at most once) copied to a temporary file: the
-    lines are read twice (checked, then embedded)."""
+    """The inputs, with each one that can be read only once (``-``: standard input, at most
+    once; a pipe or FIFO such as ``<(zcat f.gz)``) copied to a temporary file: the lines are
+    read twice (checked, then embedded). An empty one is named here, not by its copy's name."""
     if inputs.count("-") > 1:
         raise ValueError("standard input (-) can be read only once")
     with tempfile.TemporaryDirectory() as spool:
         sources: list[str | Path] = list(inputs)
-        if "-" in inputs:
-            stdin = Path(spool) / "stdin.txt"
-            with open(stdin, "wb") as f:
-                shutil.copyfileobj(sys.stdin.buffer, f)
-            sources[inputs.index("-")] = stdin
+        for number, given in enumerate(inputs):
+            if given != "-" and not read_once(given):
+                continue
+            copy = Path(spool) / f"{number}-{'stdin.txt' if given == '-' else Path(given).name}"
+            with open(copy, "wb") as f, contextlib.ExitStack() as stack:
+                source = sys.stdin.buffer if given == "-" else stack.enter_context(open(given, "rb"))
+                shutil.copyfileobj(source, f)
+            if copy.stat().st_size == 0:
+                name = "standard input (-)" if given == "-" else given
+                raise ValueError(f"{name} is empty: there is nothing to embed")
+            sources[number] = copy
         yield sources
 
 

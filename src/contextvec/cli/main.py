@@ -10,6 +10,7 @@ import argparse
 import importlib
 import sys
 
+from contextvec.cli.common import release_outputs
 from contextvec.extras import MissingExtra
 
 # name -> (module under contextvec.cli, one-line help); a test checks each module uses the same help.
@@ -125,7 +126,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"contextvec: error: {e}", file=sys.stderr)
         return 2
     try:
-        args.run(args)
+        try:
+            args.run(args)
+        finally:
+            release_outputs()
     except KeyboardInterrupt:
         print("\ncontextvec: interrupted (commands that take --resume keep their finished work)",
               file=sys.stderr)

@@ -125,6 +125,8 @@ def _check(args: argparse.Namespace) -> str | None:
         raise ValueError("--max-sentences is for --format task (text input is streamed whole)")
     if args.score and args.format != "task":
         raise ValueError("--score needs labels: give the task's own file with --format task")
+    if args.input == "":
+        raise ValueError("INPUT is an empty path; give a file, or - for standard input")
     if args.input != "-":
         path = Path(args.input)
         if path.is_dir():

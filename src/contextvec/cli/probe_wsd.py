@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 from contextvec.cli import task_options as opts
-from contextvec.cli.common import add_model_arguments, load_model, positive_int
-from contextvec.io.atomic import atomic_path
+from contextvec.cli.common import add_model_arguments, check_output, load_model, positive_int
+from contextvec.io.atomic import atomic_path, output_target
 from contextvec.io.text_lines import open_text
 
 WSD_HELP = "word sense disambiguation by nearest sense centroids (ELMo 5.3): F1 per layer"
@@ -81,10 +81,10 @@ def run_wsd(args: argparse.Namespace) -> None:
     started = time.perf_counter()
     inputs = [args.train, *opts.check_inputs(args, "eval", "gold")]
     opts.check_outputs(args, inputs, args.output)
-    if args.predictions:
-        existing = sorted(Path(args.predictions).parent.glob(f"{Path(args.predictions).name}.layer*.key.txt"))
-        if existing and not args.overwrite:
-            raise FileExistsError(f"{existing[0]} exists; pass --overwrite to replace it")
+    if args.predictions is not None:  # a prefix: checked as a file path, then each file it names
+        prefix = output_target(args.predictions)
+        for path in sorted(prefix.parent.glob(f"{prefix.name}.layer*.key.txt")):
+            check_output(path, inputs=inputs, overwrite=args.overwrite)
     inventory = load_wordnet(args.wordnet)  # first: a missing WordNet fails before any work
     train = read_semcor(args.train, args.max_train_sentences)
     data = read_raganato(args.eval, args.gold)

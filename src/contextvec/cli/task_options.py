@@ -25,6 +25,7 @@ from contextvec.cli.common import (
 )
 from contextvec.cli.common import seed as seed_type
 from contextvec.io.atomic import atomic_path
+from contextvec.io.text_lines import read_once
 from contextvec.tasks.features import CACHE_ENV, DTYPES
 from contextvec.tasks.spec import TASK_SPECS
 
@@ -101,6 +102,10 @@ def check_inputs(args: argparse.Namespace, *names: str) -> list[str]:
         if path is None:
             continue
         option = "--" + name.replace("_", "-")
+        if os.fspath(path) == "":
+            raise ValueError(f"{option} is an empty path; give a file")
+        if read_once(path):  # its size says nothing, and it may be read more than once
+            raise ValueError(f"{option} {path} is a pipe, FIFO or device; copy it to a file first")
         if Path(path).is_dir():
             raise ValueError(f"{option} {path} is a directory; give a file")
         if not Path(path).exists():

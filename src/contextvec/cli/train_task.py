@@ -165,7 +165,7 @@ def run(args: argparse.Namespace) -> None:
     started = time.perf_counter()
     inputs = opts.check_inputs(args, "train", "dev", "test", "word_vectors")
     opts.check_outputs(args, inputs, args.output)
-    if args.save_model:
+    if args.save_model is not None:  # "" too: refused, never skipped
         common.check_output(args.save_model, inputs=[args.model], overwrite=args.overwrite, directory=True)
     report = _run_fine_tune(args) if args.fine_tune else _run_task_model(args)
     report.runtime_s["total"] = round(time.perf_counter() - started, 3)

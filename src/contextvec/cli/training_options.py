@@ -76,13 +76,13 @@ def set_threads(args: argparse.Namespace) -> None:
 
 
 def prepare_output(output: str | os.PathLike | None, inputs: Iterable[Any] = (), *,
-                   overwrite: bool = False, resume: bool = False, directory: bool = False) -> None:
+                   overwrite: bool = False, resume: bool | None = None, directory: bool = False) -> None:
     """:func:`~contextvec.cli.common.check_output` with every error as one line (``ValueError``).
 
     ``inputs``: paths or lists of paths (globs are left to the readers).
     """
-    if output is None or (directory and not Path(output).parent.exists()):
-        return  # a new output directory is made with its parents
+    if output is None:
+        return
     flat: list[str | None] = []
     for given in inputs:
         flat.extend([given] if given is None or isinstance(given, (str, os.PathLike)) else given)

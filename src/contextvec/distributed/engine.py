@@ -9,11 +9,13 @@ skipped once the manifest (input hashes, model fingerprint, settings) matches.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
@@ -25,12 +27,14 @@ from contextvec.distributed.outputs import (
     check_settings_early,
     finish_folder,
     finished_already,
+    output_path,
 )
 from contextvec.distributed.schedule import MAX_ATTEMPTS, run_blocks
 from contextvec.distributed.spec import ModelSpec
 from contextvec.distributed.worker import BlockDone, EmbedWorker
 from contextvec.encoders.outputs import LAYER_MODES, POOL_MODES
 from contextvec.extras import MissingExtra, needs
+from contextvec.io.atomic import output_lock
 from contextvec.io.shards import ShardDir
 
 RayNotInstalled = MissingExtra
@@ -90,6 +94,20 @@ def _start_workers(ray, spec: ModelSpec, settings: dict, count: int | None) -> t
     return workers, identities.pop()
 
 
+def _holding_output(embed: Callable[..., RunSummary]) -> Callable[..., RunSummary]:
+    """``embed`` with its output (and ``OUTPUT.parts/``) held for the whole run: another process
+    writing the same output meanwhile is refused at once (``OutputInUseError``)."""
+
+    @functools.wraps(embed)
+    def holding(inputs: Sequence[str | os.PathLike], output: str | os.PathLike, *args: Any,
+                **options: Any) -> RunSummary:
+        with output_lock(output_path(output, options.get("merge", False))):
+            return embed(inputs, output, *args, **options)
+
+    return holding
+
+
+@_holding_output
 def embed_ray(
     inputs: Sequence[str | os.PathLike],
     output: str | os.PathLike,
@@ -155,7 +173,7 @@ def embed_ray(
         if resume:  # killed writers leave their temporary files behind
             for stale in [*parts.path.glob(".shard-*.tmp*"), *output.parent.glob(f".{output.name}.tmp*")]:
                 stale.unlink()
-        parts.start(resume)
+        parts.start(resume, restart=overwrite)
         chunk_lines = parts.manifest["chunk_lines"]
         n_blocks = -(-corpus.n_lines // chunk_lines)
         done = parts.done(n_blocks)

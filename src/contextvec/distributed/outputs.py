@@ -15,33 +15,43 @@ from pathlib import Path
 
 from contextvec.bulk import check_finished
 from contextvec.distributed.inputs import Corpus
-from contextvec.io.atomic import atomic_path
+from contextvec.io.atomic import atomic_path, output_target
 from contextvec.io.shards import MANIFEST, ResumeError, ShardDir
 
 DONE = "done.json"
 
 
-def check_output(output: Path, inputs: Sequence[str | os.PathLike], merge: bool, resume: bool,
-                 overwrite: bool) -> Path:
-    """Refuse an output that is an input, of the wrong kind, or in the way; with ``overwrite``
-    (and no ``resume``) empty a folder of an earlier run. Returns the absolute path."""
-    output = output.resolve()
+def output_path(output: str | os.PathLike, merge: bool) -> Path:
+    """The absolute path written for ``output`` (a symbolic link's target): a folder, or with
+    ``merge`` a file; refuses the wrong kind, a FIFO or device, an empty path or ``-``
+    (:func:`~contextvec.io.atomic.output_target`)."""
+    if os.fspath(output) not in ("", "-"):  # output_target says what those are
+        if not merge and Path(output).is_file():
+            raise NotADirectoryError(f"the output {output} is a file; the Ray engine writes a "
+                                     "folder of shards (or pass --merge for one HDF5 file)")
+        if merge and Path(output).is_dir():
+            raise IsADirectoryError(f"the output {output} is a directory; --merge writes one HDF5 file")
+    output = output_target(output, directory=not merge).resolve()
     if not output.parent.is_dir():
         raise FileNotFoundError(f"the folder of the output {output} does not exist")
+    return output
+
+
+def check_output(output: Path, inputs: Sequence[str | os.PathLike], merge: bool, resume: bool,
+                 overwrite: bool) -> Path:
+    """Refuse an output that is an input, of the wrong kind (:func:`output_path`), or in the
+    way; with ``overwrite`` (and no ``resume``) empty a folder of an earlier run. Returns the
+    absolute path (a symbolic link's target)."""
+    named, output = output, output_path(output, merge)
     for given in inputs:
         if Path(given).exists() and output.exists() and os.path.samefile(given, output):
-            raise ValueError(f"the output {output} is the input {given}: refusing to destroy it")
-    if merge and output.is_dir():
-        raise IsADirectoryError(f"the output {output} is a directory; --merge writes one HDF5 file")
-    if not merge and output.exists() and not output.is_dir():
-        raise NotADirectoryError(f"the output {output} is a file; the Ray engine writes a folder "
-                                 "of shards (or pass --merge for one HDF5 file)")
+            raise ValueError(f"the output {named} is the input {given}: refusing to destroy it")
     in_use = output.exists() and (merge or any(output.iterdir()))
     if in_use and not (overwrite or resume):
-        raise FileExistsError(f"{output} exists; pass --overwrite to replace it or --resume to continue it")
+        raise FileExistsError(f"{named} exists; pass --overwrite to replace it or --resume to continue it")
     if not merge and output.exists() and not resume and (overwrite or not in_use):
         if in_use and not (output / MANIFEST).exists():
-            raise FileExistsError(f"{output} is not a folder written by contextvec (no {MANIFEST}); "
+            raise FileExistsError(f"{named} is not a folder written by contextvec (no {MANIFEST}); "
                                   "refusing to delete it")
         shutil.rmtree(output)
     return output

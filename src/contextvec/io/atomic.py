@@ -1,11 +1,92 @@
-"""Atomic file writes: a result appears complete under its final name, or not at all."""
+"""Atomic file writes: a result appears complete under its final name, or not at all.
+
+Writes never replace what a path points to: an output that is a symbolic link is written
+through to its target (the temporary file lies beside the target, then is renamed onto it), and
+an output that exists but is not a regular file (a FIFO, a device, a socket) is refused.
+:func:`output_target` checks an output's name and kind; :func:`output_lock` holds an output
+for one run, so that a second run on it is refused at once.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # Windows: output_lock does not lock
+    fcntl = None  # type: ignore[assignment]
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+class OutputInUseError(RuntimeError):
+    """Another process holds the output (:func:`output_lock`)."""
+
+
+def _special(mode: int) -> str | None:
+    """What a file of ``mode`` is, if it is neither a regular file nor a directory."""
+    return next((kind for test, kind in _KINDS if test(mode)), None)
+
+
+def _follow(path: Path) -> Path:
+    """``path``, or where it leads if it is a symbolic link (through every link of a chain)."""
+    if not path.is_symlink():
+        return path
+    target = Path(os.path.realpath(path))
+    if target.is_symlink():  # realpath stops where a chain loops
+        raise OSError(f"the output {path} is a symbolic link that loops; give another path")
+    return target
+
+
+def output_target(path: str | os.PathLike, *, directory: bool = False) -> Path:
+    """The path a write to the output ``path`` lands on, after checking that it may be written.
+
+    A symbolic link leads to its target, which is what gets written (a dangling link's target is
+    created, if its folder exists; a directory output that is a dangling link is refused). Raises
+    with a one-line message: ``ValueError`` for an empty path or ``-`` (standard input, not an
+    output), ``IsADirectoryError`` for a directory (or a name ending in ``/``) where a file
+    belongs, ``NotADirectoryError`` for the reverse, ``FileExistsError`` for a FIFO, device or
+    socket (never replaced), ``FileNotFoundError`` for a file output whose folder is missing.
+    """
+    text = os.fspath(path)
+    what = "directory" if directory else "file"
+    if text == "":
+        raise ValueError(f"the output path is empty; give a {what} path")
+    if text == "-":
+        raise ValueError(f"`-` means standard input, not an output; give an output {what} path")
+    given = Path(text)
+    target = _follow(given)
+    via = f" (a symbolic link to {target})" if target != given else ""
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        mode = None
+    except NotADirectoryError:
+        raise NotADirectoryError(f"the output {given}{via} lies below a file, not a folder") from None
+    if mode is not None and (kind := _special(mode)):
+        raise FileExistsError(f"the output {given}{via} is {kind}, not a regular file: refusing to "
+                              "replace it")
+    if directory:
+        if mode is not None and not stat.S_ISDIR(mode):
+            raise NotADirectoryError(f"the output directory {given}{via} is a file")
+        if mode is None and target != given:
+            raise FileNotFoundError(f"the output directory {given} is a symbolic link to {target}, "
+                                    "which does not exist; create it or give another path")
+        return target
+    if mode is not None and stat.S_ISDIR(mode):
+        raise IsADirectoryError(f"the output {given}{via} is a directory; give a file path")
+    if text.endswith(("/", os.sep)):
+        raise IsADirectoryError(f"the output {text} ends with '/', which names a folder; give a file "
+                                "path")
+    if not target.parent.is_dir():
+        raise FileNotFoundError(f"the folder of the output {given}{via} does not exist")
+    return target
 
 
 def _umask() -> int:
@@ -21,8 +102,14 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     The temporary file lives in the same directory (so the rename is atomic on POSIX) and is
     removed if the block raises. The result gets the permissions a plain ``open(path, "w")``
     would give (0o666 minus the umask): some writers, safetensors among them, create 0o600 files.
+    A symbolic link is written through: the temporary file lies beside its target and replaces
+    the target, the link stays. A ``path`` that is a FIFO, device or socket is refused
+    (``FileExistsError``), before the block runs.
     """
-    path = Path(path)
+    path = _follow(Path(path))
+    with contextlib.suppress(FileNotFoundError):
+        if kind := _special(os.stat(path).st_mode):
+            raise FileExistsError(f"{path} is {kind}, not a regular file: refusing to replace it")
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
         yield tmp
@@ -42,9 +129,7 @@ def file_lock(path: str | os.PathLike) -> Iterator[None]:
     Advisory (``fcntl.flock``): it orders the code that takes it and nothing else. Where there
     is no ``fcntl`` (Windows) it does not lock.
     """
-    try:
-        import fcntl
-    except ImportError:
+    if fcntl is None:
         yield
         return
     while True:
@@ -63,3 +148,71 @@ def file_lock(path: str | os.PathLike) -> Iterator[None]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
         os.close(fd)
+
+
+_held: dict[Path, list[int]] = {}  # lock file -> [descriptor, holds] in this process
+_held_guard = threading.Lock()
+
+
+def lock_file(path: str | os.PathLike) -> Path:
+    """The lock file of the output ``path``: beside it (through a link, beside its target)."""
+    path = Path(os.path.realpath(path))
+    return path.with_name(f".{path.name}.lock")
+
+
+@contextlib.contextmanager
+def output_lock(path: str | os.PathLike) -> Iterator[None]:
+    """Hold the output ``path`` (a file or a folder, with its ``.parts`` folder) for the block;
+    if another process holds it, raise :class:`OutputInUseError` at once, naming its pid.
+
+    Re-entrant within a process (a command and the library function it calls take the same
+    output). The lock file (``.NAME.lock`` beside the output, holding the holder's pid) is
+    removed by its holder. Advisory (``fcntl.flock``): without ``fcntl`` (Windows) it does not
+    lock.
+    """
+    if fcntl is None:
+        yield
+        return
+    lock = lock_file(path)
+    with _held_guard:
+        if lock in _held:
+            _held[lock][1] += 1
+        else:
+            _held[lock] = [_acquire(lock, path), 1]
+    try:
+        yield
+    finally:
+        with _held_guard:
+            _held[lock][1] -= 1
+            if _held[lock][1] == 0:
+                fd = _held.pop(lock)[0]
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(lock)
+                os.close(fd)
+
+
+def _acquire(lock: Path, path: str | os.PathLike) -> int:
+    while True:
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        except PermissionError:  # said of the output: the lock file is not a name the user gave
+            raise PermissionError(f"cannot write the output {path}: its folder {lock.parent} is "
+                                  "not writable") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode("ascii", "replace").strip()
+            os.close(fd)
+            raise OutputInUseError(f"{path} is in use by "
+                                   + (f"pid {holder}" if holder.isdigit() else "another process")
+                                   + "; wait for that run to end") from None
+        try:
+            current = os.stat(lock).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            current = False
+        if current:
+            break
+        os.close(fd)  # its holder removed that file meanwhile: lock the file now at ``lock``
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode("ascii"))
+    return fd

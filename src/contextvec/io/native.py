@@ -16,7 +16,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from contextvec.io.atomic import atomic_path
+from contextvec.io.atomic import atomic_path, output_target
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -39,9 +39,10 @@ def save_native(
     config: dict[str, Any],
     state_dict: dict[str, torch.Tensor],
 ) -> Path:
-    """Write a model directory (each file atomically) and return its path."""
+    """Write a model directory (each file atomically) and return its path. A symbolic link is
+    written through; a file, FIFO or device in its place is refused in one line."""
+    output_target(directory, directory=True).mkdir(parents=True, exist_ok=True)
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().cpu().contiguous() for k, v in state_dict.items()}
     with atomic_path(directory / WEIGHTS_NAME) as tmp:
         save_file(tensors, str(tmp), metadata={"model_type": model_type})

@@ -57,17 +57,20 @@ class ShardDir:
             for k in self.differences(other)
         )
 
-    def start(self, resume: bool) -> None:
-        """Create the folder, or adopt a leftover one of the same run when ``resume``.
+    def start(self, resume: bool, restart: bool = False) -> None:
+        """Create the folder, or adopt a leftover one of the same run when ``resume``, or (with
+        ``restart`` and not ``resume``) remove a leftover one and start afresh.
 
-        Raises :class:`ResumeError` for a leftover folder without ``resume``, one without a
-        readable manifest, or one of another run (naming what differs).
+        Raises :class:`ResumeError` for a leftover folder without ``resume`` or ``restart``, one
+        without a readable manifest, or one of another run (naming what differs).
         """
+        if self.path.exists() and restart and not resume:
+            self.remove()
         if self.path.exists():
             if not resume:
                 raise ResumeError(
-                    f"{self.path} holds an unfinished run: pass --resume to finish it, "
-                    "or delete it"
+                    f"{self.path} holds an unfinished run: pass --resume to finish it or "
+                    "--overwrite to start again"
                 )
             old = self._leftover()
             if old is None:

@@ -1,9 +1,11 @@
 """Reading one-sentence-per-line input files, with a checked, streaming policy for bad lines.
 
 Plain or gzipped (``.gz``) files; a UTF-8 byte-order mark at the start is dropped.
-Lines are split on ``\\n`` only (a trailing ``\\r`` is dropped), so Unicode line separators
-inside a sentence never shift line indices. Line ``i`` (0-based) always maps to output key
-``i``.
+A line ends at ``\\n``, ``\\r\\n`` or a lone ``\\r`` (old Mac files): the line breaks of
+Python's text mode, which :func:`open_text` and so every task and corpus reader use too, so a
+file has the same lines everywhere in contextvec. Nothing else breaks a line: Unicode line
+separators inside a sentence never shift line indices. Line ``i`` (0-based) always maps to
+output key ``i``.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,24 +50,49 @@ def open_text(path: str | os.PathLike, errors: str = "strict") -> IO[str]:
     token and changes its vectors. A directory or a truncated gzip file gets a clear error from
     the reader (``IsADirectoryError``, ``EOFError``/``gzip.BadGzipFile``).
     """
-    path = Path(path)
-    if path.is_dir():
-        raise IsADirectoryError(f"{path} is a directory, not a text file")
+    path = input_file(path)
     if path.suffix == ".gz":
         return gzip.open(path, "rt", encoding="utf-8-sig", errors=errors)
     return open(path, encoding="utf-8-sig", errors=errors)
 
 
-def _raw_lines(path: Path) -> Iterator[bytes]:
-    if path.is_dir():
+LINE_BREAK = re.compile(rb"\r\n|\r|\n")
+BLOCK = 1 << 20
+
+
+def _split_lines(f: IO[bytes]) -> Iterator[bytes]:
+    """The lines of a binary stream, without their breaks (:data:`LINE_BREAK`), read in
+    blocks: a file of lone ``\\r`` has no ``\\n`` for a line-by-line read to stop at."""
+    pending = b""
+    while block := f.read(BLOCK):
+        data = pending + block
+        held = b"\r" if data.endswith(b"\r") else b""  # may be the first half of a \r\n
+        lines = LINE_BREAK.split(data[:len(data) - len(held)])
+        pending = lines.pop() + held
+        yield from lines
+    if pending:
+        lines = LINE_BREAK.split(pending)
+        yield from lines[:-1] if lines[-1] == b"" else lines
+
+
+def input_file(path: str | os.PathLike) -> Path:
+    """``path`` as an input file: an empty path (which ``Path`` reads as ``.``) or a directory
+    is refused in one line."""
+    if os.fspath(path) == "":
+        raise ValueError("the input path is empty; give a text file")
+    if Path(path).is_dir():
         raise IsADirectoryError(f"{path} is a directory, not a text file")
+    return Path(path)
+
+
+def _raw_lines(path: Path) -> Iterator[bytes]:
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as f:
         try:
-            for index, raw in enumerate(f):
+            for index, raw in enumerate(_split_lines(f)):
                 if index == 0 and raw.startswith(BOM):
                     raw = raw[len(BOM):]  # a byte-order mark is not part of the first token
-                yield raw.rstrip(b"\n").rstrip(b"\r")
+                yield raw
         except (EOFError, gzip.BadGzipFile) as e:
             raise InputError(f"{path}: truncated or corrupt gzip file ({e})") from e
 
@@ -74,16 +103,30 @@ def _describe(kind: str, lines: list[int], hint: str) -> str:
     return f"{len(lines)} {kind} at line(s) {shown}{more} (1-based; output key = line - 1); {hint}"
 
 
+def read_once(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a pipe, FIFO, socket or device (``<(zcat f.gz)``, ``/dev/stdin``):
+    what is read from it is gone, so its lines cannot be read a second time."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 def scan_lines(path: str | os.PathLike, sentence_keys: bool = False) -> InputScan:
     """One streaming pass: line count, content hash, and the lines each policy cares about.
 
     With ``sentence_keys`` it also finds duplicate sentences and sentences that cannot be HDF5
-    dataset names (containing ``/``, or ``.``).
+    dataset names (containing ``/``, or ``.``). A pipe or FIFO is refused (:func:`read_once`):
+    the scan is the first of two passes, and the second would find it empty.
     """
+    if read_once(path):
+        raise InputError(f"{path} is a pipe, FIFO or device: its lines can be read only once, and "
+                         "they are read twice (checked, then embedded); copy it to a file first")
     scan = InputScan()
     digest = hashlib.sha256()
     seen: set[bytes] = set()
-    for index, raw in enumerate(_raw_lines(Path(path))):
+    for index, raw in enumerate(_raw_lines(input_file(path))):
         digest.update(raw + b"\n")
         scan.n_lines += 1
         try:
@@ -137,5 +180,5 @@ def read_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
 
     Call :func:`check_scan` first: this is the lenient reading that the policies allow.
     """
-    for index, raw in enumerate(_raw_lines(Path(path))):
+    for index, raw in enumerate(_raw_lines(input_file(path))):
         yield index, raw.decode("utf-8", "replace")

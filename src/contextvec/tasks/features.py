@@ -42,7 +42,7 @@ from tqdm import tqdm
 
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.fingerprint import model_identity
-from contextvec.io.atomic import atomic_path, file_lock
+from contextvec.io.atomic import atomic_path, file_lock, output_target
 from contextvec.io.shards import ShardDir
 
 CACHE_ENV = "CONTEXTVEC_CACHE"
@@ -180,7 +180,9 @@ def cached_features(
     model_id = model_id or model_identity(encoder)
     data_id = data_identity(sentences)
     key = cache_key(model_id, data_id, dtype)
-    root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    # a cache folder is shared (entries are locked one by one), so only its kind is checked here
+    root = (default_cache_dir() if cache_dir is None
+            else output_target(os.path.expanduser(cache_dir), directory=True))
     output = root / f"{key}.h5"
     if output.exists():
         return output

@@ -39,7 +39,7 @@ from contextvec.api import load as load_encoder
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.bert.tokenizer import WordPieceTokenizer
 from contextvec.encoders.fingerprint import model_identity
-from contextvec.io.atomic import atomic_path
+from contextvec.io.atomic import atomic_path, output_target
 from contextvec.tasks.finetune import PieceSplit
 from contextvec.tasks.models import Indexer, ModelSettings, TokenEmbedder, Vocabulary, contextual_embedder
 from contextvec.tasks.schemes import to_scheme
@@ -79,7 +79,7 @@ def _publish(tmp: Path, directory: Path) -> None:
 
 
 def _staging(directory: str | os.PathLike) -> tuple[Path, Path]:
-    directory = Path(directory)
+    directory = output_target(directory, directory=True)  # a link's target is what is replaced
     tmp = directory.with_name(f".{directory.name}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)

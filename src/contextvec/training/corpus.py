@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from contextvec.io.text_lines import open_text
+from contextvec.io.text_lines import open_text, read_once
 from contextvec.text.chars import BOS_TOKEN, EOS_TOKEN
 from contextvec.text.tokenize import Tokenizer
 
@@ -26,7 +26,13 @@ def expand_paths(patterns: Iterable[str | os.PathLike]) -> list[Path]:
         if not matches:
             raise FileNotFoundError(f"no file matches {pattern}")
         for match in matches:
+            if os.fspath(match) in ("", "-"):
+                raise ValueError("the input path is empty; give text files" if match == "" else
+                                 "- (standard input) cannot be read more than once; give text files")
             path = Path(match)
+            if read_once(path):
+                raise ValueError(f"{path} is a pipe, FIFO or device: it can be read only once, and a "
+                                 "corpus is read more than once; copy it to a file first")
             if path.is_dir():
                 raise ValueError(f"{path} is a directory; give text files (or a glob like "
                                  f"'{path}/*.txt')")
