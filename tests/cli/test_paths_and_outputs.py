@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -73,18 +74,19 @@ def test_a_fifo_output_is_never_replaced(tmp_path, src, own_tiny_dir, capsys, ov
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
 
 
-def test_a_character_device_is_refused_before_anything_can_touch_it():
-    """/dev/null is only looked at (nothing is written): the refusal comes from its kind."""
-    from contextvec.cli.common import check_output, release_outputs
-
-    if os.access("/dev", os.W_OK):
-        pytest.skip("/dev is writable here: a bug could replace /dev/null")
+def test_a_character_device_is_refused_before_anything_can_touch_it(tmp_path, src, own_tiny_dir, capsys):
+    """A character device as the output is refused by its kind, with --overwrite too. Where this
+    process may make device nodes (root), the output is a null device of its own in tmp_path, so
+    a bug could only replace that; elsewhere /dev/null, which this process then cannot replace."""
+    device = tmp_path / "null"
     try:
-        with pytest.raises(FileExistsError, match="is a character device, not a regular file"):
-            check_output("/dev/null", overwrite=True)
-    finally:
-        release_outputs()
-    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+        os.mknod(device, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    except PermissionError:
+        device = Path("/dev/null")
+        assert not os.access("/dev", os.W_OK)
+    code, err = _embed(capsys, src, device, "--top", "--model", own_tiny_dir, "--overwrite")
+    assert code == 2 and "is a character device, not a regular file" in _one_line(err)
+    assert stat.S_ISCHR(os.stat(device).st_mode)
 
 
 @pytest.mark.parametrize("overwrite", [[], ["--overwrite"]])
