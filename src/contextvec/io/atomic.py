@@ -132,16 +132,7 @@ def file_lock(path: str | os.PathLike) -> Iterator[None]:
     if fcntl is None:
         yield
         return
-    while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            current = os.stat(path).st_ino == os.fstat(fd).st_ino
-        except FileNotFoundError:
-            current = False
-        if current:
-            break
-        os.close(fd)  # its holder removed that file meanwhile: lock the file now at ``path``
+    fd = _locked(Path(path), wait=True)
     try:
         yield
     finally:
@@ -191,28 +182,39 @@ def output_lock(path: str | os.PathLike) -> Iterator[None]:
                 os.close(fd)
 
 
-def _acquire(lock: Path, path: str | os.PathLike) -> int:
+def _locked(lock: Path, wait: bool) -> int:
+    """A descriptor of the file at ``lock`` (created on demand), locked exclusively. Holders
+    remove the file when done, so a lock won on a file no longer at ``lock`` is dropped and the
+    file now there locked instead. Without ``wait``, ``BlockingIOError`` carries the open
+    descriptor of a lock another process holds as ``e.fd`` (the caller reads and closes it)."""
     while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
         try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
-        except PermissionError:  # said of the output: the lock file is not a name the user gave
-            raise PermissionError(f"cannot write the output {path}: its folder {lock.parent} is "
-                                  "not writable") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 32).decode("ascii", "replace").strip()
-            os.close(fd)
-            raise OutputInUseError(f"{path} is in use by "
-                                   + (f"pid {holder}" if holder.isdigit() else "another process")
-                                   + "; wait for that run to end") from None
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError as e:
+            e.fd = fd
+            raise
         try:
             current = os.stat(lock).st_ino == os.fstat(fd).st_ino
         except FileNotFoundError:
             current = False
         if current:
-            break
-        os.close(fd)  # its holder removed that file meanwhile: lock the file now at ``lock``
+            return fd
+        os.close(fd)
+
+
+def _acquire(lock: Path, path: str | os.PathLike) -> int:
+    try:
+        fd = _locked(lock, wait=False)
+    except PermissionError:  # said of the output: the lock file is not a name the user gave
+        raise PermissionError(f"cannot write the output {path}: its folder {lock.parent} is "
+                              "not writable") from None
+    except BlockingIOError as e:
+        holder = os.read(e.fd, 32).decode("ascii", "replace").strip()
+        os.close(e.fd)
+        raise OutputInUseError(f"{path} is in use by "
+                               + (f"pid {holder}" if holder.isdigit() else "another process")
+                               + "; wait for that run to end") from None
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n".encode("ascii"))
     return fd
