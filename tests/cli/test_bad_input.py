@@ -13,10 +13,12 @@ import gzip
 import h5py
 import numpy as np
 import pytest
+import torch
 
 import contextvec
 from contextvec import bulk
 from contextvec.cli.main import main
+from contextvec.encoders.cove import MTLSTM, CoveEncoder, MTLSTMConfig
 
 
 def _write(path, lines, end="\n", encoding="utf-8"):
@@ -252,6 +254,20 @@ def test_a_bare_string_is_not_a_list_of_sentences(own_tiny_dir):
         encoder.embed([b"a sentence"])
     with pytest.raises(TypeError, match="tokens must be str"):
         encoder.embed([["a", 3]])
+
+
+@pytest.mark.parametrize("kind", ["elmo", "bert", "cove"])
+def test_forward_refuses_a_bare_string_as_embed_does(kind, own_tiny_dir, own_tiny_bert_dir):
+    """``forward("a b")`` read the string as three one-character sentences."""
+    if kind == "cove":
+        encoder = CoveEncoder(MTLSTM(MTLSTMConfig(input_dim=4, hidden_size=2), ["a"], torch.zeros(1, 4)))
+    else:
+        encoder = contextvec.load(own_tiny_dir if kind == "elmo" else own_tiny_bert_dir)
+    for call in (encoder, encoder.forward):
+        with pytest.raises(TypeError, match=r"not a single str; for one sentence pass \['a b'\]"):
+            call("a b")
+    layers, mask = encoder([["a", "b"]])
+    assert mask.tolist() == [[True, True]] and layers.shape[:3] == (encoder.num_layers, 1, 2)
 
 
 def test_pooling_and_layer_selection_in_python(own_tiny_dir):
