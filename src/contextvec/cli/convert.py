@@ -16,7 +16,9 @@ SUPPORTED = ("ELMo (bilm-tf files or native) converts to native or bilm-tf, CoVe
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("convert", help=HELP, description=f"{HELP}. {SUPPORTED}.")
     p.add_argument("output_dir", help="directory to write (a new or empty one, or --overwrite)")
-    p.add_argument("--to", choices=("native", "bilm-tf"), required=True)
+    p.add_argument("--to", choices=("native", "bilm-tf"), required=True,
+                   help="native: contextvec's config.json + model.safetensors (ELMo, CoVe); bilm-tf: "
+                        "options.json + weights.hdf5 (ELMo)")
     p.add_argument("--dtype", choices=("float32", "float16"), default="float32",
                    help="--to native: store the weights in this dtype; float16 halves the files and "
                         "loads into float32 parameters (default: float32)")
