@@ -4,12 +4,10 @@ a refused input is exit code 2 and one line on stderr."""
 
 from __future__ import annotations
 
-import argparse
-
 import h5py
 import pytest
 
-from contextvec.cli.main import build_parser, main
+from contextvec.cli.main import main
 
 
 def _run(capsys, *argv) -> tuple[int, str, str]:
@@ -202,32 +200,3 @@ def test_a_vocabulary_that_keeps_no_word_is_not_called_an_empty_corpus(corpus, t
     assert _one_line(err).startswith(f"contextvec: error: the vocabulary keeps no word of {corpus}: ")
     assert "(which counts the 3 specials <S> </S> <UNK>) leave none" in err
 
-
-# -- every command's --help --------------------------------------------------------------------
-
-def _parsers(parser: argparse.ArgumentParser, prog: str = ""):
-    """Every command's parser, nested ones (probe pos, experiment ...) included."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action.choices.items():
-                if not prog:  # a top-level command: its full parser
-                    sub = next(a for a in build_parser(name)._actions
-                               if isinstance(a, argparse._SubParsersAction)).choices[name]
-                yield f"{prog} {name}".strip(), sub
-                yield from _parsers(sub, f"{prog} {name}".strip())
-
-
-def test_every_option_of_every_command_has_help_and_shows_its_default():
-    """`convert --to` and `serve --log-level` had no help; a default of 0 was hidden (0 == False:
-    `translate --length-penalty`); `serve --no-batching` said "(default: True)"."""
-    for name, parser in _parsers(build_parser()):
-        formatter = parser._get_formatter()
-        for action in parser._actions:
-            if not action.option_strings or isinstance(action, argparse._HelpAction):
-                continue
-            text = formatter._get_help_string(action)
-            assert action.help, f"{name} {action.option_strings}: no help"
-            if isinstance(action, argparse._StoreFalseAction):
-                assert "default: True" not in text, f"{name} {action.option_strings}: {text}"
-            elif action.default not in (None, argparse.SUPPRESS) and action.default is not False:
-                assert "default" in text, f"{name} {action.option_strings}: {action.default!r} not shown"

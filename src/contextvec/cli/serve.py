@@ -53,7 +53,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     batching.add_argument("--max-wait-ms", type=non_negative_float, default=5.0,
                           help="under load, the milliseconds the oldest request waits for partners at most")
     batching.add_argument("--no-batching", dest="batching", action="store_false",
-                          help="one request per forward pass (for comparison)")
+                          help="one request per forward pass, for comparison (default: requests are batched)")
     batching.add_argument("--max-queue", type=positive_int, default=512,
                           help="queued requests before answering 429")
     limits = p.add_argument_group("limits")
