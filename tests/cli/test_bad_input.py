@@ -13,10 +13,12 @@ import gzip
 import h5py
 import numpy as np
 import pytest
+import torch
 
 import contextvec
 from contextvec import bulk
 from contextvec.cli.main import main
+from contextvec.encoders.cove import MTLSTM, CoveEncoder, MTLSTMConfig
 
 
 def _write(path, lines, end="\n", encoding="utf-8"):
@@ -254,6 +256,20 @@ def test_a_bare_string_is_not_a_list_of_sentences(own_tiny_dir):
         encoder.embed([["a", 3]])
 
 
+@pytest.mark.parametrize("kind", ["elmo", "bert", "cove"])
+def test_forward_refuses_a_bare_string_as_embed_does(kind, own_tiny_dir, own_tiny_bert_dir):
+    """``forward("a b")`` read the string as three one-character sentences."""
+    if kind == "cove":
+        encoder = CoveEncoder(MTLSTM(MTLSTMConfig(input_dim=4, hidden_size=2), ["a"], torch.zeros(1, 4)))
+    else:
+        encoder = contextvec.load(own_tiny_dir if kind == "elmo" else own_tiny_bert_dir)
+    for call in (encoder, encoder.forward):
+        with pytest.raises(TypeError, match=r"not a single str; for one sentence pass \['a b'\]"):
+            call("a b")
+    layers, mask = encoder([["a", "b"]])
+    assert mask.tolist() == [[True, True]] and layers.shape[:3] == (encoder.num_layers, 1, 2)
+
+
 def test_pooling_and_layer_selection_in_python(own_tiny_dir):
     encoder = contextvec.load(own_tiny_dir)
     [full] = encoder.embed(["a b c"])
@@ -315,6 +331,8 @@ def test_help_does_not_import_torch():
 
 
 def test_every_option_with_a_default_says_it_in_its_help():
+    """And has help at all (`convert --to`, `serve --log-level` had none); a default of 0 is shown
+    (0 == False hid `translate --length-penalty`'s); a --no-X flag does not say "default: True"."""
     import argparse
 
     from contextvec.cli.main import COMMANDS, build_parser
@@ -332,9 +350,11 @@ def test_every_option_with_a_default_says_it_in_its_help():
             for action in current._actions:
                 if isinstance(action, argparse._SubParsersAction):
                     stack.extend(p for n, p in action.choices.items() if n == name or current is not parser)
-                elif (action.option_strings and action.help != argparse.SUPPRESS
-                      and action.default not in (None, False, argparse.SUPPRESS)
-                      and "default" not in formatter._get_help_string(action).lower()):
+                elif not action.option_strings or isinstance(action, argparse._HelpAction):
+                    continue
+                elif (not action.help or "default: True" in formatter._get_help_string(action)
+                      or (action.default not in (None, argparse.SUPPRESS) and action.default is not False
+                          and "default" not in formatter._get_help_string(action).lower())):
                     silent.append(f"{current.prog} {action.option_strings[-1]}")
     assert silent == []
 

@@ -95,6 +95,36 @@ def test_train_bilm_needs_a_preset_config_or_init(corpus, tmp_path, capsys):
     assert (out / "checkpoint.pt").read_text() == "an earlier run's"
 
 
+def test_train_bert_needs_a_preset_or_config(corpus, tmp_path, capsys):
+    """It used to train the `bert-tiny` test preset; nothing is written or removed first."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "checkpoint.pt").write_text("an earlier run's")
+    code, _, err = _run(capsys, "train-bert", "--train", corpus, "--output-dir", out, "--overwrite")
+    assert code == 2 and _one_line(err) == (
+        "contextvec: error: train-bert needs --preset (bert-mini, bert-tiny; see "
+        "docs/bert-pretraining.md) or --config FILE")
+    assert (out / "checkpoint.pt").read_text() == "an earlier run's"
+
+
+@pytest.mark.parametrize(("given", "problem"), [
+    ("missing", "does not exist"), ("vocab.txt", "is not a directory"), ("empty", "has no vocab.txt")])
+def test_train_bert_says_what_is_wrong_with_the_vocab(given, problem, corpus, tmp_path, capsys):
+    """A missing --vocab was "no vocab.txt", as if the directory were there; nothing is removed."""
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "vocab.txt").write_text("[PAD]\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "checkpoint.pt").write_text("an earlier run's")
+    vocab = tmp_path / given
+    code, _, err = _run(capsys, "train-bert", "--train", corpus, "--output-dir", out, "--preset", "bert-tiny",
+                        "--vocab", vocab, "--overwrite")
+    assert code == 2 and _one_line(err) == (
+        f"contextvec: error: --vocab {vocab} {problem}: --vocab is a tokenizer directory holding vocab.txt, "
+        "as contextvec train-wordpiece writes")
+    assert (out / "checkpoint.pt").read_text() == "an earlier run's"
+
+
 def test_init_says_which_tokenizer_it_reads_with(corpus, tmp_path, capsys):
     """The model's recorded tokenizer by default; an explicit --tokenizer (text already cut the
     model's way, as docs/training.md's CoNLL run) is honoured. Either way, one line on stderr."""
@@ -169,3 +199,4 @@ def test_a_vocabulary_that_keeps_no_word_is_not_called_an_empty_corpus(corpus, t
     assert code == 2
     assert _one_line(err).startswith(f"contextvec: error: the vocabulary keeps no word of {corpus}: ")
     assert "(which counts the 3 specials <S> </S> <UNK>) leave none" in err
+

@@ -8,6 +8,7 @@ from test_registry import SENTENCES, tiny_bert_dir
 
 import contextvec
 from contextvec.cli.main import main
+from contextvec.encoders.cove import MTLSTM, MTLSTMConfig, save_cove_encoder
 
 
 def _convert(*args: str) -> int:
@@ -29,12 +30,18 @@ def test_bilm_tf_to_native_and_back(tiny_dir, tmp_path):
             np.testing.assert_array_equal(x, y)
 
 
-def test_hf_bert_is_refused_in_one_line(tmp_path, capsys):
+def test_hf_bert_and_cove_to_bilm_tf_are_refused_in_words(tmp_path, capsys):
+    """The refusal named the Python class ("BertEncoder has no native form")."""
     bert = tiny_bert_dir(tmp_path / "bert")
-    for to in ("native", "bilm-tf"):
-        assert _convert(tmp_path / f"out-{to}", "--to", to, "--model", bert) == 2
-        err = _one_error_line(capsys)
-        assert "BertEncoder has no" in err and "HF BERT directories load as they are" in err
+    mt_lstm = MTLSTM(MTLSTMConfig(input_dim=4, hidden_size=2), ["a"], torch.zeros(1, 4))
+    cove = save_cove_encoder(mt_lstm, tmp_path / "cove")
+    for model, kind, to in ((bert, "a BERT model", "native"), (bert, "a BERT model", "bilm-tf"),
+                            (cove, "a CoVe model", "bilm-tf")):
+        assert _convert(tmp_path / f"out-{to}", "--to", to, "--model", model) == 2
+        assert _one_error_line(capsys) == (
+            f"contextvec: error: {model} is {kind}, which has no {to} form: ELMo (bilm-tf files or native) "
+            "converts to native or bilm-tf, CoVe to native; HF BERT directories load as they are, with "
+            "nothing to convert\n")
         assert not (tmp_path / f"out-{to}").exists()
 
 

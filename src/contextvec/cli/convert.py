@@ -4,6 +4,7 @@ native too); HF BERT directories are read as they are and have nothing to conver
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from contextvec.cli.common import add_model_arguments, add_overwrite_argument, check_output, load_model
 
@@ -15,7 +16,9 @@ SUPPORTED = ("ELMo (bilm-tf files or native) converts to native or bilm-tf, CoVe
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("convert", help=HELP, description=f"{HELP}. {SUPPORTED}.")
     p.add_argument("output_dir", help="directory to write (a new or empty one, or --overwrite)")
-    p.add_argument("--to", choices=("native", "bilm-tf"), required=True)
+    p.add_argument("--to", choices=("native", "bilm-tf"), required=True,
+                   help="native: contextvec's config.json + model.safetensors (ELMo, CoVe); bilm-tf: "
+                        "options.json + weights.hdf5 (ELMo)")
     p.add_argument("--dtype", choices=("float32", "float16"), default="float32",
                    help="--to native: store the weights in this dtype; float16 halves the files and "
                         "loads into float32 parameters (default: float32)")
@@ -24,15 +27,31 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
+def refuse_other_kinds(model: str | None, to: str) -> None:
+    """A one-line ``ValueError`` naming the kind of model ``--model`` is, in words, where it has
+    no ``to`` form; before anything is loaded or written."""
+    from contextvec.api import bundled_models
+    from contextvec.encoders.bilm.loader import BILM_TF, NATIVE_ELMO
+    from contextvec.encoders.cove.loader import COVE
+    from contextvec.encoders.registry import family_of
+
+    if model is None:  # --options-file/--weight-file, or the bundled default: an ELMo
+        return
+    path = Path(model) if Path(model).exists() else bundled_models().get(model, Path(model))
+    family = family_of(path) if path.is_dir() else None  # not a model: contextvec.load says so
+    converts = (BILM_TF, NATIVE_ELMO, COVE) if to == "native" else (BILM_TF, NATIVE_ELMO)
+    if family is not None and family not in converts:
+        raise ValueError(f"{model} is {family.kind}, which has no {to} form: {SUPPORTED}")
+
+
 def run(args: argparse.Namespace) -> None:
     import torch
 
     import contextvec
-    from contextvec.encoders.bilm import ElmoEncoder
     from contextvec.encoders.bilm.loader import is_bilm_tf_dir, save_bilm_tf
-    from contextvec.encoders.registry import family_saving
     from contextvec.io.native import cast_weights
 
+    refuse_other_kinds(args.model, args.to)
     out = check_output(args.output_dir, inputs=(args.model, args.options_file, args.weight_file),
                        overwrite=args.overwrite, directory=True)
     if args.to == "native" and is_bilm_tf_dir(out):
@@ -41,10 +60,6 @@ def run(args: argparse.Namespace) -> None:
     if args.dtype != "float32" and args.to != "native":
         raise ValueError("--dtype applies to --to native (bilm-tf files are float32)")
     encoder = load_model(args)
-    if args.to == "bilm-tf" and not isinstance(encoder, ElmoEncoder):
-        raise ValueError(f"{type(encoder).__name__} has no bilm-tf form: {SUPPORTED}")
-    if args.to == "native" and family_saving(encoder) is None:
-        raise ValueError(f"{type(encoder).__name__} has no native form: {SUPPORTED}")
     if args.to == "native":
         contextvec.save(encoder, out)
         if args.dtype == "float16":

@@ -218,7 +218,7 @@ def _add_representations_parser(experiments: argparse._SubParsersAction) -> None
                         "train-task: all)")
     m.add_argument("--epochs", type=common.positive_int, default=10, help="at most N epochs (default: 10)")
     m.add_argument("--lr", type=common.positive_float, default=0.002,
-                   help="Adam learning rate (default: 0.002, twice the seed's: few epochs here)")
+                   help="Adam learning rate (default: 0.002, twice train-task's: few epochs here)")
     m.add_argument("--batch-size", type=common.positive_int, default=32,
                    help="sentences per training batch (default: 32)")
     m.add_argument("--patience", type=common.positive_int, default=3,

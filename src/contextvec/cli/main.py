@@ -51,7 +51,10 @@ class DefaultsFormatter(argparse.HelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if (action.option_strings and action.default not in (None, False, argparse.SUPPRESS)
+        # By identity: 0 == False, and a default of 0 is one to show. A --no-X flag's default
+        # True would read as "--no-X is on".
+        if (action.option_strings and action.default not in (None, argparse.SUPPRESS)
+                and action.default is not False and not isinstance(action, argparse._StoreFalseAction)
                 and action.help != argparse.SUPPRESS and "default" not in text.lower()):
             text += " (default: %(default)s)"
         return text

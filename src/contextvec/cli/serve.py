@@ -44,33 +44,33 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_model_arguments(p)
     p.add_argument("--model-name", help="id in responses and /v1/models (default: the model's name)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1: this machine only)")
-    p.add_argument("--port", type=port_number, default=8080, help="port (8080; 0: any free port)")
+    p.add_argument("--port", type=port_number, default=8080, help="port (0: any free port)")
     p.add_argument("--api-key", default=os.environ.get("CONTEXTVEC_API_KEY"),
                    help="require 'Authorization: Bearer KEY' (default: $CONTEXTVEC_API_KEY)")
     batching = p.add_argument_group("batching")
     batching.add_argument("--max-batch-tokens", type=positive_int, default=4096,
-                          help="padded tokens (longest x sentences) per forward pass (4096)")
+                          help="padded tokens (longest x sentences) per forward pass")
     batching.add_argument("--max-wait-ms", type=non_negative_float, default=5.0,
-                          help="under load, the longest the oldest request waits for partners (5)")
+                          help="under load, the milliseconds the oldest request waits for partners at most")
     batching.add_argument("--no-batching", dest="batching", action="store_false",
-                          help="one request per forward pass (for comparison)")
+                          help="one request per forward pass, for comparison (default: requests are batched)")
     batching.add_argument("--max-queue", type=positive_int, default=512,
-                          help="queued requests before answering 429 (512)")
+                          help="queued requests before answering 429")
     limits = p.add_argument_group("limits")
     limits.add_argument("--request-timeout", type=positive_float, default=30.0,
-                        help="seconds a request may take, queue included, before a 504 (30)")
+                        help="seconds a request may take, queue included, before a 504")
     limits.add_argument("--max-sentences", type=positive_int, default=256,
-                        help="sentences per request (256; more: 413)")
+                        help="sentences per request (more: 413)")
     limits.add_argument("--max-sentence-tokens", type=positive_int, default=512,
-                        help="tokens per sentence (512; more: 413)")
+                        help="tokens per sentence (more: 413)")
     limits.add_argument("--max-body-bytes", type=positive_int, default=4 * 1024 * 1024,
-                        help="request body size (4 MiB; more: 413)")
+                        help="request body bytes (more: 413; default: 4 MiB)")
     limits.add_argument("--grace-period", type=non_negative_float, default=30.0,
-                        help="seconds to finish in-flight work on SIGTERM/SIGINT (30)")
+                        help="seconds to finish in-flight work on SIGTERM/SIGINT")
     limits.add_argument("--start-timeout", type=positive_float, default=300.0,
-                        help="seconds to load and warm up the model before giving up (300)")
+                        help="seconds to load and warm up the model before giving up")
     p.add_argument("--tokenizer", choices=("whitespace", "moses"), default="whitespace",
-                   help="how string sentences are split unless a request says (whitespace)")
+                   help="how string sentences are split unless a request says")
     openai = p.add_argument_group(
         "/v1/embeddings (sentence vectors)",
         "By default the model's own sentence vector: a sentence-transformers checkpoint's declared "
@@ -80,16 +80,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     openai.add_argument("--openai-layers", type=openai_layers, default=None,
                         help="top, average or comma-separated scalar-mix weights, one per layer "
                              "(default: the model's own; with --openai-pool: top for BERT, else average)")
-    openai.add_argument("--openai-gamma", type=positive_float, default=1.0, help="scalar-mix gamma (1.0)")
+    openai.add_argument("--openai-gamma", type=positive_float, default=1.0, help="scalar-mix gamma")
     openai.add_argument("--openai-pool", choices=("mean", "max", "first"), default=None,
                         help="pooling over the words (default: the model's own; with --openai-layers: mean)")
     openai.add_argument("--openai-normalize", action="store_true",
                         help="unit-length vectors (a sentence-transformers model that declares it is always)")
     openai.add_argument("--openai-max-inputs", type=positive_int, default=2048,
-                        help="texts per request (2048, as OpenAI; more: 413)")
+                        help="texts per request (as OpenAI; more: 413)")
     p.add_argument("--access-log", action="store_true",
                    help="log each request's method, path and status (never its text)")
-    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
+                   help="the least severe server log messages shown")
     p.set_defaults(run=run)
 
 

@@ -9,7 +9,7 @@ import time
 from contextvec.cli import common
 from contextvec.cli import training_options as options
 from contextvec.training.bert.config import PRESETS, BertTrainConfig
-from contextvec.training.bert.trainer import BertTrainer
+from contextvec.training.bert.trainer import BertTrainer, check_vocab
 
 HELP = "pretrain a BERT (masked LM + next sentence prediction) on document-structured text"
 VALUES = {  # type: {field: help}; overrides of the preset/config
@@ -46,10 +46,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    "blank line between documents")
     p.add_argument("--valid", nargs="+", help="held-out files: MLM/NSP scores at the end")
     p.add_argument("--output-dir", required=True, help="checkpoint, tokenizer/ and model/")
-    p.add_argument("--vocab", help="a tokenizer directory (contextvec train-wordpiece) (default: "
-                   "train one of --vocab-size on the training files)")
-    p.add_argument("--preset", choices=sorted(PRESETS), default="bert-tiny", help="training settings")
-    p.add_argument("--config", help="JSON training config (default: --preset's)")
+    p.add_argument("--vocab", help="a tokenizer directory holding vocab.txt, as train-wordpiece writes "
+                   "(default: train one of --vocab-size on the training files)")
+    p.add_argument("--preset", choices=sorted(PRESETS),
+                   help="training settings, see docs/bert-pretraining.md (needed unless --config is "
+                   "given; bert-tiny is for tests)")
+    p.add_argument("--config", help="JSON training config (instead of --preset)")
     options.add_run_arguments(p)
     options.add_overrides(p, OVERRIDES, flags=FLAGS)
     group = p.add_argument_group("model overrides")
@@ -72,6 +74,11 @@ def config_from_args(args: argparse.Namespace) -> BertTrainConfig:
 
 
 def run(args: argparse.Namespace) -> None:
+    if not (args.preset or args.config):  # before --overwrite removes anything
+        raise ValueError(f"train-bert needs --preset ({', '.join(sorted(PRESETS))}; see "
+                         "docs/bert-pretraining.md) or --config FILE")
+    if args.vocab is not None:
+        check_vocab(args.vocab, "--vocab")
     options.set_threads(args)
     options.prepare_output(args.output_dir, [args.train, args.valid], overwrite=args.overwrite,
                    resume=args.resume, directory=True)

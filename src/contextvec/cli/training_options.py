@@ -20,7 +20,8 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if "default" in text or action.default in (None, False, argparse.SUPPRESS):
+        # By identity: 0 == False, and a default of 0 is one to show.
+        if "default" in text or action.default in (None, argparse.SUPPRESS) or action.default is False:
             return text
         return super()._get_help_string(action) or text
 

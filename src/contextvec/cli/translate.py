@@ -20,7 +20,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="a train-mt output directory or its model/")
     p.add_argument("--beam", type=common.positive_int, default=5, help="beam size (1: greedy)")
     p.add_argument("--length-penalty", type=common.non_negative_float, default=0.0,
-                   help="GNMT length normalisation alpha for the beam's final choice")
+                   help="GNMT length normalisation alpha for the beam's final choice (0: off)")
     p.add_argument("--batch-size", type=common.positive_int, default=64,
                    help="sentences per batch (divided by the beam)")
     p.add_argument("--tokenizer", choices=("whitespace", "moses"), default="whitespace",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
@@ -12,7 +13,7 @@ from torch import nn
 
 from contextvec.encoders.outputs import LAYER_MODES, POOL_MODES, pool_tokens, select_layers
 from contextvec.text.batching import length_batches
-from contextvec.text.tokenize import Sentence, as_sentences
+from contextvec.text.tokenize import Sentence, as_sentences, refuse_bare_string
 
 
 class EncoderOutput(NamedTuple):
@@ -40,9 +41,25 @@ class Encoder(nn.Module, ABC):
     output_dim: int
     """The width ``dim`` of every layer's vectors."""
 
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        """Every subclass's ``forward`` refuses a bare string (``TypeError``, as ``embed``):
+        it would read as one sentence per character. One check, here, for every encoder."""
+        super().__init_subclass__(**kwargs)
+        forward = cls.__dict__.get("forward")
+        if forward is None or getattr(forward, "__isabstractmethod__", False):
+            return
+
+        @functools.wraps(forward)
+        def checked(self: Encoder, sentences: Sequence[Sequence[str]], *args, **kw) -> EncoderOutput:
+            refuse_bare_string(sentences)
+            return forward(self, sentences, *args, **kw)
+
+        cls.forward = checked
+
     @abstractmethod
     def forward(self, sentences: Sequence[Sequence[str]]) -> EncoderOutput:
-        """Layers and mask for one batch of tokenized sentences (gradients flow if enabled).
+        """Layers and mask for one batch of tokenized sentences (gradients flow if enabled); a
+        bare string is a ``TypeError``.
 
         Args:
             sentences: ``batch`` token lists, each with at least one token.

@@ -31,12 +31,19 @@ def as_sentences(sentences: Iterable[Sentence], what: str = "sentences") -> list
     A bare string is refused with a ``TypeError``: iterating it would silently give one
     "sentence" per character.
     """
+    refuse_bare_string(sentences, what)
+    return [as_tokens(s) for s in sentences]
+
+
+def refuse_bare_string(sentences: object, what: str = "sentences") -> None:
+    """A ``TypeError`` where ``sentences`` is a bare ``str`` or ``bytes``: iterating it would
+    silently give one "sentence" per character. The one check of :func:`as_sentences`, alone for
+    callers that take token lists as they are (``Encoder.forward``)."""
     if isinstance(sentences, str | bytes):
         raise TypeError(
             f"{what} must be a list of sentences, not a single {type(sentences).__name__}; "
             f"for one sentence pass [{sentences[:30]!r}]"
         )
-    return [as_tokens(s) for s in sentences]
 
 
 # A sentence ends at . ! ? (optionally followed by closing quotes or brackets) before whitespace

@@ -44,6 +44,17 @@ from contextvec.training.optim import bert_parameter_groups
 TOKENIZER_DIR = "tokenizer"
 
 
+def check_vocab(vocab: str | os.PathLike, what: str = "the vocabulary") -> None:
+    """A ``FileNotFoundError`` in one line where ``vocab`` is not a tokenizer directory holding
+    ``vocab.txt``, saying which of that it is not (``what`` names it in the message)."""
+    path = Path(vocab)
+    problem = ("does not exist" if not path.exists() else "is not a directory" if not path.is_dir()
+               else f"has no {VOCAB_TXT}" if not (path / VOCAB_TXT).is_file() else None)
+    if problem:
+        raise FileNotFoundError(f"{what} {path} {problem}: {what} is a tokenizer directory holding "
+                                f"{VOCAB_TXT}, as contextvec train-wordpiece writes")
+
+
 class BertTrainer(TrainingLoop):
     """Pretrain a BERT on a corpus (module docstring); :meth:`train` runs it.
 
@@ -100,6 +111,8 @@ class BertTrainer(TrainingLoop):
     def _prepare_tokenizer(self, config: BertTrainConfig, vocab: str | os.PathLike | None) -> None:
         """Fill ``output/tokenizer`` (once) from ``vocab``, or train one on the corpus."""
         target = self.tokenizer_dir
+        if vocab is not None:
+            check_vocab(vocab)
         if (target / VOCAB_TXT).is_file():
             given = None if vocab is None else (Path(vocab) / VOCAB_TXT).read_bytes()
             if given is not None and given != (target / VOCAB_TXT).read_bytes():
@@ -111,9 +124,6 @@ class BertTrainer(TrainingLoop):
         staging.mkdir(parents=True)
         try:
             if vocab is not None:
-                if not (Path(vocab) / VOCAB_TXT).is_file():
-                    raise FileNotFoundError(f"{vocab}: no {VOCAB_TXT} (make one with "
-                                            "contextvec train-wordpiece)")
                 copy_tokenizer_files(vocab, staging)
             else:
                 self.log(f"training a WordPiece vocabulary of {config.model.vocab_size:,} on the "
