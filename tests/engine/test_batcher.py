@@ -1,4 +1,4 @@
-"""The server's batcher on its own: idle requests run at once, queued ones batch, dead ones drop."""
+"""The engine's batcher on its own: idle requests run at once, queued ones batch, dead ones drop."""
 
 from __future__ import annotations
 
@@ -9,11 +9,9 @@ from collections.abc import Sequence
 import pytest
 import torch
 
-pytest.importorskip("fastapi", reason="the server extra is not installed: pip install -e '.[server]'")
-
-from contextvec.encoders.base import Encoder, EncoderOutput  # noqa: E402
-from contextvec.server.batcher import Batcher, QueueFull  # noqa: E402
-from contextvec.server.worker import WorkerThread  # noqa: E402
+from contextvec.encoders.base import Encoder, EncoderOutput
+from contextvec.engine.batcher import Batcher, QueueFull
+from contextvec.engine.worker import WorkerThread
 
 
 class Recording(Encoder):
@@ -165,7 +163,7 @@ def test_worker_thread_runs_in_order_and_hands_back_results_and_errors():
 
 
 def test_forwards_run_on_the_worker_that_loaded_the_model():
-    """One thread for all torch work (server/worker.py): the forwards run on the thread given."""
+    """One thread for all torch work (engine/worker.py): the forwards run on the thread given."""
     worker = WorkerThread("test-torch")
     loader = worker.run(threading.get_ident)
     encoder = Recording()
