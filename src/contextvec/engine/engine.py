@@ -9,7 +9,6 @@ the vectors are those ``Encoder.embed`` gives each sentence, up to float roundin
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import math
 import threading
 import time
@@ -157,7 +156,9 @@ class Engine:
         job = self._submit(sentences, layers, pool, timeout)
         try:
             arrays = job.future.result(timeout)
-        except concurrent.futures.TimeoutError:
+        except TimeoutError:
+            if job.future.done():  # the encoder's own TimeoutError, not this call's
+                raise
             job.cancel()
             raise TimeoutError(f"the sentences were not embedded within {timeout:g} s") from None
         return _view(arrays, layers, pool)
@@ -170,6 +171,8 @@ class Engine:
         try:
             arrays = await asyncio.wait_for(asyncio.wrap_future(job.future), timeout)
         except TimeoutError:
+            if job.future.done() and not job.future.cancelled():  # the encoder's own
+                raise
             job.cancel()
             raise TimeoutError(f"the sentences were not embedded within {timeout:g} s") from None
         except asyncio.CancelledError:
