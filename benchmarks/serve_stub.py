@@ -14,7 +14,7 @@ import sys
 import time
 
 from contextvec.cli.main import main
-from contextvec.server.batcher import Batcher, Job
+from contextvec.engine.batcher import Batcher, Job
 
 _real_run_batch = Batcher._run_batch
 _vectors: dict[tuple[tuple[str, ...], ...], list] = {}

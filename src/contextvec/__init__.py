@@ -25,11 +25,12 @@ _LAZY = {
     "ScalarMix": "contextvec.embedder",
     "Encoder": "contextvec.encoders",
     "Client": "contextvec.client",
+    "Engine": "contextvec.engine",
 }
 
 __all__ = [
-    "Client", "ContextualEmbedder", "Encoder", "ModelNotFoundError", "ScalarMix", "embed_file", "export_onnx",
-    "load",
+    "Client", "ContextualEmbedder", "Encoder", "Engine", "ModelNotFoundError", "ScalarMix", "embed_file",
+    "export_onnx", "load",
     "save",
 ]
 
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from contextvec.client import Client
     from contextvec.embedder import ContextualEmbedder, ScalarMix
     from contextvec.encoders import Encoder
+    from contextvec.engine import Engine
     from contextvec.export import export_onnx
     from contextvec.files import embed_file
 

@@ -47,7 +47,7 @@ def test_fastapi_routes_answer_as_the_hot_path():
     hot = app.app.app   # RequestContext -> BodyReader -> HotRoutes -> FastAPI
     assert isinstance(hot, HotRoutes)
     service = hot.app.state.service
-    service.batcher.start()
+    service.engine.start()
     requests = [("/v1/embed", {"sentences": ["The bank was robbed .", ""], "encoding": "base64"}),
                 ("/v1/embed", {"sentences": [["a", "b"]], "layers": "top", "pool": "mean"}),
                 ("/v1/embed", {"sentences": ["a"], "layers": [0, 7]}),
@@ -61,4 +61,4 @@ def test_fastapi_routes_answer_as_the_hot_path():
             assert fast == slow, (path, payload)
             assert fast[0] in (200, 422)
     finally:
-        service.batcher.close(5)
+        service.engine.close(5)

@@ -26,13 +26,13 @@ from contextvec.cli.common import (
 )
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.bert.encoder import BertEncoder
+from contextvec.engine.worker import WorkerThread
 from contextvec.extras import needs
 from contextvec.io.sentence_transformers import (
     SentencePipelineError,
     SentencePooling,
     read_sentence_pooling,
 )
-from contextvec.server.worker import WorkerThread
 
 HELP = "serve contextual vectors over HTTP (/v1/embed, OpenAI-compatible /v1/embeddings)"
 WARMUP = ["The", "quick brown fox jumps over the lazy dog .",
@@ -215,7 +215,7 @@ def run(args: argparse.Namespace) -> None:
         print(f"contextvec serve: warning: listening on {args.host} without --api-key",
               file=sys.stderr)
     start = time.perf_counter()
-    # Loading, warm-up and every forward on one thread: one OpenMP team (server/worker.py).
+    # Loading, warm-up and every forward on one thread: one OpenMP team (engine/worker.py).
     worker = WorkerThread()
     encoder = _load_within(worker, args)
     settings = dataclasses.replace(settings, openai_sentence=sentence_pooling(args, encoder))

@@ -3,7 +3,7 @@
 Needs the ``server`` extra (FastAPI, uvicorn, prometheus-client): ``pip install "contextvec[server]"``;
 without it, importing this package raises [`MissingExtra`][contextvec.extras.MissingExtra] saying so.
 `create_app` (in ``contextvec.server.app``) builds the ASGI app around a loaded encoder; the
-``Batcher`` (``contextvec.server.batcher``) batches different clients' sentences together.
+engine below it (``contextvec.engine``) batches different clients' sentences together.
 """
 
 from contextvec.extras import needs

@@ -12,13 +12,13 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.types import ASGIApp
 
 from contextvec.encoders.base import Encoder
+from contextvec.engine.worker import WorkerThread
 from contextvec.server import schemas
 from contextvec.server.errors import APIError, install_error_handlers
 from contextvec.server.hot import HotRoute, HotRoutes
 from contextvec.server.middleware import OPEN_PATHS, ApiKey, BodyReader, RequestContext
 from contextvec.server.service import Call, Service
 from contextvec.server.settings import ServerSettings
-from contextvec.server.worker import WorkerThread
 
 HEALTH = b'{"status":"ok"}'
 
@@ -61,12 +61,12 @@ def create_app(encoder: Encoder, settings: ServerSettings | None = None,
         encoder: the model to serve, loaded, in eval mode and warmed by the caller.
         settings: limits and defaults (None: the defaults of ``ServerSettings``).
         is_stopping: tells whether the server is shutting down (``/ready`` then answers 503).
-        grace_period: seconds the batcher gets on shutdown to finish the queued work.
+        grace_period: seconds the engine gets on shutdown to finish the queued work.
         worker: the thread that loaded and warmed ``encoder``, to run the forward passes on
-            too (a new one if None; ``contextvec.server.worker`` says why one thread).
+            too (a new one if None; ``contextvec.engine.worker`` says why one thread).
 
     Returns:
-        The ASGI application; its lifespan starts and stops the batcher, so run it under an
+        The ASGI application; its lifespan starts and stops the engine, so run it under an
         ASGI server with lifespan on (uvicorn's default).
     """
     settings = settings or ServerSettings()
@@ -74,9 +74,9 @@ def create_app(encoder: Encoder, settings: ServerSettings | None = None,
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        service.batcher.start()
+        service.engine.start()
         yield
-        await anyio.to_thread.run_sync(service.batcher.close, grace_period)
+        await anyio.to_thread.run_sync(service.engine.close, grace_period)
 
     app = FastAPI(title="contextvec", version="1", lifespan=lifespan,
                   description="Contextual word vectors (ELMo, CoVe, BERT) of every layer.")
@@ -113,7 +113,7 @@ def create_app(encoder: Encoder, settings: ServerSettings | None = None,
     @app.get("/ready", response_model=schemas.Ready, responses=errors(*keyed, 503))
     async def ready() -> dict:
         """Readiness: the model is loaded and warmed and the server is not shutting down."""
-        if is_stopping() or not service.batcher.accepting:
+        if is_stopping() or not service.engine.accepting:
             raise APIError(503, "not ready: shutting down")
         return {"status": "ready", "model": settings.model_name}
 

@@ -1,4 +1,4 @@
-"""What the endpoints do, apart from HTTP: check the sentences, wait for the batcher, build the JSON.
+"""What the endpoints do, apart from HTTP: check the sentences, wait for the engine, build the JSON.
 
 The handlers take a validated request body and a :class:`Call` and return the response body's
 bytes, so the same code answers whether :class:`~contextvec.server.hot.HotRoutes` or a FastAPI
@@ -23,13 +23,14 @@ from starlette.types import Receive
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.bert.encoder import BertEncoder
 from contextvec.encoders.bert.sentence import BertSentenceEncoder
+from contextvec.engine import Engine, EngineSettings, QueueFull, ShuttingDown
+from contextvec.engine.batcher import Job, Runner
+from contextvec.engine.worker import WorkerThread
 from contextvec.server import schemas
-from contextvec.server.batcher import Batcher, Job, QueueFull, Runner, ShuttingDown
 from contextvec.server.errors import APIError, validation_message
 from contextvec.server.metrics import Metrics
 from contextvec.server.settings import ServerSettings
 from contextvec.server.vectors import FieldError, LayerView, encode, has_lone_surrogate, layer_view
-from contextvec.server.worker import WorkerThread
 from contextvec.text.tokenize import Tokenizer
 
 logger = logging.getLogger("contextvec.server")
@@ -48,15 +49,17 @@ class Call:
 
 
 class Service:
-    """What the routes share: the encoder's batcher, tokenizers, limits and metrics."""
+    """What the routes share: the encoder's engine, tokenizers, limits and metrics."""
 
     def __init__(self, encoder: Encoder, settings: ServerSettings,
                  is_stopping: Callable[[], bool], worker: WorkerThread | None = None) -> None:
         self.encoder, self.settings, self.is_stopping = encoder, settings, is_stopping
-        self.metrics = Metrics(queue_depth=lambda: self.batcher.depth)
-        self.batcher = Batcher(encoder, settings.max_batch_tokens, settings.max_wait_ms / 1000,
-                               settings.max_queue, settings.batching, self.metrics.observe_batch,
-                               worker)
+        self.metrics = Metrics(queue_depth=lambda: self.engine.depth)
+        batching = EngineSettings(settings.max_batch_tokens, settings.max_wait_ms,
+                                  settings.max_queue, settings.batching)
+        # Started by the app's lifespan, when the server starts serving.
+        self.engine = Engine(encoder, batching, worker=worker, on_batch=self.metrics.observe_batch,
+                             start=False)
         self.tokenizers: dict[str, Tokenizer] = {}
         self.started = int(time.time())
         bert = isinstance(encoder, BertEncoder)
@@ -173,16 +176,17 @@ class Service:
 
     async def vectors(self, call: Call, sentences: list[list], run: Runner | None = None) -> list[np.ndarray]:
         """Each sentence's (num_layers, tokens, dim) array (or what ``run`` makes of each item),
-        through the batcher, within the deadline."""
+        through the engine, within the deadline."""
         if self.is_stopping():
             raise APIError(503, "the server is shutting down")
         timeout = self.settings.request_timeout
         try:
-            job = self.batcher.submit(sentences, time.monotonic() + timeout, run)
-        except QueueFull as e:
-            raise APIError(429, f"{e}; retry later", headers={"Retry-After": "1"}) from None
-        except ShuttingDown as e:
-            raise APIError(503, str(e)) from None
+            job = self.engine.submit(sentences, time.monotonic() + timeout, run)
+        except QueueFull:
+            raise APIError(429, f"the queue is full ({self.settings.max_queue} requests); retry later",
+                           headers={"Retry-After": "1"}) from None
+        except ShuttingDown:
+            raise APIError(503, "the server is shutting down") from None
         result = await _wait(job, call, timeout)
         self.metrics.tokens.inc(sum(len(s) for s in sentences))
         return result

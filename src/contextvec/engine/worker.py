@@ -1,4 +1,4 @@
-"""The one thread that runs torch in a server process: loading, warm-up and every forward pass.
+"""The one thread that runs an engine's torch work (in a server: loading, warm-up and every forward).
 
 torch's CPU kernels run their parallel regions on an OpenMP thread team, and GNU OpenMP keeps one
 team for every thread that has started a parallel region. Once a process holds more team threads

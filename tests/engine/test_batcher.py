@@ -1,4 +1,5 @@
-"""The server's batcher on its own: idle requests run at once, queued ones batch, dead ones drop."""
+"""The engine's batching rule through ``Engine.submit`` (what the server calls): idle requests run
+at once, queued ones batch, dead ones drop."""
 
 from __future__ import annotations
 
@@ -9,11 +10,9 @@ from collections.abc import Sequence
 import pytest
 import torch
 
-pytest.importorskip("fastapi", reason="the server extra is not installed: pip install -e '.[server]'")
-
-from contextvec.encoders.base import Encoder, EncoderOutput  # noqa: E402
-from contextvec.server.batcher import Batcher, QueueFull  # noqa: E402
-from contextvec.server.worker import WorkerThread  # noqa: E402
+from contextvec.encoders.base import Encoder, EncoderOutput
+from contextvec.engine import Engine, EngineSettings, QueueFull
+from contextvec.engine.worker import WorkerThread
 
 
 class Recording(Encoder):
@@ -44,15 +43,13 @@ class Recording(Encoder):
         return EncoderOutput(out, mask)
 
 
-def batcher(encoder: Encoder, **kwargs) -> Batcher:
-    b = Batcher(encoder, **kwargs)
-    b.start()
-    return b
+def batcher(encoder: Encoder, worker: WorkerThread | None = None, **settings) -> Engine:
+    return Engine(encoder, EngineSettings(**settings), worker=worker)
 
 
 def test_a_lone_request_does_not_wait_for_partners():
     encoder = Recording()
-    b = batcher(encoder, max_wait_s=2.0)
+    b = batcher(encoder, max_wait_ms=2000)
     start = time.monotonic()
     result = b.submit([["ab", "c"]], time.monotonic() + 10).future.result(5)
     assert time.monotonic() - start < 1.0
@@ -62,7 +59,7 @@ def test_a_lone_request_does_not_wait_for_partners():
 
 def test_queued_requests_share_a_forward_and_get_their_own_rows():
     encoder = Recording()
-    b = batcher(encoder, max_wait_s=0.01, max_batch_tokens=1000)
+    b = batcher(encoder, max_wait_ms=10, max_batch_tokens=1000)
     encoder.gate.clear()                       # hold the worker inside the first forward
     first = b.submit([["x"]], time.monotonic() + 10)
     time.sleep(0.2)
@@ -76,7 +73,7 @@ def test_queued_requests_share_a_forward_and_get_their_own_rows():
     b.close(5)
 
 
-def _busy_forward(b: Batcher, encoder: Recording, partners: int) -> None:
+def _busy_forward(b: Engine, encoder: Recording, partners: int) -> None:
     """A first forward held while ``partners`` jobs queue: when it ends, the server holds
     1 + ``partners`` jobs, the clients the batcher then expects back."""
     encoder.gate.clear()
@@ -92,23 +89,23 @@ def _busy_forward(b: Batcher, encoder: Recording, partners: int) -> None:
 
 def test_the_clients_a_forward_answered_are_waited_for_and_no_longer():
     encoder = Recording()
-    b = batcher(encoder, max_wait_s=2.0)
+    b = batcher(encoder, max_wait_ms=2000)
     _busy_forward(b, encoder, partners=3)      # 4 jobs in the server when the forward ended
     time.sleep(0.2)
     assert len(encoder.calls) == 1             # 3 queued: the fourth client is expected back
     start = time.monotonic()
     last = b.submit([["back"]], time.monotonic() + 10)
     last.future.result(5)
-    assert time.monotonic() - start < 1.0      # all 4 back: no waiting out max_wait_s
+    assert time.monotonic() - start < 1.0      # all 4 back: no waiting out max_wait_ms
     assert len(encoder.calls) == 2 and len(encoder.calls[1]) == 4
     b.close(5)
 
 
 def test_a_request_to_an_idle_server_runs_at_once_after_a_busy_forward():
     encoder = Recording()
-    b = batcher(encoder, max_wait_s=0.5)
+    b = batcher(encoder, max_wait_ms=500)
     _busy_forward(b, encoder, partners=3)
-    # The 3 queued run after max_wait_s without the fourth; max_wait_s after that, it is idle.
+    # The 3 queued run after max_wait_ms without the fourth; max_wait_ms after that, it is idle.
     time.sleep(1.3)
     assert len(encoder.calls) == 2
     start = time.monotonic()
@@ -134,7 +131,7 @@ def test_budget_splits_a_large_request_and_queue_bound_gives_queue_full():
 
 def test_dead_jobs_are_dropped_and_a_failing_job_does_not_fail_its_partners():
     encoder = Recording(fail_on="BAD")
-    b = batcher(encoder, max_wait_s=0.05)
+    b = batcher(encoder, max_wait_ms=50)
     encoder.gate.clear()
     b.submit([["x"]], time.monotonic() + 10)
     time.sleep(0.2)
@@ -165,7 +162,7 @@ def test_worker_thread_runs_in_order_and_hands_back_results_and_errors():
 
 
 def test_forwards_run_on_the_worker_that_loaded_the_model():
-    """One thread for all torch work (server/worker.py): the forwards run on the thread given."""
+    """One thread for all torch work (engine/worker.py): the forwards run on the thread given."""
     worker = WorkerThread("test-torch")
     loader = worker.run(threading.get_ident)
     encoder = Recording()

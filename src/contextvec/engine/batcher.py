@@ -1,6 +1,6 @@
 """Dynamic batching: one bounded queue of jobs, one worker thread running the encoder.
 
-Different clients' sentences run in the same forward pass; the encoder is stateless (every
+Different callers' sentences run in the same forward pass; the encoder is stateless (every
 sentence starts from the zero state, padding is masked), so each sentence's vectors are the
 ones ``Encoder.embed`` gives it alone, up to float rounding.
 
@@ -11,15 +11,16 @@ The worker's rule:
   ``max_batch_tokens`` (padded: longest x count) or the oldest job has waited ``max_wait_s``,
   then takes sentences in arrival order while they fit; a sentence over the budget runs alone,
   a job over the budget is split across batches. The encoder sorts each batch by length.
-- **Dead work is dropped.** Jobs whose client went away or whose deadline passed are skipped.
+- **Dead work is dropped.** Jobs whose caller went away or whose deadline passed are skipped.
 - **One bad job does not fail its partners**: if a batch raises, its jobs are run one by one and
   only the failing one gets the exception.
 
-With ``batching=False`` the worker takes one job at a time (one request = one forward when it
-fits the budget): the baseline of ``benchmarks/serve_load.py``.
+With ``batching=False`` the worker takes one job at a time (one call = one forward when it
+fits the budget): the baseline of ``benchmarks/serve_load.py`` and ``benchmarks/engine_threads.py``.
 
-The worker loop runs on a :class:`~contextvec.server.worker.WorkerThread`: the server's one
-thread for torch work, which also loaded and warmed the model (see that module for why).
+The worker loop runs on a :class:`~contextvec.engine.worker.WorkerThread`: the one thread for
+torch work, which in a server also loaded and warmed the model (see that module for why).
+[`Engine`][contextvec.engine.Engine] is the front door; this module is its machinery.
 """
 
 from __future__ import annotations
@@ -36,17 +37,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from contextvec.encoders.base import Encoder
-from contextvec.server.worker import WorkerThread
+from contextvec.engine.worker import WorkerThread
 
-logger = logging.getLogger("contextvec.server")
+logger = logging.getLogger("contextvec.engine")
 
 
 class QueueFull(Exception):
-    """The queue holds ``max_queue`` jobs: the caller answers 429."""
+    """The queue already holds ``max_queue`` calls: retry later (a server answers 429)."""
 
 
 class ShuttingDown(Exception):
-    """The batcher no longer accepts jobs: the caller answers 503."""
+    """The engine is closed, or not yet started: it takes no new calls (a server answers 503)."""
 
 
 Runner = Callable[[list[Sequence]], list[np.ndarray]]
@@ -143,11 +144,11 @@ class Batcher:
             return job
         with self._cond:
             if not self.accepting:
-                raise ShuttingDown("the server is shutting down")
+                raise ShuttingDown("the engine is closed: it takes no new calls")
             if len(self._queue) >= self.max_queue:
                 self._purge_dead()
             if len(self._queue) >= self.max_queue:
-                raise QueueFull(f"the queue is full ({self.max_queue} requests)")
+                raise QueueFull(f"the queue is full ({self.max_queue} calls waiting, max_queue)")
             self._queue.append(job)
             self._queued_sentences += len(job.pending)
             self._cond.notify()

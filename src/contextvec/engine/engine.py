@@ -1,0 +1,228 @@
+"""The front door of the engine: many callers' sentences, batched by length on one torch thread.
+
+Each call's sentences join a queue; the engine's one worker thread takes queued sentences of
+every caller into one forward pass under a budget of padded tokens, then answers each caller
+with its own vectors (the rule: :mod:`contextvec.engine.batcher`). An encoder is stateless, so
+the vectors are those ``Encoder.embed`` gives each sentence, up to float rounding.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+
+import numpy as np
+
+from contextvec.encoders.base import Encoder
+from contextvec.encoders.outputs import LAYER_MODES, POOL_MODES, pool_tokens, select_layers
+from contextvec.engine.batcher import Batcher, BatchObserver, Job, Runner
+from contextvec.engine.worker import WorkerThread
+from contextvec.text.tokenize import Sentence, as_sentences
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """How an engine batches (``contextvec serve``'s options of the same names).
+
+    Attributes:
+        max_batch_tokens: padded tokens (longest sentence x sentences) per forward pass; a
+            longer sentence runs alone.
+        max_wait_ms: under load, the longest the oldest queued call waits for others to share
+            its forward pass (a call to an idle engine runs at once).
+        max_queue: calls waiting at once; one more raises
+            [`QueueFull`][contextvec.engine.QueueFull].
+        batching: False for one call per forward pass (the unbatched baseline).
+
+    Raises:
+        ValueError: a budget below one token, a negative or infinite wait, a queue below one.
+    """
+
+    max_batch_tokens: int = 4096
+    max_wait_ms: float = 5.0
+    max_queue: int = 512
+    batching: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("max_batch_tokens", "max_queue"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a whole number of at least 1, not {value!r}")
+        if not (isinstance(self.max_wait_ms, int | float) and 0 <= self.max_wait_ms < math.inf):
+            raise ValueError(f"max_wait_ms must be a finite number of at least 0, not {self.max_wait_ms!r}")
+
+
+@dataclass(frozen=True)
+class EngineStats:
+    """What an engine has run so far.
+
+    Attributes:
+        batches: forward passes (a batch that failed and was rerun call by call counts once).
+        sentences: sentences in those forward passes.
+        padded_tokens: padded tokens (longest sentence x sentences) in those forward passes.
+    """
+
+    batches: int = 0
+    sentences: int = 0
+    padded_tokens: int = 0
+
+
+class Engine:
+    """Embeds sentences for many callers at once, batching their calls together.
+
+    >>> import contextvec
+    >>> encoder = contextvec.load("path/to/model")                        # doctest: +SKIP
+    >>> with contextvec.Engine(encoder) as engine:                        # doctest: +SKIP
+    ...     vectors = engine.embed(["The bank was robbed ."], layers="top")
+
+    [`embed`][contextvec.engine.Engine.embed] is safe to call from any number of threads and
+    [`aembed`][contextvec.engine.Engine.aembed] from any number of coroutines; calls that wait
+    at the same time share forward passes. Each call gets what ``encoder.embed`` gives for the
+    same arguments, up to float rounding (a batch's shape sets the order matrix products sum in).
+
+    Args:
+        encoder: a loaded encoder in eval mode (as ``contextvec.load`` returns it). The engine
+            runs every forward pass on its worker thread; do not train the encoder meanwhile.
+        settings: the batching budget and queue bound (None: the defaults of
+            [`EngineSettings`][contextvec.engine.EngineSettings]).
+        worker: the thread to run forward passes on, e.g. the one that loaded the model (a new
+            one if None; ``contextvec.engine.worker`` says why one thread for all torch work).
+        on_batch: called on the worker thread after each forward pass with (sentences, padded
+            tokens, seconds), e.g. to record metrics.
+        start: False to start the worker loop later with [`start`][contextvec.engine.Engine.start]
+            (a server starts it when it starts serving).
+    """
+
+    def __init__(self, encoder: Encoder, settings: EngineSettings | None = None, *,
+                 worker: WorkerThread | None = None, on_batch: BatchObserver | None = None,
+                 start: bool = True) -> None:
+        self.encoder = encoder
+        self.settings = settings = settings or EngineSettings()
+        self._on_batch = on_batch
+        self._stats = EngineStats()
+        self._stats_lock = threading.Lock()
+        self._batcher = Batcher(encoder, settings.max_batch_tokens, settings.max_wait_ms / 1000,
+                                settings.max_queue, settings.batching, self._observe, worker)
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        """Start the worker loop (the constructor does, unless given ``start=False``)."""
+        if not self.accepting:
+            self._batcher.start()
+
+    @property
+    def accepting(self) -> bool:
+        """True while the engine takes new calls (started, not closed)."""
+        return self._batcher.accepting
+
+    @property
+    def depth(self) -> int:
+        """Sentences waiting in the queue."""
+        return self._batcher.depth
+
+    @property
+    def stats(self) -> EngineStats:
+        """What the engine has run so far (a snapshot)."""
+        with self._stats_lock:
+            return self._stats
+
+    def embed(self, sentences: Iterable[Sentence], *, layers: str = "all", pool: str | None = None,
+              timeout: float | None = None) -> list[np.ndarray]:
+        """Vectors for each sentence, in input order, batched with other callers' sentences.
+
+        Args:
+            sentences: strings (split on whitespace) or token lists. A bare string is refused
+                (pass ``[text]`` for one sentence).
+            layers: ``"all"``, ``"top"`` or ``"average"``, as in ``Encoder.embed``.
+            pool: None, ``"mean"``, ``"max"`` or ``"first"``, as in ``Encoder.embed``.
+            timeout: seconds to wait, queue included (None: no limit); past it the call's
+                sentences not yet run are dropped.
+
+        Returns:
+            What ``Encoder.embed(sentences, layers=layers, pool=pool)`` returns.
+
+        Raises:
+            TypeError: a bare string or bytes instead of a list of sentences.
+            ValueError: an unknown ``layers`` or ``pool``.
+            QueueFull: ``max_queue`` calls are already waiting; retry later.
+            ShuttingDown: the engine is closed (or was never started).
+            TimeoutError: not done within ``timeout``.
+        """
+        job = self._submit(sentences, layers, pool, timeout)
+        try:
+            arrays = job.future.result(timeout)
+        except TimeoutError:
+            if job.future.done():  # the encoder's own TimeoutError, not this call's
+                raise
+            job.cancel()
+            raise TimeoutError(f"the sentences were not embedded within {timeout:g} s") from None
+        return _view(arrays, layers, pool)
+
+    async def aembed(self, sentences: Iterable[Sentence], *, layers: str = "all",
+                     pool: str | None = None, timeout: float | None = None) -> list[np.ndarray]:
+        """[`embed`][contextvec.engine.Engine.embed] for coroutines: awaits without blocking
+        the event loop; a cancelled call's sentences not yet run are dropped."""
+        job = self._submit(sentences, layers, pool, timeout)
+        try:
+            arrays = await asyncio.wait_for(asyncio.wrap_future(job.future), timeout)
+        except TimeoutError:
+            if job.future.done() and not job.future.cancelled():  # the encoder's own
+                raise
+            job.cancel()
+            raise TimeoutError(f"the sentences were not embedded within {timeout:g} s") from None
+        except asyncio.CancelledError:
+            job.cancel()
+            raise
+        return _view(arrays, layers, pool)
+
+    def submit(self, sentences: list[Sequence], deadline: float, run: Runner | None = None) -> Job:
+        """The call below ``embed``: queue token lists, get the job whose ``future`` gets each
+        sentence's ``(num_layers, tokens, dim)`` array (or what ``run`` makes of each item;
+        items join other jobs' only when their ``run`` is the same). Past ``deadline``
+        (``time.monotonic()``) or after ``job.cancel()`` the sentences not yet run are dropped.
+
+        Raises:
+            QueueFull: ``max_queue`` jobs are already waiting.
+            ShuttingDown: the engine is closed (or was never started).
+        """
+        return self._batcher.submit(sentences, deadline, run)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Take no new calls; the queued ones still run (waits up to ``timeout`` seconds for them)."""
+        self._batcher.close(timeout)
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
+
+    def _submit(self, sentences: Iterable[Sentence], layers: str, pool: str | None,
+                timeout: float | None) -> Job:
+        tokenized = as_sentences(sentences)
+        if layers not in LAYER_MODES:
+            raise ValueError(f"layers must be one of {', '.join(LAYER_MODES)}, not {layers!r}")
+        if pool is not None and pool not in POOL_MODES:
+            raise ValueError(f"pool must be one of {', '.join(POOL_MODES)} or None, not {pool!r}")
+        deadline = math.inf if timeout is None else time.monotonic() + timeout
+        return self.submit(tokenized, deadline)
+
+    def _observe(self, sentences: int, padded_tokens: int, seconds: float) -> None:
+        with self._stats_lock:
+            s = self._stats
+            self._stats = EngineStats(s.batches + 1, s.sentences + sentences,
+                                      s.padded_tokens + padded_tokens)
+        if self._on_batch is not None:
+            self._on_batch(sentences, padded_tokens, seconds)
+
+
+def _view(arrays: list[np.ndarray], layers: str, pool: str | None) -> list[np.ndarray]:
+    """The caller's layers and pooling, applied on the caller's thread (not the torch thread)."""
+    out = [select_layers(array, layers) for array in arrays]
+    return out if pool is None else [pool_tokens(array, pool) for array in out]
