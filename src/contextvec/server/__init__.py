@@ -1,7 +1,7 @@
 """``contextvec serve``: an encoder's contextual vectors over HTTP.
 
 Needs the ``server`` extra (FastAPI, uvicorn, prometheus-client): ``pip install "contextvec[server]"``;
-without it, importing this package raises [`MissingExtra`][contextvec.extras.MissingExtra] saying so.
+without it, importing this package raises `contextvec.extras.MissingExtra` saying so.
 `create_app` (in ``contextvec.server.app``) builds the ASGI app around a loaded encoder; the
 engine below it (``contextvec.engine``) batches different clients' sentences together.
 """

@@ -33,7 +33,7 @@ class ServerSettings:
         openai_normalize: unit-length ``/v1/embeddings`` vectors, on top of any of these.
         openai_max_inputs: texts per ``/v1/embeddings`` request (OpenAI's limit).
         openai_sentence: a sentence-transformers checkpoint's declared pooling (read by
-            [`read_sentence_pooling`][contextvec.io.sentence_transformers.read_sentence_pooling]);
+            ``contextvec.io.sentence_transformers.read_sentence_pooling``);
             None for a plain BERT (the mean of its pieces) and for ELMo and CoVe (the mean over
             the words of the average of all layers).
     """
