@@ -115,7 +115,7 @@ def test_close_runs_the_queued_calls_and_refuses_new_ones(encoder):
         gate.set()
         closer.join(10)
         assert not closer.is_alive()
-        assert [f.result(0)[0].shape[1] for f in futures] == [5, 6, 5, 1]
+        assert [f.result(10)[0].shape[1] for f in futures] == [5, 6, 5, 1]
     assert engine.stats.sentences == 4
 
 
