@@ -13,7 +13,7 @@ products are, the partial sums grow like ``sqrt(k)`` times a term, which puts th
 about ``K * eps * |sum| / 3`` and the typical case at ``sqrt(K / 8) * eps * |sum|``. The bound here
 is ``K * eps * max|expected|``: the worst case, at the magnitude of the values compared. Through
 a stack of layers the errors of each add up, so ``terms`` counts the products summed on the way
-to one output: the sum of each layer's reduction length. A recurrence counts one step per layer:
+to one output: the sum of each layer's reduction length. A long recurrence may count one step per layer:
 its state forgets (gates below 1), so an earlier step's error shrinks instead of adding up.
 
 The bound is absolute and the same for every element: an element far below the tensor's
@@ -31,6 +31,7 @@ from contextvec.encoders.bilm.config import BiLMConfig
 
 FP32_EPS = float(torch.finfo(torch.float32).eps)  # 2**-23
 BF16_EPS = float(torch.finfo(torch.bfloat16).eps)  # 2**-7
+FP16_EPS = float(torch.finfo(torch.float16).eps)  # 2**-10
 
 Values = torch.Tensor | np.ndarray
 
