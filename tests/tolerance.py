@@ -13,8 +13,10 @@ products are, the partial sums grow like ``sqrt(k)`` times a term, which puts th
 about ``K * eps * |sum| / 3`` and the typical case at ``sqrt(K / 8) * eps * |sum|``. The bound here
 is ``K * eps * max|expected|``: the worst case, at the magnitude of the values compared. Through
 a stack of layers the errors of each add up, so ``terms`` counts the products summed on the way
-to one output: the sum of each layer's reduction length. A long recurrence may count one step per layer:
-its state forgets (gates below 1), so an earlier step's error shrinks instead of adding up.
+to one output: the sum of each layer's reduction length. A long recurrence may count one step
+per layer: its state forgets (gates below 1), so an earlier step's error shrinks instead of
+adding up. Where a lower precision rounds (bf16 products, float16 storage), another order may
+flip each rounding by one step: ``terms`` counts the roundings and ``eps`` is that dtype's.
 
 The bound is absolute and the same for every element: an element far below the tensor's
 magnitude is the sum of terms as large as the others', so it carries as much absolute error,
