@@ -39,7 +39,7 @@ Values = torch.Tensor | np.ndarray
 
 
 def _tensor(values: Values) -> torch.Tensor:
-    return values.detach() if isinstance(values, torch.Tensor) else torch.as_tensor(np.asarray(values))
+    return values.detach() if isinstance(values, torch.Tensor) else torch.from_numpy(np.array(values))
 
 
 def reorder_bound(expected: Values, *, terms: int, eps: float = FP32_EPS) -> float:
