@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 from helpers_io import reference_dir, reference_expected, reference_sentences
+from tolerance import FP32_EPS, assert_reordered_close, elmo_terms
 
 import contextvec
 from contextvec.embedder import ContextualEmbedder, EmbedderOutput, ScalarMix
@@ -160,13 +161,16 @@ def test_sentence_independent_of_batch(encoder):
     others = [[list(sentences[0])], [list(sentences[62]), list(sentences[1])],
               [list(sentences[i]) for i in (40, 3, 50, 7)]]
     alone = embedder([target])
+    # Other batches give the kernels other row counts: the same sums in other orders, then the
+    # mix's three layers.
+    terms = elmo_terms(encoder.config) + 3
     for companions in others:
         for position in (0, len(companions)):
             batch = companions[:position] + [target] + companions[position:]
             together = embedder(batch)
             for m_alone, m_together in zip(alone.mixes, together.mixes, strict=True):
                 got = m_together[position, : len(target)]
-                torch.testing.assert_close(got, m_alone[0], atol=1e-5, rtol=0)
+                assert_reordered_close(got, m_alone[0], terms=terms)
                 assert not m_together[position, len(target) :].any()
 
 
@@ -190,8 +194,10 @@ def test_layer_norm_option(encoder):
     mix = out.mixes[0].detach()
     assert not mix[~out.mask].any()
     # equal layer weights over per-layer standardized values: the mean of three unit-variance
-    # layers; each layer has mean 0 over the real positions, so the mix does as well
-    assert abs(mix[out.mask].mean().item()) < 1e-4
+    # layers; each layer has mean 0 over the real positions, so the mix does as well, up to the
+    # rounding of float32 sums over all of them (the statistics' and this mean's)
+    real = mix[out.mask]
+    assert abs(real.mean().item()) < 2 * real.numel() * FP32_EPS * real.abs().max().item()
 
 
 def test_empty_sentence_in_batch(encoder):
@@ -201,7 +207,7 @@ def test_empty_sentence_in_batch(encoder):
     assert out.mask.tolist() == [[True, True], [False, False], [True, False]]
     assert not out.mixes[0][1].any()
     alone = embedder([["The", "cat"]]).mixes[0]
-    torch.testing.assert_close(out.mixes[0][0], alone[0], atol=1e-5, rtol=0)
+    assert_reordered_close(out.mixes[0][0], alone[0], terms=elmo_terms(encoder.config) + 3)
 
 
 def test_empty_batch(encoder):

@@ -14,6 +14,7 @@ from helpers_io import (
     reference_sentences,
     tiny_copy,
 )
+from tolerance import assert_reordered_close, elmo_terms
 
 import contextvec
 from contextvec.encoders.bilm import BiLMConfig, ConfigError, ElmoBiLM
@@ -394,5 +395,6 @@ def test_plain_lstm_exports_with_identity_projection(tmp_path):
     assert exported.config.lstm_projection  # bilm-tf's layout always has W_P
     a = _embed_some(ElmoEncoder(model), "elmo-tiny")
     b = _embed_some(ElmoEncoder(exported), "elmo-tiny")
+    # A plain LSTM may run torch's fused kernel, the projected one steps: other sum orders.
     for x, y in zip(a, b, strict=True):
-        np.testing.assert_allclose(x, y, atol=1e-6)
+        assert_reordered_close(x, y, terms=elmo_terms(config))

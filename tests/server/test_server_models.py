@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from tolerance import assert_reordered_close, bert_terms, elmo_terms
 
 pytest.importorskip("fastapi", reason="the server extra is not installed: pip install -e '.[server]'")
 pytest.importorskip("uvicorn", reason="the server extra is not installed: pip install -e '.[server]'")
@@ -53,6 +54,8 @@ def ask_together(client: Client, requests: list[list[str]]) -> list:
 def test_bert_words_not_pieces_exact_whatever_the_partners(minilm_dir):
     torch.set_num_threads(1)
     encoder = contextvec.load(minilm_dir)
+    # Partners change the packed rows' counts: the same sums in other orders, over up to 64 pieces.
+    terms = bert_terms(encoder.model.config, 64)
     # Words that split into several pieces, and sentences of very different lengths batched together.
     requests = [["Unbelievably, tokenization splits antidisestablishmentarianism ."],
                 ["a"], ["The bank was robbed", "by a man with a gun near the riverbank " * 6],
@@ -64,7 +67,7 @@ def test_bert_words_not_pieces_exact_whatever_the_partners(minilm_dir):
         for sentences, got in zip(requests, answers, strict=True):
             for g, want in zip(got, encoder.embed(sentences), strict=True):
                 assert g.shape == want.shape and g.shape[:1] == (7,)
-                np.testing.assert_allclose(g, want, atol=1e-5, rtol=0)
+                assert_reordered_close(g, want, terms=terms)
         text = "Unbelievably, tokenization splits antidisestablishmentarianism ."
         request = urllib.request.Request(
             server.url + "/v1/embed", data=json.dumps({"sentences": [text], "layers": "top"}).encode(),
@@ -81,7 +84,7 @@ def test_bert_words_not_pieces_exact_whatever_the_partners(minilm_dir):
             body = json.loads(r.read())
         got = np.frombuffer(base64.b64decode(body["data"][0]["embedding"]), dtype="<f4")
         want = encoder.embed(["Hello world !"], layers="top", pool="mean")[0]
-        np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+        assert_reordered_close(got, want, terms=terms)
         assert body["model"] == "model"
 
 
@@ -94,7 +97,7 @@ def test_bilm_tf_files(tiny_dir):
     with ServerProcess(args, env=ENV) as server:
         assert Client(server.url).models()[0]["id"] == "tiny"
         for got, want in zip(Client(server.url).embed(sentences), encoder.embed(sentences), strict=True):
-            np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+            assert_reordered_close(got, want, terms=elmo_terms(encoder.config))  # other batches
 
 
 def test_cove_exact_whatever_the_partners(tmp_path):
@@ -106,6 +109,9 @@ def test_cove_exact_whatever_the_partners(tmp_path):
     directory = save_cove_encoder(mt_lstm, tmp_path / "cove")
     torch.set_num_threads(1)
     encoder = contextvec.load(directory)
+    # Per step the gates sum 6 inputs and 4 states, then 8 outputs and 4 states; then at most a
+    # mix of 3 layers. Partners change the batches: the same sums in other orders.
+    terms = (6 + 4) + (8 + 4) + 3
     requests = [["The bank was robbed .", "we sat"], ["on the river bank " * 5], ["unknown words here"],
                 ["the", ""], [". . . . . . . . . . . ."], ["we sat on the river bank ."]]
     with ServerProcess(["--model", str(directory), "--threads", "1", "--max-wait-ms", "50"],
@@ -116,18 +122,19 @@ def test_cove_exact_whatever_the_partners(tmp_path):
         for sentences, got in zip(requests, answers, strict=True):
             for g, want in zip(got, encoder.embed(sentences), strict=True):
                 assert g.shape == want.shape and g.shape[::2] == (3, 6 + 2 * 4)
-                np.testing.assert_allclose(g, want, atol=1e-5, rtol=0)
+                assert_reordered_close(g, want, terms=terms)
         texts = ["the bank was robbed .", "we sat"]
         got = client.embed(texts, layers="top", pool="max")
         for g, want in zip(got, encoder.embed(texts, layers="top", pool="max"), strict=True):
-            np.testing.assert_allclose(g, want, atol=1e-5, rtol=0)
+            assert_reordered_close(g, want, terms=terms)
         request = urllib.request.Request(
             server.url + "/v1/embeddings", data=json.dumps({"input": texts}).encode(),
             headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=60) as r:
             data = json.loads(r.read())["data"]
         want = encoder.embed(texts, layers="average", pool="mean")
-        np.testing.assert_allclose([d["embedding"] for d in data], want, atol=1e-5, rtol=0)
+        assert_reordered_close(np.array([d["embedding"] for d in data], dtype=np.float32), np.stack(want),
+                               terms=terms)
 
 
 SENTENCE_VECTORS = Path(__file__).resolve().parent / "data" / "minilm_sentence_vectors.npz"
@@ -155,8 +162,8 @@ def test_minilm_openai_default_is_its_sentence_transformers_embedding(minilm_ser
     np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-6)
     cosines = (got * want).sum(axis=1)
     assert cosines.min() >= 0.999, cosines.min()
-    # Float32 sums over at most 64 pieces of vectors of norm about 1: far closer than the goal.
-    np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+    # Against HF's float32 forward: the BERT parity goal (1e-4), on unit vectors.
+    np.testing.assert_allclose(got, want, atol=1e-4, rtol=0)
     # Usage counts the word pieces the model read, without [CLS] and [SEP].
     assert body["usage"]["prompt_tokens"] == int(reference["pieces"].sum()) - 2 * len(texts)
 
