@@ -57,6 +57,19 @@ def cosines(a: list[np.ndarray], b: list[np.ndarray]) -> np.ndarray:
     return (x * y).sum(-1) / np.linalg.norm(x, axis=-1) / np.linalg.norm(y, axis=-1)
 
 
+@pytest.mark.parametrize("variable", ["ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"])
+def test_int8_activations_follow_onednns_isa_cap(monkeypatch, variable):
+    """oneDNN capped below VNNI saturates 8-bit activations, whatever the CPU has."""
+    monkeypatch.setattr(precision_module, "cpu_flags", lambda: frozenset({"avx2", "avx512_vnni"}))
+    for name in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"):
+        monkeypatch.delenv(name, raising=False)
+    assert precision_module.native_int8()
+    monkeypatch.setenv(variable, "avx2")
+    assert not precision_module.native_int8()
+    monkeypatch.setenv(variable, "AVX512_CORE_VNNI")
+    assert precision_module.native_int8()
+
+
 def test_cpu_flags_parse_cpuinfo(tmp_path):
     info = tmp_path / "cpuinfo"
     info.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512_bf16 amx_int8\n\nflags\t: other\n")

@@ -29,6 +29,7 @@ what speeds it up, and float32 activations keep the error to the weights' roundi
 from __future__ import annotations
 
 import functools
+import os
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -44,6 +45,8 @@ BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 """CPU flags of native bf16 matmuls: any one of them is enough."""
 
 INT8_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
+ISAS_WITHOUT_VNNI = ("SSE41", "AVX", "AVX2", "AVX512_CORE")
+"""oneDNN ISA caps (``ONEDNN_MAX_CPU_ISA``) under which its int8 kernels have no VNNI."""
 """CPU flags of int8 dot products (reported by the benchmarks)."""
 
 Pack = Callable[[torch.Tensor], "LowPrecisionWeight"]
@@ -65,7 +68,14 @@ def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> frozenset[str]:
 
 
 def native_int8() -> bool:
-    """Whether this CPU has int8 dot products (VNNI or AMX), so activations may use 8 bits."""
+    """Whether this CPU has int8 dot products (VNNI or AMX), so activations may use 8 bits.
+
+    oneDNN runs the int8 products and obeys ``ONEDNN_MAX_CPU_ISA`` (or ``DNNL_MAX_CPU_ISA``):
+    capped below VNNI, its kernels saturate 8-bit activations even on a CPU that has VNNI.
+    """
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or ""
+    if cap.upper() in ISAS_WITHOUT_VNNI:
+        return False
     return any(flag in cpu_flags() for flag in INT8_FLAGS)
 
 
