@@ -18,7 +18,7 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 tokenizers = pytest.importorskip("tokenizers")
 
-# The bound for BERT: LayerNorm and softmax over a few hundred fp32 terms per layer,
+# The BERT parity goal: LayerNorm and softmax over a few hundred fp32 terms per layer,
 # summed in other orders than torch's, differ by some 1e-6 at these magnitudes.
 TOLERANCE = 1e-4
 WORDS = ["the", "bank", "was", "robbed", "by", "a", "man", "who", "ran", "into", "river", ",", "and",

@@ -17,7 +17,7 @@ from contextvec.export import manifest_path, vocabulary_path
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-TOLERANCE = 1e-5  # the bound for CoVe; see tests/export/test_onnx.py
+TOLERANCE = 1e-5  # the CoVe parity goal; see tests/export/test_onnx.py
 WORDS = ["the", "bank", "was", "robbed", ".", "river", "a", "Man", "Überraschung"]
 
 

@@ -22,7 +22,7 @@ ort = pytest.importorskip("onnxruntime")
 ROOT = Path(__file__).resolve().parents[2]
 CHAR_IDS_JSON = ROOT / "examples" / "onnx" / "char_ids.json"
 
-# The goal for ELMo. The two runtimes sum the same products in different orders, so each
+# The ELMo parity goal. The two runtimes sum the same products in different orders, so each
 # value differs by a few fp32 roundings (2**-24 relative) of the terms behind it: for the bundled
 # model's outputs (|value| <= 3 * (layers) by proj_clip, sums over <= 512 terms) that is a few
 # 1e-6, and the clipped, saturating recurrence does not grow it over time.
