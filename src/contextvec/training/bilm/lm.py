@@ -87,8 +87,13 @@ def softmax_nll(
     return _ChunkedSoftmaxNLL.apply(hidden, weight, bias, targets, block)
 
 
-def _char_ids(token: str) -> np.ndarray:
-    # Sentence boundaries get the special characters the encoder adds at inference.
+def training_char_ids(token: str) -> np.ndarray:
+    """The 50 character ids of one token of a training window.
+
+    Unlike :func:`~contextvec.text.chars.token_to_char_ids`, the sentence boundaries ``<S>`` and
+    ``</S>`` get the special characters :data:`BOS_IDS` / :data:`EOS_IDS` that the encoder adds
+    at inference, so the language model trains on the boundaries it will later see.
+    """
     if token == BOS_TOKEN:
         return BOS_IDS
     if token == EOS_TOKEN:
@@ -182,7 +187,7 @@ class LanguageModel(nn.Module):
               for row in direction] for direction in window.tokens],
             dtype=torch.long,
         ).to(device)
-        char_ids = torch.from_numpy(np.stack([_char_ids(w) for w in vocab])).to(device)
+        char_ids = torch.from_numpy(np.stack([training_char_ids(w) for w in vocab])).to(device)
         vectors = self.bilm.token_encoder(char_ids)
         x = vectors[index.clamp(min=0)] * (index >= 0).unsqueeze(-1)  # (dirs, rows, steps, P)
         lengths = torch.full((x.shape[1],), x.shape[2], dtype=torch.long)
