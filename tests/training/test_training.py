@@ -24,8 +24,8 @@ from contextvec.text.chars import BOS_TOKEN, EOS_TOKEN
 from contextvec.training import PRESETS, TrainConfig, Trainer, Vocabulary, evaluate, load_model
 from contextvec.training.bilm.batcher import StreamBatcher
 from contextvec.training.bilm.lm import (
+    ChunkedSoftmaxNLL,
     LanguageModel,
-    _ChunkedSoftmaxNLL,
     log_uniform_log_prob,
     sample_log_uniform,
 )
@@ -143,7 +143,7 @@ def test_blocked_softmax_nll_matches_autograd_cross_entropy(block):
     bias = torch.randn(11, generator=g, dtype=torch.float64, requires_grad=True)
     targets = torch.randint(0, 11, (23,), generator=g)
     upstream = torch.rand(23, generator=g, dtype=torch.float64)
-    ours = _ChunkedSoftmaxNLL.apply(hidden, weight, bias, targets, block)
+    ours = ChunkedSoftmaxNLL.apply(hidden, weight, bias, targets, block)
     grads = torch.autograd.grad((ours * upstream).sum(), (hidden, weight, bias))
     reference = torch.nn.functional.cross_entropy(
         hidden @ weight.T + bias, targets, reduction="none"

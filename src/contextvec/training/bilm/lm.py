@@ -29,7 +29,7 @@ def sample_log_uniform(n: int, vocab_size: int, generator: torch.Generator) -> t
     return (torch.exp(u * math.log(vocab_size + 1)) - 1).long().clamp_(0, vocab_size - 1)
 
 
-class _ChunkedSoftmaxNLL(torch.autograd.Function):
+class ChunkedSoftmaxNLL(torch.autograd.Function):
     """Full-softmax NLL computed over blocks of rows, never holding the (n, V) logits.
 
     Autograd's ``cross_entropy(linear(h))`` keeps the logits, their log-softmax and their
@@ -84,7 +84,7 @@ def softmax_nll(
     if hidden.shape[0] * weight.shape[0] <= 1 << 26:
         return F.cross_entropy(F.linear(hidden, weight, bias), targets, reduction="none")
     block = max(1, (1 << 23) // weight.shape[0])
-    return _ChunkedSoftmaxNLL.apply(hidden, weight, bias, targets, block)
+    return ChunkedSoftmaxNLL.apply(hidden, weight, bias, targets, block)
 
 
 def training_char_ids(token: str) -> np.ndarray:
