@@ -44,13 +44,14 @@ def lstm_flops(c: BiLMConfig) -> float:
 
 
 class CnnWork:
-    """Records a char-CNN's FLOPs as it runs: tokens x the character columns it keeps (``_trim``)."""
+    """Records a char-CNN's FLOPs as it runs: tokens x the character columns it keeps (the
+    columns its character embedding is given, trailing padding dropped)."""
 
     def __init__(self, cnn: CharCNN, config: BiLMConfig) -> None:
         self.flops = 0.0
 
         def record(module: torch.nn.Module, inputs: tuple[torch.Tensor]) -> None:
             char_ids = inputs[0]
-            self.flops += char_ids.shape[0] * cnn_flops(config, cnn._trim(char_ids).shape[1])
+            self.flops += char_ids.shape[0] * cnn_flops(config, char_ids.shape[1])
 
-        cnn.register_forward_pre_hook(record)
+        cnn.char_embedding.register_forward_pre_hook(record)

@@ -228,7 +228,7 @@ def run_elmo(args: argparse.Namespace, precisions: list[str], peak: dict, probe:
                     # Each pass against the GEMV bandwidth read right before it; the median pass.
                     per_token = streamed_bytes_per_token(encoder, precision)
                     kernels = gemvs(precision, probe)
-                    pairs = paired_passes(run, args.passes, encoder._cache.clear,
+                    pairs = paired_passes(run, args.passes, encoder.clear_caches,
                                           lambda: gemv_gbps(precision, probe, 3, kernels))  # noqa: B023
                     fractions = sorted(steps / seconds / (gbps * 1e9 / per_token) for seconds, gbps in pairs)
                     seconds = statistics.median(seconds for seconds, _ in pairs)
@@ -237,7 +237,7 @@ def run_elmo(args: argparse.Namespace, precisions: list[str], peak: dict, probe:
                     what = (f"{limit:.0f} tokens/s (GEMV bandwidth read before each pass; passes "
                             f"{fractions[0]:.1%}-{fractions[-1]:.1%})")
                 else:
-                    seconds = median_seconds(run, args.passes, encoder._cache.clear)
+                    seconds = median_seconds(run, args.passes, encoder.clear_caches)
                     flops = steps * lstm_flops(encoder.config)
                     fraction = flops / seconds / 1e9 / peak[precision]
                     what = f"{peak[precision]:.0f} GFLOP/s; occupancy {occupancy:.0%}"

@@ -16,7 +16,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from contextvec.training.bilm.lm import _ChunkedSoftmaxNLL
+from contextvec.training.bilm.lm import ChunkedSoftmaxNLL
 
 # (name, targets per step, hidden width, vocabulary): the bundled elmo-en-small run (64 x 20
 # windows, both directions) and Kim-small on PTB (20 x 35, forward only).
@@ -28,7 +28,7 @@ def _autograd(h, w, b, t):
 
 
 def _blocked(h, w, b, t):
-    return _ChunkedSoftmaxNLL.apply(h, w, b, t, max(1, (1 << 23) // w.shape[0]))
+    return ChunkedSoftmaxNLL.apply(h, w, b, t, max(1, (1 << 23) // w.shape[0]))
 
 
 def _time(fn, h, w, b, t, repeats: int) -> float:

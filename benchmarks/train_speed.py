@@ -89,7 +89,7 @@ def main() -> None:
             for step in range(3 + args.steps):
                 cnn_work.flops = 0.0
                 start = time.perf_counter()
-                _, n = trainer._train_step(batcher)
+                _, n = trainer.train_step(batcher)
                 if step >= 3:
                     times.append(time.perf_counter() - start)
                     tokens += n

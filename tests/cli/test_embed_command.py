@@ -273,10 +273,15 @@ def test_demo_runs_on_the_bundled_model(capsys):
     assert "[bank]" in out and "[play]" in out  # nearest contexts were listed
 
 
-def test_demo_counts_the_training_of_fine_tuning_bases():
-    from contextvec.cli.demo import _training_totals
+def test_demo_counts_the_training_of_fine_tuning_bases(tmp_path, monkeypatch, capsys):
+    from contextvec.api import DEFAULT_MODEL
+    from contextvec.cli import demo
+    from contextvec.training.loop import TRAINING_RECORD
 
-    record = {"steps": 5, "tokens_seen": 50, "train_seconds": 1.5,
-              "init": {"model": "base", "steps": 10, "tokens_seen": 100, "train_seconds": 2.0}}
-    assert _training_totals(record) == (15, 150, 3.5)
-    assert _training_totals({"steps": 3, "tokens_seen": 9, "train_seconds": 1.0}) == (3, 9, 1.0)
+    record = {"steps": 5, "tokens_seen": 50, "train_seconds": 1800.0,
+              "init": {"model": "base", "steps": 1000, "tokens_seen": 2000, "train_seconds": 3600.0}}
+    (tmp_path / TRAINING_RECORD).write_text(json.dumps(record), encoding="utf-8")
+    monkeypatch.setattr(demo, "bundled_models", lambda: {DEFAULT_MODEL: tmp_path})  # its record only
+    assert main(["demo"]) == 0
+    assert "biLM trained 1,005 steps on 2,050 tokens of English books and Wikipedia (1.5 h on CPU)" \
+        in capsys.readouterr().out

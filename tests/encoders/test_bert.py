@@ -123,22 +123,25 @@ def test_words_without_pieces_get_unk(minilm):
     assert minilm.embed([words])[0].shape == (7, 4, 384)
 
 
+def _fresh(tokenizer: WordPieceTokenizer, remember_words: bool = True) -> WordPieceTokenizer:
+    """Another ``tokenizer`` on the same pipeline, its word memory empty (or none)."""
+    return WordPieceTokenizer(tokenizer.tokenizer, tokenizer.cls_token, tokenizer.sep_token,
+                              tokenizer.unk_token, remember_words=remember_words)
+
+
 def _sentence_by_sentence(tokenizer: WordPieceTokenizer, sentences: list[list[str]]) -> list:
     """``encode_batch`` without the word memory: the tokenizer on whole sentences."""
-    memory, tokenizer._words = tokenizer._words, None
-    try:
-        return tokenizer.encode_batch(sentences)
-    finally:
-        tokenizer._words = memory
+    whole = _fresh(tokenizer, remember_words=False)
+    assert not whole.remembers_words
+    return whole.encode_batch(sentences)
 
 
 def test_remembered_words_give_the_sentence_pieces(minilm, reference):
     _, lines = reference
     sentences = [line.split() for line in lines] + [["a", "\x01", "", "x\x02y", "[CLS]", "1,200", "Straße",
                                                       "日本語", "e\u0301", "x" * 150, "can't"]]
-    tokenizer = minilm.tokenizer
-    assert tokenizer._words is not None
-    tokenizer._words.clear()
+    assert minilm.tokenizer.remembers_words
+    tokenizer = _fresh(minilm.tokenizer)
     want = _sentence_by_sentence(tokenizer, sentences)
     assert tokenizer.encode_batch(sentences) == want          # words new to the memory
     assert tokenizer.encode_batch(sentences) == want          # all remembered
@@ -335,7 +338,7 @@ ODD = st.text(st.sampled_from([*LETTERS, *LETTERS.upper(), "é", "ß", "日", "\
 @given(st.lists(st.lists(ODD, max_size=8), min_size=1, max_size=4))
 @settings(max_examples=60, deadline=None)
 def test_word_memory_matches_whole_sentences(tiny_tokenizer, sentences):
-    assert tiny_tokenizer._words is not None
+    assert tiny_tokenizer.remembers_words
     assert tiny_tokenizer.encode_batch(sentences) == _sentence_by_sentence(tiny_tokenizer, sentences)
 
 

@@ -143,16 +143,25 @@ def test_layer_indices_and_scalar_mix(server, encoder):
         assert_same_vectors(g, want, encoder)
 
 
-def test_client_keeps_its_connection_and_reopens_a_closed_one(server, encoder):
+def test_client_keeps_its_connection_and_reopens_a_closed_one(server, encoder, monkeypatch):
+    opened = []
+    connect = http.client.HTTPConnection.connect
+
+    def counted(self: http.client.HTTPConnection) -> None:
+        opened.append(self)
+        connect(self)
+
+    monkeypatch.setattr(http.client.HTTPConnection, "connect", counted)
     client = Client(server)
     with pytest.raises(ServerError, match="413"):   # answered with "Connection: close"
         client.embed(["a" * 70000])
     first = client.embed(["The bank"])
-    connection = client._local.connection
-    assert client.embed(["was robbed"])[0].shape == (3, 2, 256) and client._local.connection is connection
+    assert len(opened) == 2   # the closed one is not reused
+    assert client.embed(["was robbed"])[0].shape == (3, 2, 256) and len(opened) == 2
     time.sleep(5.5)   # past uvicorn's keep-alive timeout (5 s): the server closes the idle connection
     for got, want in zip(client.embed(["The bank"]) + first, encoder.embed(["The bank"]) * 2, strict=True):
         assert_same_vectors(got, want, encoder)
+    assert len(opened) == 3
     client.close()
 
 

@@ -213,7 +213,7 @@ def test_the_table_takes_each_runs_last_finished_record_and_the_best_representat
 
     store.records = [record("words", 0.5, "2026-01-02"), record("words", 0.7, "2026-01-01"),
                      record("words+cove", 0.6, "2026-01-01"), record("words", 0.9, "2026-01-03", "u")]
-    kept = rep_runner._table_records(store, "t")
+    kept = rep_runner.table_records(store, "t")
     assert sorted((r["config"], r["dev"]) for r in kept) == [("words", 0.5), ("words+cove", 0.6)]
     assert rep_runner.best_representation(kept, "trec") == "words+cove"
     assert rep_runner.best_representation(kept, "sst2") is None
@@ -276,12 +276,10 @@ def test_two_commands_saving_into_one_directory_keep_each_others_runs(tmp_path):
 def test_workers_get_the_encoders_on_the_cpu():
     mt_lstm = MTLSTM(MTLSTMConfig(input_dim=4, hidden_size=2), ["a"], torch.ones(1, 4))
     cove = CoveContext(CoveEncoder(mt_lstm).eval())
-    inputs = rep_runner._Inputs("trec", {}, {"cove": cove}, None, 1)
-    assert rep_runner._for_workers(inputs).encoders["cove"] is cove  # on the CPU already: not copied
+    assert rep_runner.encoders_on_cpu({"cove": cove})["cove"] is cove  # on the CPU already: not copied
     if not torch.cuda.is_available():
         return
-    on_gpu = rep_runner._Inputs("trec", {}, {"cove": cove.to("cuda")}, None, 1)
-    shipped = rep_runner._for_workers(on_gpu).encoders["cove"]
+    shipped = rep_runner.encoders_on_cpu({"cove": cove.to("cuda")})["cove"]
     assert shipped is not cove and {t.device.type for t in shipped.state_dict().values()} == {"cpu"}
     assert next(cove.parameters()).is_cuda  # the parent's encoder stays on the GPU
 
@@ -299,10 +297,10 @@ def test_jobs_sharing_a_gpu_get_the_mps_hint_until_mps_runs(tmp_path, monkeypatc
 
 WORKERS_SCRIPT = """
 import multiprocessing, os, time
-from contextvec.tasks.experiments.rep_runner import _exit_with_parent
+from contextvec.tasks.experiments.rep_runner import exit_with_parent
 
 def init(parent):
-    _exit_with_parent(parent, 0.1)
+    exit_with_parent(parent, 0.1)
 
 def work(_):
     time.sleep(120)
@@ -311,7 +309,7 @@ if __name__ == "__main__":
     pool = multiprocessing.get_context("spawn").Pool(2, init, (os.getpid(),))
     pool.map_async(work, range(2))
     time.sleep(1)
-    print(*(p.pid for p in pool._pool), flush=True)
+    print(*(p.pid for p in multiprocessing.active_children()), flush=True)
     time.sleep(120)
 """
 

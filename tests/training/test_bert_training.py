@@ -327,15 +327,14 @@ def test_sigint_and_resume_are_exact(corpus, tmp_path):
 
     before = signal.getsignal(signal.SIGINT)  # SIG_IGN under a shell's background job
     stopped = _quiet_trainer(config, train, tmp_path / "b", vocab=vocab)
-    original, sent = stopped._lr_factor, []
+    sent = []
 
-    def interrupt_in_update_6(step):  # the scheduler asks (per parameter group) after an update
+    def interrupt_in_update_6(optimizer, args, kwargs):
         if stopped.step == 5 and not sent:
             sent.append(signal.SIGINT)
             signal.raise_signal(signal.SIGINT)
-        return original(step)
 
-    stopped._lr_factor = interrupt_in_update_6
+    stopped.optimizer.register_step_post_hook(interrupt_in_update_6)
     with pytest.raises(KeyboardInterrupt):
         stopped.train()
     assert signal.getsignal(signal.SIGINT) == before  # handler restored

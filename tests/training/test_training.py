@@ -24,8 +24,8 @@ from contextvec.text.chars import BOS_TOKEN, EOS_TOKEN
 from contextvec.training import PRESETS, TrainConfig, Trainer, Vocabulary, evaluate, load_model
 from contextvec.training.bilm.batcher import StreamBatcher
 from contextvec.training.bilm.lm import (
+    ChunkedSoftmaxNLL,
     LanguageModel,
-    _ChunkedSoftmaxNLL,
     log_uniform_log_prob,
     sample_log_uniform,
 )
@@ -143,7 +143,7 @@ def test_blocked_softmax_nll_matches_autograd_cross_entropy(block):
     bias = torch.randn(11, generator=g, dtype=torch.float64, requires_grad=True)
     targets = torch.randint(0, 11, (23,), generator=g)
     upstream = torch.rand(23, generator=g, dtype=torch.float64)
-    ours = _ChunkedSoftmaxNLL.apply(hidden, weight, bias, targets, block)
+    ours = ChunkedSoftmaxNLL.apply(hidden, weight, bias, targets, block)
     grads = torch.autograd.grad((ours * upstream).sum(), (hidden, weight, bias))
     reference = torch.nn.functional.cross_entropy(
         hidden @ weight.T + bias, targets, reduction="none"
@@ -284,10 +284,10 @@ def test_two_process_ddp_equals_one_process(corpus, tmp_path):
 
 def test_sentence_boundaries_train_with_the_encoders_characters():
     from contextvec.text.chars import BOS_IDS, EOS_IDS
-    from contextvec.training.bilm.lm import _char_ids
+    from contextvec.training.bilm.lm import training_char_ids
 
-    assert (_char_ids(BOS_TOKEN) == BOS_IDS).all() and (_char_ids(EOS_TOKEN) == EOS_IDS).all()
-    assert _char_ids("<S>x")[1] == ord("<") + 1
+    assert (training_char_ids(BOS_TOKEN) == BOS_IDS).all() and (training_char_ids(EOS_TOKEN) == EOS_IDS).all()
+    assert training_char_ids("<S>x")[1] == ord("<") + 1
 
 
 def test_sentence_splitting_and_named_tokenizers(tmp_path):
@@ -385,7 +385,7 @@ def test_plain_lstm_fused_kernel_equals_the_step_loop(directions):
     full = torch.full((3,), 4)
     fused_out, fused_state = layer(x, full, state)
     grads = torch.autograd.grad(fused_out.sum() + fused_state[1].sum(), list(layer.parameters()))
-    layer._fused = []  # the step loop
+    layer.cell_clip = 1e9  # a clip runs the step loop; cells of 4 steps never reach this one
     loop_out, loop_state = layer(x, full, state)
     loop_grads = torch.autograd.grad(loop_out.sum() + loop_state[1].sum(),
                                      list(layer.parameters()))
@@ -415,13 +415,16 @@ def test_char_cnn_trims_padding_without_changing_outputs():
     # block and sum in another order: the same sums, not the same bits. Per output, products
     # summed: a filter (char dim x widest width), the highway's gate and transform, the projection.
     terms = config.char_embed_dim * cnn.max_width + 3 * config.n_filters
-    for batch in (ids, ids[:2], ids[:1], ids[-1:]):
+    widths = []
+    cnn.char_embedding.register_forward_hook(lambda module, args, out: widths.append(args[0].shape[1]))
+    long = ids[3:4]  # a token that fills all 50 columns: nothing to trim beside it
+    for batch in (ids[:2], ids[:1], ids[-1:]):
         trimmed = cnn(batch)
-        cnn._trim = lambda x: x  # all 50 columns
-        untrimmed = cnn(batch)
-        del cnn._trim
+        untrimmed = cnn(torch.cat([batch, long]))[: len(batch)]
+        assert widths[-1] == 50
         assert_reordered_close(trimmed, untrimmed, terms=terms)
-    assert cnn._trim(ids[:2]).shape[1] == len("hello") + 2 + 3  # BOW, EOW, widest filter
+    cnn(ids[:2])
+    assert widths[-1] == len("hello") + 2 + 3  # BOW, EOW, widest filter
 
 
 def test_halving_schedule_can_be_set_when_resuming(corpus, tmp_path):
@@ -485,7 +488,7 @@ def test_weight_drop_masks_the_recurrent_weights_in_training_only():
     dropped = (grad == 0).float().mean().item()
     assert 0.35 < dropped < 0.65  # one mask for the whole window: those weights get no gradient
     assert not torch.allclose(fused, plain)
-    layer._fused = []  # the step loop draws the same mask and computes the same outputs
+    layer.cell_clip = 1e9  # the step loop (a clip never reached) draws the same mask, same outputs
     torch.manual_seed(1)
     # (Summed in the step loop's order, not the fused kernel's: per step 7 inputs, 5 states.)
     assert_reordered_close(layer(x, full)[0], fused, terms=4 * (7 + 5))
@@ -528,17 +531,15 @@ def test_kim_lm_feeds_the_highway_output_straight_to_the_lstm(corpus, tmp_path):
 
 
 def _record_iterates(trainer, epoch_ok):
-    """Wrap ``trainer``'s step to keep a copy of the weights after each step of an epoch where
+    """Keep a copy of ``trainer``'s weights after each update of an epoch where
     ``epoch_ok(epoch index)`` holds; returns the (growing) list."""
-    original, iterates = trainer._train_step, []
+    iterates = []
 
-    def step(batcher):
-        result = original(batcher)
-        if result is not None and epoch_ok(trainer.epoch):
+    def keep(optimizer, args, kwargs):
+        if epoch_ok(trainer.epoch):
             iterates.append([p.detach().clone() for p in trainer.model.parameters()])
-        return result
 
-    trainer._train_step = step
+    trainer.optimizer.register_step_post_hook(keep)
     return iterates
 
 

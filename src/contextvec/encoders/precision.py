@@ -275,6 +275,10 @@ class PackedFloatWeights:
             self._packed[name] = entry
         return entry[2]
 
+    def __len__(self) -> int:
+        """How many copies it holds now (one per matrix name used since it was made)."""
+        return len(self._packed)
+
     def __getstate__(self) -> dict:
         # Copies and pickles start empty: oneDNN's opaque tensors can be neither (remade on use).
         return {"_packed": {}}

@@ -66,7 +66,7 @@ class WordPieceTokenizer:
     """Words -> BERT word pieces with their word indices (see the module docstring)."""
 
     def __init__(self, tokenizer: Tokenizer, cls_token: str = "[CLS]", sep_token: str = "[SEP]",
-                 unk_token: str = "[UNK]") -> None:
+                 unk_token: str = "[UNK]", remember_words: bool = True) -> None:
         tokenizer.no_truncation()
         tokenizer.no_padding()
         self.tokenizer = tokenizer
@@ -79,7 +79,14 @@ class WordPieceTokenizer:
         self.cls_id, self.sep_id, self.unk_id = ids[cls_token], ids[sep_token], ids[unk_token]
         # word -> (piece ids, piece tokens), for pipelines that tokenize words independently.
         self._words: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] | None = (
-            {} if _word_by_word(tokenizer) else None)
+            {} if remember_words and _word_by_word(tokenizer) else None)
+
+    @property
+    def remembers_words(self) -> bool:
+        """Whether :meth:`encode_batch` tokenizes each new word alone and remembers its pieces:
+        where ``remember_words`` (the default) and the pipeline gives a word in a sentence the
+        pieces it gives that word alone (BERT's); otherwise it tokenizes whole sentences."""
+        return self._words is not None
 
     @classmethod
     def from_directory(cls, directory: str | os.PathLike) -> WordPieceTokenizer:

@@ -82,10 +82,16 @@ def _train(inputs: _Inputs, rep: Representation, spec: RunSpec) -> tuple[dict, f
     return report.to_dict(), round(time.perf_counter() - started, 3)
 
 
-def _exit_with_parent(parent: int, interval: float = 1.0) -> None:
+def exit_with_parent(parent: int, interval: float = 1.0) -> None:
     """End this worker process within ``interval`` seconds of process ``parent`` ending: a parent
     killed by SIGTERM or SIGKILL never runs the pool's clean-up, and its workers would go on
-    training runs nobody will store, holding a CPU until they finish."""
+    training runs nobody will store, holding a CPU until they finish.
+
+    Args:
+        parent: the process id of the parent, as the parent's ``os.getpid()`` passed to the
+            worker (a pool initializer's argument).
+        interval: seconds between two looks at the parent.
+    """
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(interval)
@@ -96,7 +102,7 @@ def _exit_with_parent(parent: int, interval: float = 1.0) -> None:
 
 def _init_worker(inputs: _Inputs, parent: int) -> None:
     global _WORKER
-    _exit_with_parent(parent)
+    exit_with_parent(parent)
     torch.set_num_threads(inputs.threads)
     _WORKER = inputs
 
@@ -122,14 +128,14 @@ def _attach(inputs: _Inputs, jobs: Sequence[Job], raw: tuple[Split, Split, Split
     return seconds
 
 
-def _for_workers(inputs: _Inputs) -> _Inputs:
-    """``inputs`` as the worker processes get them: the encoders on the CPU. A worker moves each
-    task model, the frozen encoder inside it, to the run's device itself; a CUDA tensor would be
-    pickled as a CUDA IPC handle into the parent's memory, which ties every worker to the parent
-    and which a sandboxed GPU may refuse."""
-    encoders = {name: e if all(t.device.type == "cpu" for t in e.state_dict().values())
-                else copy.deepcopy(e).cpu() for name, e in inputs.encoders.items()}
-    return replace(inputs, encoders=encoders)
+def encoders_on_cpu(encoders: dict[str, Encoder]) -> dict[str, Encoder]:
+    """The encoders as worker processes get them: each on the CPU, a copy where it was not (the
+    caller's stays where it is), the same object where it was. A worker moves each task model,
+    the frozen encoder inside it, to the run's device itself; a CUDA tensor would be pickled as
+    a CUDA IPC handle into the parent's memory, which ties every worker to the parent and which
+    a sandboxed GPU may refuse."""
+    return {name: e if all(t.device.type == "cpu" for t in e.state_dict().values())
+            else copy.deepcopy(e).cpu() for name, e in encoders.items()}
 
 
 def _run_jobs(inputs: _Inputs, jobs: Sequence[Job], workers: int,
@@ -143,7 +149,8 @@ def _run_jobs(inputs: _Inputs, jobs: Sequence[Job], workers: int,
     context = multiprocessing.get_context("spawn")
     # Pool's exit terminates the workers: on Ctrl-C or an error no queued run starts, and the
     # finished ones are in results.json already.
-    with context.Pool(min(workers, len(jobs)), _init_worker, (_for_workers(inputs), os.getpid())) as pool:
+    shipped = replace(inputs, encoders=encoders_on_cpu(inputs.encoders))
+    with context.Pool(min(workers, len(jobs)), _init_worker, (shipped, os.getpid())) as pool:
         for job, report, runtime in pool.imap_unordered(_train_in_worker, jobs):
             done(job, report, runtime)
 
@@ -240,23 +247,24 @@ def run_representations(
 
     run_batch(plan)
     if pool_baseline:
-        best = best_representation(_table_records(store, table_id), task)
+        best = best_representation(table_records(store, table_id), task)
         if best is not None:
             run_batch(pool_plan(best, model, train_settings, seeds, char_dim))
     # Under the directory's lock: the outputs cover exactly the runs saved, and of several
     # commands adding to one directory at once, the last to finish writes the complete table.
     with store.locked():
         store.save(keys)
-        records = _table_records(store, table_id)
+        records = table_records(store, table_id)
         files, table = write_outputs(output_dir, records, header)
     seconds["total"] = time.perf_counter() - started
     return RepResult(trained, len(keys) - trained, files, table,
                      {k: round(v, 3) for k, v in seconds.items()})
 
 
-def _table_records(store: ResultStore, table_id: str) -> list[dict]:
-    """The stored runs of ``table_id``; of two runs of one (task, config, seed) (e.g. on other
-    data), the one finished last."""
+def table_records(store: ResultStore, table_id: str) -> list[dict]:
+    """The stored runs of the table ``table_id``, as the table and
+    [`best_representation`][contextvec.tasks.experiments.rep_runner.best_representation] read
+    them; of two runs of one (task, config, seed) (e.g. on other data), the one finished last."""
     latest: dict[tuple, dict] = {}
     for record in sorted(store.records, key=lambda r: r.get("finished", "")):
         if record.get("table") == table_id:

@@ -152,7 +152,7 @@ class BertTrainer(TrainingLoop):
         self.data_state = ckpt["data"]
 
     # ------------------------------------------------------------------ training
-    def _train_step(self, stream: PretrainingStream) -> dict[str, float]:
+    def train_step(self, stream: PretrainingStream) -> dict[str, float]:
         """One update; returns the global (over processes) statistics of its batch."""
         c = self.config
         batch = collate([next(stream) for _ in range(c.batch_size)], self.pad_id)
@@ -198,7 +198,7 @@ class BertTrainer(TrainingLoop):
         try:
             with StopRequest() as stop, bar:
                 if self.step < c.max_steps:
-                    self.run_steps(lambda: self._train_step(stream), stop, bar, self._postfix)
+                    self.run_steps(lambda: self.train_step(stream), stop, bar, self._postfix)
         finally:
             stream.close()
         self.save_checkpoint()

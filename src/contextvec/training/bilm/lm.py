@@ -29,7 +29,7 @@ def sample_log_uniform(n: int, vocab_size: int, generator: torch.Generator) -> t
     return (torch.exp(u * math.log(vocab_size + 1)) - 1).long().clamp_(0, vocab_size - 1)
 
 
-class _ChunkedSoftmaxNLL(torch.autograd.Function):
+class ChunkedSoftmaxNLL(torch.autograd.Function):
     """Full-softmax NLL computed over blocks of rows, never holding the (n, V) logits.
 
     Autograd's ``cross_entropy(linear(h))`` keeps the logits, their log-softmax and their
@@ -84,11 +84,16 @@ def softmax_nll(
     if hidden.shape[0] * weight.shape[0] <= 1 << 26:
         return F.cross_entropy(F.linear(hidden, weight, bias), targets, reduction="none")
     block = max(1, (1 << 23) // weight.shape[0])
-    return _ChunkedSoftmaxNLL.apply(hidden, weight, bias, targets, block)
+    return ChunkedSoftmaxNLL.apply(hidden, weight, bias, targets, block)
 
 
-def _char_ids(token: str) -> np.ndarray:
-    # Sentence boundaries get the special characters the encoder adds at inference.
+def training_char_ids(token: str) -> np.ndarray:
+    """The 50 character ids of one token of a training window.
+
+    Unlike :func:`~contextvec.text.chars.token_to_char_ids`, the sentence boundaries ``<S>`` and
+    ``</S>`` get the special characters :data:`BOS_IDS` / :data:`EOS_IDS` that the encoder adds
+    at inference, so the language model trains on the boundaries it will later see.
+    """
     if token == BOS_TOKEN:
         return BOS_IDS
     if token == EOS_TOKEN:
@@ -182,7 +187,7 @@ class LanguageModel(nn.Module):
               for row in direction] for direction in window.tokens],
             dtype=torch.long,
         ).to(device)
-        char_ids = torch.from_numpy(np.stack([_char_ids(w) for w in vocab])).to(device)
+        char_ids = torch.from_numpy(np.stack([training_char_ids(w) for w in vocab])).to(device)
         vectors = self.bilm.token_encoder(char_ids)
         x = vectors[index.clamp(min=0)] * (index >= 0).unsqueeze(-1)  # (dirs, rows, steps, P)
         lengths = torch.full((x.shape[1],), x.shape[2], dtype=torch.long)

@@ -163,7 +163,7 @@ class Trainer(TrainingLoop):
         return evaluate(model or self.result_model, lambda: read_sentences(self.valid_paths, c.tokenizer),
                         self.vocab, rows=c.rows, unroll=c.unroll, contiguous=c.contiguous)
 
-    def _train_step(self, batcher: StreamBatcher) -> tuple[float, int] | None:
+    def train_step(self, batcher: StreamBatcher) -> tuple[float, int] | None:
         """One update on the next window: (its loss, its tokens), None at the corpus end."""
         window = next(batcher, None)
         if window is None:
@@ -195,7 +195,7 @@ class Trainer(TrainingLoop):
         return loss.item() / self.world, int(window.mask[0].sum())
 
     def _step_stats(self, batcher: StreamBatcher) -> dict[str, float] | None:
-        result = self._train_step(batcher)
+        result = self.train_step(batcher)
         if result is None:
             return None
         loss, n_tokens = result
