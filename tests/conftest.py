@@ -18,6 +18,7 @@ from helpers_io import REBUILT_PREFIX, rebuilt_reference
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 REFERENCE = SHARED / "reference"
+EXCERPTS = Path(__file__).resolve().parent / "data"
 NO_SKIP_ENV = "CONTEXTVEC_NO_SKIP"
 
 
@@ -27,6 +28,13 @@ def shared_missing(error: BaseException) -> str | None:
         return None
     where = str(error.filename or "") + " " + str(error)
     return where.strip() if str(SHARED) in where or "../shared" in where or REBUILT_PREFIX in where else None
+
+
+def shared_file(relative: str) -> Path:
+    """``../shared/data/<relative>``; where ../shared is absent, its committed excerpt in
+    ``tests/data/<relative>`` (the first lines of the file, see the README there) if there is one."""
+    excerpt = EXCERPTS / relative
+    return excerpt if not SHARED.is_dir() and excerpt.exists() else SHARED / relative
 
 
 def need_shared(*args: object) -> None:
