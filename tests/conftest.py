@@ -1,7 +1,8 @@
-"""Shared fixtures: the reference data in ../shared (never copied into the repo).
+"""Shared fixtures: the reference data in ../shared (never copied into the repo whole).
 
 On a clone alone (no ``../shared/data`` beside it) a test that needs a shared file is skipped
-with the missing path as the reason; everything else runs. CI sets ``CONTEXTVEC_NO_SKIP=1``, which
+with the missing path as the reason; everything else runs, elmo-tiny's model included (rebuilt
+from the excerpt in ``tests/data``, see its README). CI sets ``CONTEXTVEC_NO_SKIP=1``, which
 turns any skip into a failed run: there, every test must run.
 """
 
@@ -13,9 +14,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers_io import REBUILT_PREFIX, rebuilt_reference
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 REFERENCE = SHARED / "reference"
+EXCERPTS = Path(__file__).resolve().parent / "data"
 NO_SKIP_ENV = "CONTEXTVEC_NO_SKIP"
 
 
@@ -24,7 +27,14 @@ def shared_missing(error: BaseException) -> str | None:
     if SHARED.is_dir() or not isinstance(error, FileNotFoundError):
         return None
     where = str(error.filename or "") + " " + str(error)
-    return where.strip() if str(SHARED) in where or "../shared" in where else None
+    return where.strip() if str(SHARED) in where or "../shared" in where or REBUILT_PREFIX in where else None
+
+
+def shared_file(relative: str) -> Path:
+    """``../shared/data/<relative>``; where ../shared is absent, its committed excerpt in
+    ``tests/data/<relative>`` (the first lines of the file, see the README there) if there is one."""
+    excerpt = EXCERPTS / relative
+    return excerpt if not SHARED.is_dir() and excerpt.exists() else SHARED / relative
 
 
 def need_shared(*args: object) -> None:
@@ -38,10 +48,13 @@ def need_shared(*args: object) -> None:
 
 def reference_dir(name: str) -> Path:
     path = REFERENCE / name
-    if not (path / "weights.hdf5").is_file():
+    if (path / "weights.hdf5").is_file():
+        return path
+    rebuilt = None if SHARED.is_dir() else rebuilt_reference(name)
+    if rebuilt is None:
         raise FileNotFoundError(2, f"reference fixture {path} is missing: tests need ../shared/data",
                                 str(path))
-    return path
+    return rebuilt
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -1,28 +1,58 @@
 """Shared helpers for the tests: reference fixtures and small HDF5 utilities.
 
-The reference fixtures are read in place from ``/work/shared/data/reference`` (relative to the
-repository) and never copied into the repository; broken variants are written to ``tmp_path``.
+The reference fixtures are read in place from ``../shared/data/reference`` (beside the
+repository); broken variants are written to ``tmp_path``. Without ../shared, elmo-tiny's model
+(options, weights, sentences) is rebuilt from ``tests/data/elmo-tiny``; its allennlp outputs
+(``expected.npz``) stay in ../shared, so the tests comparing with them are skipped.
 """
 
 from __future__ import annotations
 
+import atexit
 import functools
 import shutil
+import tempfile
 from pathlib import Path
 
 import h5py
 import numpy as np
 
 REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "reference"
+COMMITTED = Path(__file__).resolve().parent / "data"
+# Marks the rebuilt folder, so that a test reading its absent expected.npz is skipped, not failed.
+REBUILT_PREFIX = "contextvec-shared-excerpt-"
+
+
+@functools.cache
+def rebuilt_reference(name: str) -> Path | None:
+    """``name``'s model folder rebuilt from ``tests/data/<name>``, or None where none is committed.
+
+    The weights are kept there as float16, which holds every value of the reference file exactly,
+    and are written back as the float32 HDF5 datasets the bilm-tf layout has.
+    """
+    source = COMMITTED / name
+    if not (source / "weights-float16.npz").is_file():
+        return None
+    out = Path(tempfile.mkdtemp(prefix=REBUILT_PREFIX)) / name
+    atexit.register(shutil.rmtree, out.parent, ignore_errors=True)
+    out.mkdir()
+    for file in ("options.json", "sentences.txt"):
+        shutil.copyfile(source / file, out / file)
+    with np.load(source / "weights-float16.npz", allow_pickle=False) as npz:
+        write_h5(out / "weights.hdf5", {key: npz[key].astype(np.float32) for key in npz.files})
+    return out
 
 
 def reference_dir(name: str) -> Path:
     """Folder of one reference model (``elmo-tiny``, ``elmo-small``); fails if absent."""
     path = REFERENCE / name
-    if not (path / "options.json").is_file():
+    if (path / "options.json").is_file():
+        return path
+    rebuilt = None if REFERENCE.parent.is_dir() else rebuilt_reference(name)
+    if rebuilt is None:
         raise FileNotFoundError(2, f"reference fixture {path} is missing: tests need ../shared/data",
                                 str(path))
-    return path
+    return rebuilt
 
 
 @functools.cache
@@ -35,7 +65,11 @@ def reference_sentences(name: str) -> tuple[tuple[str, ...], ...]:
 @functools.cache
 def reference_expected(name: str) -> dict[str, np.ndarray]:
     """All arrays of a reference ``expected.npz`` (no pickles)."""
-    with np.load(reference_dir(name) / "expected.npz", allow_pickle=False) as npz:
+    path = reference_dir(name) / "expected.npz"
+    if not path.is_file():
+        shared = REFERENCE / name / "expected.npz"
+        raise FileNotFoundError(2, f"{shared} is missing: tests need ../shared/data", str(shared))
+    with np.load(path, allow_pickle=False) as npz:
         return {key: npz[key] for key in npz.files}
 
 

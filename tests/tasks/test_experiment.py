@@ -6,7 +6,7 @@ import csv
 import json
 
 import pytest
-from conftest import SHARED
+from conftest import SHARED, need_shared
 
 import contextvec.tasks.experiments as experiments
 import contextvec.tasks.experiments.runner as runner
@@ -29,6 +29,7 @@ def cache_dir(tmp_path_factory):
 
 
 def _experiment(out, cache_dir, tiny_dir, *argv: str) -> int:
+    need_shared(*argv)
     return main(["experiment", *argv, "--output-dir", str(out), "--model", str(tiny_dir),
                  "--cache-dir", str(cache_dir), "--threads", "1", "--hidden", "8", "--epochs", "1",
                  "--lr", "0.01", "--quiet"])

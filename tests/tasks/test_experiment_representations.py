@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import SHARED, need_shared
+from conftest import need_shared, shared_file
 
 import contextvec.tasks.experiments.rep_runner as rep_runner
 from contextvec.cli.main import main
@@ -32,8 +32,8 @@ from contextvec.tasks.models import ModelSettings, TokenEmbedder, Vocabulary
 from contextvec.tasks.readers import read_trec
 from contextvec.tasks.train import TrainSettings
 
-TREC = SHARED / "tasks" / "trec" / "train_5500.label.gz"
-SST = SHARED / "tasks" / "sst" / "trees"
+TREC = shared_file("tasks/trec/train_5500.label.gz")  # the first 60 lines serve
+SST = shared_file("tasks/sst/trees")  # the first 50 SST-2 sentences of each split serve
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 

@@ -453,6 +453,7 @@ def test_cli_layers_sum_last_4(tmp_path, bert_dir):
 
 
 def test_cli_fine_tune_errors(tmp_path, tiny_dir, bert_dir, capsys):
+    need_shared(SST_TRAIN, SST_DEV)
     data = ["train-task", "sst2", "--train", str(SST_TRAIN), "--dev", str(SST_DEV), "--max-sentences", "5"]
     assert main([*data, "--fine-tune", "--model", str(tiny_dir), "--quiet"]) == 2
     assert "not a Hugging Face BERT directory" in capsys.readouterr().err

@@ -10,7 +10,7 @@ import h5py
 import numpy as np
 import pytest
 import torch
-from conftest import SHARED
+from conftest import SHARED, need_shared
 from tolerance import FP16_EPS, assert_reordered_close, elmo_terms
 
 from contextvec.cli.main import main
@@ -263,6 +263,7 @@ def test_unseen_tags_count_as_errors():
 # --- command line ----------------------------------------------------------------------------
 
 def test_probe_pos_command_end_to_end(tmp_path, tiny_dir, capsys):
+    need_shared(EWT / "en_ewt-ud-train.conllu.gz", EWT / "en_ewt-ud-dev.conllu.gz")
     test_file = tmp_path / "test.conllu"
     test_file.write_text(SAMPLE, encoding="utf-8")
     out = tmp_path / "results.json"
