@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import tempfile
 import time
@@ -32,29 +31,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from bert_speed import cpu_name, ort_session  # the same CPU name and ORT set-up for both scripts
 
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "data" / "reference" / "elmo-small"
 FLAGS_SHOWN = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16")
-
-
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.partition(":")[2].strip()
-    return platform.processor() or "unknown"
-
-
-def ort_session(path: Path, threads: int, passive: bool):
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    if passive:
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
 def main() -> None:
