@@ -83,27 +83,20 @@ def test_a_refused_resume_names_what_differs_in_words(corpus, tmp_path, own_tiny
 
 # -- defaults that say what they are --------------------------------------------------------------
 
-def test_train_bilm_needs_a_preset_config_or_init(corpus, tmp_path, capsys):
-    """It used to train the `tiny` test preset; nothing is written or removed first."""
+@pytest.mark.parametrize(("command", "message"), [
+    ("train-bilm", "train-bilm needs --preset (elmo-en-small, elmo-medium, elmo-original, "
+                   "elmo-small, kim-large, kim-small, tiny; see docs/training.md), --config FILE or "
+                   "--init MODEL"),
+    ("train-bert", "train-bert needs --preset (bert-mini, bert-tiny; see "
+                   "docs/bert-pretraining.md) or --config FILE"),
+])
+def test_training_needs_a_preset_or_config(corpus, tmp_path, capsys, command, message):
+    """They used to train their `tiny`/`bert-tiny` test presets; nothing is written or removed first."""
     out = tmp_path / "out"
     out.mkdir()
     (out / "checkpoint.pt").write_text("an earlier run's")
-    code, _, err = _run(capsys, "train-bilm", "--train", corpus, "--output-dir", out, "--overwrite")
-    assert code == 2 and _one_line(err) == (
-        "contextvec: error: train-bilm needs --preset (elmo-en-small, elmo-medium, elmo-original, "
-        "elmo-small, kim-large, kim-small, tiny; see docs/training.md), --config FILE or --init MODEL")
-    assert (out / "checkpoint.pt").read_text() == "an earlier run's"
-
-
-def test_train_bert_needs_a_preset_or_config(corpus, tmp_path, capsys):
-    """It used to train the `bert-tiny` test preset; nothing is written or removed first."""
-    out = tmp_path / "out"
-    out.mkdir()
-    (out / "checkpoint.pt").write_text("an earlier run's")
-    code, _, err = _run(capsys, "train-bert", "--train", corpus, "--output-dir", out, "--overwrite")
-    assert code == 2 and _one_line(err) == (
-        "contextvec: error: train-bert needs --preset (bert-mini, bert-tiny; see "
-        "docs/bert-pretraining.md) or --config FILE")
+    code, _, err = _run(capsys, command, "--train", corpus, "--output-dir", out, "--overwrite")
+    assert code == 2 and _one_line(err) == f"contextvec: error: {message}"
     assert (out / "checkpoint.pt").read_text() == "an earlier run's"
 
 
