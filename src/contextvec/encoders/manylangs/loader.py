@@ -22,7 +22,7 @@ from contextvec.encoders.manylangs.encoder import ManyLangsEncoder
 from contextvec.encoders.manylangs.model import ManyLangsBiLM
 from contextvec.io import elmoformanylangs as files
 from contextvec.io.atomic import atomic_path
-from contextvec.io.native import NativeFormatError, load_native, native_model_type, save_native
+from contextvec.io.native import NativeFormatError, load_native, native_model_type, read_meta, save_native
 
 VOCABULARY_NAME = "vocabulary.json"
 
@@ -87,6 +87,22 @@ def save_native_manylangs(encoder: Encoder, directory: Path) -> Path:
     with atomic_path(directory / VOCABULARY_NAME) as tmp:
         tmp.write_text(json.dumps(bilm.vocabulary.to_dict(), ensure_ascii=False) + "\n", encoding="utf-8")
     return directory
+
+
+def no_bilm_tf_form(path: Path, family: Family) -> str:
+    """Why the ELMoForManyLangs model at ``path`` (of ``family``: an original directory or its
+    native form) has no bilm-tf HDF5 form, in one line."""
+    if family.name == MODEL_TYPE:
+        word_dim = int(read_meta(path)[1].get("word_dim", 0))
+    else:
+        word_dim = int(files.read_architecture(path).get("token_embedder", {}).get("word_dim", 0))
+    why = ("an ELMoForManyLangs model has no bilm-tf form: its char-CNN reads the characters of "
+           "its own dictionary (char.dic, one embedding per Unicode character), where a bilm-tf "
+           "weight file embeds UTF-8 bytes (a character outside ASCII is several bytes, so no "
+           "table maps one onto the other)")
+    if word_dim:
+        why += ", and its token layer also reads word embeddings, which a bilm-tf file has no place for"
+    return why + "; convert it --to native"
 
 
 def manylangs_facts(encoder: Encoder) -> dict[str, str]:
