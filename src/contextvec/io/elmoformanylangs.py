@@ -218,6 +218,10 @@ def to_state_dict(files: ManyLangsFiles, n_layers: int) -> dict[str, torch.Tenso
             ("projection", "state_projection.weight", False),
         ):
             pair = [get(encoder, f"{d}_layer_{layer}.{theirs}", ENCODER) for d in ("forward", "backward")]
+            if pair[0].shape != pair[1].shape or (gated and pair[0].shape[0] % 4):
+                raise ManyLangsFormatError(
+                    f"{ENCODER}: {theirs} of layer {layer} has shapes {tuple(pair[0].shape)} forward and "
+                    f"{tuple(pair[1].shape)} backward (each 4 gates by the cell size)")
             out[f"layers.{layer}.{ours}"] = torch.stack([_gates(t) if gated else t for t in pair])
     unused = sorted(({(TOKEN_EMBEDDER, k) for k in token} | {(ENCODER, k) for k in encoder}) - used)
     if unused:
