@@ -89,7 +89,9 @@ def load(
             ``model.safetensors`` or ``pytorch_model.bin``, with ``tokenizer.json`` or
             ``vocab.txt``);
             a CoVe model (contextvec directory of model_type "cove" or "cove-seq2seq", with its
-            word vectors).
+            word vectors);
+            an ELMoForManyLangs model (its ``config.json`` + architecture JSON, ``char.dic``,
+            ``word.dic``, ``token_embedder.pkl``, ``encoder.pkl``; docs/elmo-formats.md).
         options_file: bilm-tf's ``options.json``, given with ``weight_file`` instead of ``model``.
         weight_file: bilm-tf's ``weights.hdf5``, given with ``options_file``.
         device: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or a ``torch.device``.
@@ -97,7 +99,7 @@ def load(
             weight matrices of ELMo (char-CNN, highway, LSTMs, projections) and BERT (every
             linear layer) stored in that precision for inference; activations and outputs stay
             float32 (see `contextvec.encoders.precision`; accuracy in docs/precision.md). CoVe
-            runs in fp32 only.
+            and ELMoForManyLangs models run in fp32 only.
 
     Returns:
         The encoder, in eval mode on ``device``; its ``embed`` gives float32 arrays
