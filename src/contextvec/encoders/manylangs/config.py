@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
-from contextvec.encoders.bilm.config import BiLMConfig, ConfigError
+from contextvec.encoders.bilm.config import BiLMConfig, BiLMSizes, ConfigError
 from contextvec.text.char_vocab import CharVocabulary
 
 MODEL_TYPE = "elmoformanylangs-bilm"
@@ -15,7 +15,7 @@ OOV, PAD, BOS, EOS, BOW, EOW = "<oov>", "<pad>", "<bos>", "<eos>", "<bow>", "<eo
 
 
 @dataclass(frozen=True)
-class ManyLangsConfig:
+class ManyLangsConfig(BiLMSizes):
     """Dimensions of an ELMoForManyLangs biLM (the architecture JSON's, under contextvec's names).
 
     The token layer is ``projection([word_embedding; highway(char_cnn)])`` (either part may be
@@ -56,15 +56,6 @@ class ManyLangsConfig:
         """Width of the char-CNN's output (0 without characters)."""
         return sum(n for _, n in self.filters) if self.char_dim else 0
 
-    @property
-    def output_dim(self) -> int:
-        """Size of each output layer: ``[forward; backward]``."""
-        return 2 * self.projection_dim
-
-    @property
-    def num_output_layers(self) -> int:
-        return self.n_layers + 1
-
     def cnn_config(self) -> BiLMConfig:
         """The char-CNN's dimensions, in the form :class:`~contextvec.encoders.bilm.CharCNN` reads."""
         return BiLMConfig(char_embed_dim=self.char_dim, filters=self.filters, n_highway=self.n_highway,
@@ -102,12 +93,6 @@ class ManyLangsConfig:
             if isinstance(e, ConfigError):
                 raise
             raise ConfigError(f"the architecture JSON lacks or mistypes a required field: {e}") from e
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-able form (contextvec's native ``config.json``)."""
-        d = asdict(self)
-        d["filters"] = [list(f) for f in self.filters]
-        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ManyLangsConfig:
