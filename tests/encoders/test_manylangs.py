@@ -3,8 +3,9 @@ trips, statelessness and ``contextvec info``.
 
 The fixtures (tests/data/efml, made by its make_fixtures.py with the ``elmoformanylangs``
 package) are tiny random-weight models in that project's own format, one per published
-configuration (word embeddings + char-CNN, and char-CNN only), with ``Embedder.sents2elmo``'s
-outputs on German, Chinese, Greek, out-of-vocabulary and over-long tokens.
+configuration (word embeddings + char-CNN, and char-CNN only) and one with word embeddings
+alone, with ``Embedder.sents2elmo``'s outputs on German, Chinese, Greek, out-of-vocabulary and
+over-long tokens and tokens spelled like the sentence boundaries.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from contextvec.encoders.manylangs import MODEL_TYPE, ManyLangsEncoder
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "efml"
 SENTENCES = json.loads((DATA / "sentences.json").read_text(encoding="utf-8"))
-MODELS = ("words", "chars")
+MODELS = ("words", "chars", "wordsonly")
 # The issue's bar for every layer; the fixtures' values are of order 1, so float32 reordering
 # stays far below it.
 PARITY_ATOL = 1e-5
@@ -88,13 +89,15 @@ def test_native_round_trip_is_bit_exact(name, tmp_path):
         np.testing.assert_array_equal(x, y)
 
 
-@pytest.mark.parametrize(("name", "words"), [("words", True), ("chars", False)])
-def test_bilm_tf_form_is_refused_with_the_reason(name, words, tmp_path, capsys):
+@pytest.mark.parametrize(("name", "chars", "words"), [
+    ("words", True, True), ("chars", True, False), ("wordsonly", False, True)])
+def test_bilm_tf_form_is_refused_with_the_reason(name, chars, words, tmp_path, capsys):
     out = tmp_path / "tf"
     assert main(["convert", "--model", str(DATA / name), "--to", "bilm-tf", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and not out.exists()
-    assert "has no bilm-tf form: its char-CNN reads the characters of its own dictionary" in err
+    assert "an ELMoForManyLangs model has no bilm-tf form: " in err
+    assert ("its char-CNN reads the characters of its own dictionary" in err) is chars
     assert ("word embeddings, which a bilm-tf file has no place for" in err) is words
 
 

@@ -6,11 +6,12 @@ the repository root:
 
     /path/to/venv/bin/python tests/data/efml/make_fixtures.py
 
-Two models, one per published configuration: ``words`` (word embeddings + char-CNN, ReLU,
+One model per published configuration: ``words`` (word embeddings + char-CNN, ReLU,
 50 characters per token, 2 highway layers, 2 LSTM layers, weights in the legacy pre-zip torch
 pickle format of the released models, ``config_path`` an absolute path elsewhere whose file
 name is in the directory) and ``chars`` (char-CNN only, tanh, 20 characters per token,
-1 highway layer, 3 LSTM layers, zip pickles, relative ``config_path``).
+1 highway layer, 3 LSTM layers, zip pickles, relative ``config_path``); and ``wordsonly``
+(word embeddings alone, one LSTM layer, no clipping), which the original code also runs.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ SENTENCES = [
     ["an", "unknownword", "x" * 60, "Zürich", "y" * 55],
     ["short"],
     ["a" * 48, "b" * 49, "天\u3000好", "Ωμέγα"],
+    ["die", "<bos>", "an", "<eos>", "Der"],  # read as the boundaries, words and characters alike
 ]
 MODELS = {
     "words": {
@@ -56,6 +58,15 @@ MODELS = {
                            "n_highway": 1, "word_dim": 0, "char_dim": 6, "max_characters_per_token": 20},
         "encoder": {"name": "elmo", "projection_dim": 8, "cell_clip": 3, "proj_clip": 3, "dim": 12,
                     "n_layers": 3},
+    },
+    "wordsonly": {
+        "arch": "cnn_5_0_8_12_wordsonly.json",
+        "config_path": "cnn_5_0_8_12_wordsonly.json",
+        "legacy_pickles": False,
+        "token_embedder": {"name": "cnn", "activation": "relu", "filters": [], "n_highway": 0,
+                           "word_dim": 5, "char_dim": 0, "max_characters_per_token": 50},
+        "encoder": {"name": "elmo", "projection_dim": 8, "cell_clip": 0, "proj_clip": 0, "dim": 12,
+                    "n_layers": 1},
     },
 }
 
@@ -79,7 +90,8 @@ def write_model(name: str, spec: dict, seed: int) -> Path:
     torch.manual_seed(seed)
     word_layer = (EmbeddingLayer(spec["token_embedder"]["word_dim"], words, fix_emb=False)
                   if spec["token_embedder"]["word_dim"] > 0 else None)
-    char_layer = EmbeddingLayer(spec["token_embedder"]["char_dim"], chars, fix_emb=False)
+    char_layer = (EmbeddingLayer(spec["token_embedder"]["char_dim"], chars, fix_emb=False)
+                  if spec["token_embedder"]["char_dim"] > 0 else None)
     model = Model(config, word_layer, char_layer, use_cuda=False)
     with torch.no_grad():
         # The LSTMs' weights wide enough that gates saturate and the clips act now and then; the

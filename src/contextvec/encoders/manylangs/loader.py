@@ -93,16 +93,17 @@ def no_bilm_tf_form(path: Path, family: Family) -> str:
     """Why the ELMoForManyLangs model at ``path`` (of ``family``: an original directory or its
     native form) has no bilm-tf HDF5 form, in one line."""
     if family.name == MODEL_TYPE:
-        word_dim = int(read_meta(path)[1].get("word_dim", 0))
+        dims = read_meta(path)[1]
     else:
-        word_dim = int(files.read_architecture(path).get("token_embedder", {}).get("word_dim", 0))
-    why = ("an ELMoForManyLangs model has no bilm-tf form: its char-CNN reads the characters of "
-           "its own dictionary (char.dic, one embedding per Unicode character), where a bilm-tf "
-           "weight file embeds UTF-8 bytes (a character outside ASCII is several bytes, so no "
-           "table maps one onto the other)")
-    if word_dim:
-        why += ", and its token layer also reads word embeddings, which a bilm-tf file has no place for"
-    return why + "; convert it --to native"
+        dims = files.read_architecture(path).get("token_embedder", {})
+    reasons = []
+    if int(dims.get("char_dim", 0)):
+        reasons.append("its char-CNN reads the characters of its own dictionary (char.dic, one embedding "
+                       "per Unicode character), where a bilm-tf weight file embeds UTF-8 bytes (a "
+                       "character outside ASCII is several bytes, so no table maps one onto the other)")
+    if int(dims.get("word_dim", 0)):
+        reasons.append("its token layer reads word embeddings, which a bilm-tf file has no place for")
+    return f"an ELMoForManyLangs model has no bilm-tf form: {', and '.join(reasons)}; convert it --to native"
 
 
 def manylangs_facts(encoder: Encoder) -> dict[str, str]:
