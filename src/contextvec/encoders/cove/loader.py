@@ -132,6 +132,7 @@ COVE = Family(
     saves=CoveEncoder, save=_save,
     format="contextvec native, model_type cove or cove-seq2seq "
            "(config.json + model.safetensors + words.json)",
-    facts=lambda encoder: {"vocabulary": f"{len(encoder.mt_lstm.words)} words (GloVe rows)",
+    facts=lambda encoder: {"vocabulary": f"{len(encoder.mt_lstm.words)} words "
+                                         f"({encoder.mt_lstm.config.input_dim}-d vectors)",
                            "MT-LSTM": f"{encoder.mt_lstm.config.num_layers} layers"},
 )
