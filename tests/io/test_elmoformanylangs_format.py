@@ -101,6 +101,11 @@ def test_tensors_must_match_the_architecture(words_dir):
     with pytest.raises(Error, match="encoder.pkl: no tensor 'forward_layer_1.state_linearity"):
         contextvec.load(words_dir)
     state = torch.load(DATA / "words" / "encoder.pkl", weights_only=True)
+    state["backward_layer_0.state_linearity.bias"][3] = float("nan")
+    torch.save(state, words_dir / "encoder.pkl")
+    with pytest.raises(Error, match="backward_layer_0.state_linearity.bias has NaN or infinite values"):
+        contextvec.load(words_dir)
+    state = torch.load(DATA / "words" / "encoder.pkl", weights_only=True)
     state["backward_layer_0.state_projection.weight"] = torch.zeros(8, 15)
     torch.save(state, words_dir / "encoder.pkl")
     with pytest.raises(Error, match=r"has shapes \(8, 16\) forward and \(8, 15\) backward"):

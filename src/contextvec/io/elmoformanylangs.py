@@ -22,6 +22,7 @@ import copy
 import json
 import os
 import pickle
+import struct
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -138,7 +139,8 @@ def read_state(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     """A pickled state dict, unpickled with ``weights_only=True`` (tensors and containers only)."""
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
-    except (RuntimeError, pickle.UnpicklingError, EOFError, OSError, ValueError, KeyError) as e:
+    except (RuntimeError, pickle.UnpicklingError, EOFError, OSError, ValueError, KeyError, IndexError,
+            struct.error) as e:
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ManyLangsFormatError(f"{path}: not a readable torch state dict ({reason})") from None
     if not isinstance(state, dict) or not all(
@@ -188,7 +190,10 @@ def to_state_dict(files: ManyLangsFiles, n_layers: int) -> dict[str, torch.Tenso
         if key not in state:
             raise ManyLangsFormatError(f"{source}: no tensor {key!r}")
         used.add((source, key))
-        return state[key].detach().float()
+        tensor = state[key].detach().float()
+        if not torch.isfinite(tensor).all():
+            raise ManyLangsFormatError(f"{source}: {key} has NaN or infinite values")
+        return tensor
 
     out: dict[str, torch.Tensor] = {}
     prefix = "token_encoder."
