@@ -2,10 +2,10 @@
 trips, statelessness and ``contextvec info``.
 
 The fixtures (tests/data/efml, made by its make_fixtures.py with the ``elmoformanylangs``
-package) are tiny random-weight models in that project's own format, one per published
-configuration (word embeddings + char-CNN, and char-CNN only) and one with word embeddings
-alone, with ``Embedder.sents2elmo``'s outputs on German, Chinese, Greek, out-of-vocabulary and
-over-long tokens and tokens spelled like the sentence boundaries.
+package) are tiny random-weight models in that project's own format: word embeddings +
+char-CNN (the released models' configuration), char-CNN only and word embeddings only, with
+``Embedder.sents2elmo``'s outputs on German, Chinese, Greek, out-of-vocabulary and over-long
+tokens and tokens spelled like the sentence boundaries.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ the repository root:
 
     /path/to/venv/bin/python tests/data/efml/make_fixtures.py
 
-One model per published configuration: ``words`` (word embeddings + char-CNN, ReLU,
+Three models: ``words`` (word embeddings + char-CNN as the released models, ReLU,
 50 characters per token, 2 highway layers, 2 LSTM layers, weights in the legacy pre-zip torch
 pickle format of the released models, ``config_path`` an absolute path elsewhere whose file
 name is in the directory) and ``chars`` (char-CNN only, tanh, 20 characters per token,
