@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -10,6 +11,8 @@ import torch
 
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.bilm.loader import load_bilm_tf_encoder
+from contextvec.encoders.family import Family
+from contextvec.encoders.fingerprint import model_identity
 from contextvec.encoders.precision import PRECISIONS, apply_precision, check_precision
 from contextvec.encoders.registry import EXPECTED, family_of, family_saving
 from contextvec.encoders.threads import in_passing_thread
@@ -19,11 +22,13 @@ from contextvec.io.native import is_native_dir
 __all__ = [
     "DEFAULT_MODEL",
     "PRECISIONS",
+    "ModelInfo",
     "ModelNotFoundError",
     "bundled_models",
     "check_device",
     "is_hf_bert_dir",
     "load",
+    "model_info",
     "save",
 ]
 
@@ -84,7 +89,9 @@ def load(
             ``model.safetensors`` or ``pytorch_model.bin``, with ``tokenizer.json`` or
             ``vocab.txt``);
             a CoVe model (contextvec directory of model_type "cove" or "cove-seq2seq", with its
-            word vectors).
+            word vectors);
+            an ELMoForManyLangs model (its ``config.json`` + architecture JSON, ``char.dic``,
+            ``word.dic``, ``token_embedder.pkl``, ``encoder.pkl``; docs/elmo-formats.md).
         options_file: bilm-tf's ``options.json``, given with ``weight_file`` instead of ``model``.
         weight_file: bilm-tf's ``weights.hdf5``, given with ``options_file``.
         device: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or a ``torch.device``.
@@ -92,7 +99,7 @@ def load(
             weight matrices of ELMo (char-CNN, highway, LSTMs, projections) and BERT (every
             linear layer) stored in that precision for inference; activations and outputs stay
             float32 (see `contextvec.encoders.precision`; accuracy in docs/precision.md). CoVe
-            runs in fp32 only.
+            and ELMoForManyLangs models run in fp32 only.
 
     Returns:
         The encoder, in eval mode on ``device``; its ``embed`` gives float32 arrays
@@ -111,6 +118,15 @@ def load(
             raise ValueError("options_file and weight_file go together")
         return in_passing_thread(lambda: apply_precision(
             load_bilm_tf_encoder(options_file, weight_file, device), precision))
+    path = _model_path(model)
+    family = _family(path)
+    if precision != "fp32" and family.name not in LOW_PRECISION_FAMILIES:
+        raise ValueError(f"precision {precision}: {family.kind} runs in fp32 only")
+    return in_passing_thread(lambda: apply_precision(family.load(path, device), precision))
+
+
+def _model_path(model: str | os.PathLike | None) -> Path:
+    """The directory of ``model`` (None: the bundled default; a bundled model's name)."""
     bundled = bundled_models()
     if model is None:
         model = DEFAULT_MODEL
@@ -126,12 +142,55 @@ def load(
     if not path.exists():
         names = ", ".join(bundled) or "none"
         raise ModelNotFoundError(f"no model at {path} (bundled models: {names})")
+    return path
+
+
+def _family(path: Path) -> Family:
     family = family_of(path)
     if family is None:
         raise ModelNotFoundError(f"{path}: not a model directory (expected {EXPECTED})")
-    if precision != "fp32" and family.name not in LOW_PRECISION_FAMILIES:
-        raise ValueError(f"precision {precision}: {family.kind} runs in fp32 only")
-    return in_passing_thread(lambda: apply_precision(family.load(path, device), precision))
+    return family
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What a model directory holds, as [`model_info`][contextvec.api.model_info] reads it."""
+
+    path: Path
+    format: str
+    """The files' format, e.g. "bilm-tf/allennlp HDF5 (options.json + weights.hdf5)"."""
+    family: str
+    """The registry family that loads it (``bilm-tf``, ``elmo-bilm``, ``elmoformanylangs``, ...)."""
+    kind: str
+    """The model in words ("an ELMoForManyLangs model")."""
+    num_layers: int
+    output_dim: int
+    parameters: int
+    """Number of weights (every element of the state dict)."""
+    fingerprint: str
+    """[`model_identity`][contextvec.encoders.fingerprint.model_identity]: what resumed jobs,
+    caches and saved task models compare (the same for a model and its native conversion)."""
+    facts: tuple[tuple[str, str], ...]
+    """Family-specific facts (vocabulary sizes, characters, LSTM sizes) as (name, value) pairs."""
+
+
+def model_info(model: str | os.PathLike | None = None) -> ModelInfo:
+    """Load ``model`` (as [`load`][contextvec.api.load] does, on the CPU) and describe it.
+
+    Raises:
+        ModelNotFoundError: as for ``load``.
+        ValueError: a malformed model (the one-line error of its format).
+    """
+    path = _model_path(model)
+    family = _family(path)
+    encoder = in_passing_thread(lambda: family.load(path, torch.device("cpu")))
+    facts = family.facts(encoder) if family.facts is not None else {}
+    return ModelInfo(
+        path=path, format=family.format or family.name, family=family.name, kind=family.kind,
+        num_layers=encoder.num_layers, output_dim=encoder.output_dim,
+        parameters=sum(t.numel() for t in encoder.state_dict().values()),
+        fingerprint=model_identity(encoder), facts=tuple(facts.items()),
+    )
 
 
 def save(encoder: Encoder, directory: str | os.PathLike) -> Path:

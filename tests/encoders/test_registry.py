@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,9 +14,11 @@ import torch
 from safetensors.torch import save_file
 
 import contextvec
+from contextvec.api import model_info
 from contextvec.encoders.bert import BertConfig, BertEncoder, BertModel
 from contextvec.encoders.bilm import ElmoEncoder
 from contextvec.encoders.cove import MTLSTM, CoveEncoder, MTLSTMConfig, save_cove_encoder
+from contextvec.encoders.fingerprint import model_identity
 from contextvec.encoders.registry import FAMILIES, family_of, family_saving
 from contextvec.io import bilm_tf, hf_bert
 from contextvec.io import cove as cove_io
@@ -73,7 +76,8 @@ def test_bilm_tf_format_needs_only_the_options_it_reads(tiny_dir):
 
 
 def test_families_in_order():
-    assert [f.name for f in FAMILIES] == ["bilm-tf", "hf-bert", "cove", "elmo-bilm"]
+    assert [f.name for f in FAMILIES] == [
+        "bilm-tf", "hf-bert", "cove", "elmo-bilm", "elmoformanylangs", "elmoformanylangs-bilm"]
 
 
 def test_each_family_recognises_its_own(tiny_dir, own_tiny_dir, tmp_path):
@@ -195,3 +199,19 @@ def test_load_from_string_path_and_os_fspath(tiny_dir):
 def test_save_refuses_foreign_encoder(tmp_path):
     with pytest.raises(TypeError, match="cannot save"):
         contextvec.save(torch.nn.Linear(2, 2), tmp_path)  # type: ignore[arg-type]
+
+
+def test_info_describes_every_family(tiny_dir, own_tiny_dir, tmp_path):
+    """Each family says what its files are and what else there is to know of its models."""
+    assert all(f.format and f.facts is not None for f in FAMILIES)
+    efml = Path(__file__).resolve().parents[1] / "data" / "efml" / "words"
+    cases = ((tiny_dir, "bilm-tf", "characters"), (tiny_bert_dir(tmp_path / "bert"), "hf-bert", "vocabulary"),
+             (_cove_dir(tmp_path / "cove"), "cove", "vocabulary"), (own_tiny_dir, "elmo-bilm", "LSTM"),
+             (efml, "elmoformanylangs", "word vocabulary"))
+    for path, family, fact in cases:
+        info = model_info(path)
+        encoder = contextvec.load(path)
+        shape = (encoder.num_layers, encoder.output_dim)
+        assert (info.family, info.num_layers, info.output_dim) == (family, *shape)
+        assert info.format == next(f.format for f in FAMILIES if f.name == family)
+        assert fact in dict(info.facts) and info.fingerprint == model_identity(encoder)

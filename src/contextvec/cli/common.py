@@ -23,7 +23,8 @@ def add_model_arguments(parser: argparse.ArgumentParser, precision: bool = True)
     group = parser.add_argument_group("model (default: the bundled model)")
     group.add_argument(
         "--model", help="a bundled model's name (default: elmo-en-small) or a model directory: "
-                        "bilm-tf files, a contextvec model (ELMo, CoVe) or an HF BERT model"
+                        "bilm-tf files, a contextvec model (ELMo, CoVe), an HF BERT model or an "
+                        "ELMoForManyLangs directory"
     )
     group.add_argument("--options-file", help="bilm-tf options.json (with --weight-file)")
     group.add_argument("--weight-file", help="bilm-tf weights.hdf5 (with --options-file)")

@@ -30,6 +30,7 @@ HELP = "show contextual vectors at work on the bundled model (or --model)"
 # What layer 0 and the layers above it are, by encoder family; the demo's words follow them.
 FAMILIES = {
     "ElmoEncoder": ("char-CNN", "biLSTM", True),
+    "ManyLangsEncoder": ("word + char-CNN", "biLSTM", True),
     "CoveEncoder": ("word vectors", "MT-LSTM", True),
     "BertEncoder": ("embeddings", "transformer", False),
 }

@@ -21,7 +21,8 @@ class Family:
     naming what is wrong with the files; ``kind`` names the model in users' words ("a BERT
     model"), for the messages of commands that need another kind; ``save(encoder, directory)``,
     for a family contextvec also writes, saves encoders of class ``saves`` and returns the
-    directory.
+    directory. ``format`` names the files in users' words, and ``facts(encoder)`` gives what
+    else there is to know of a loaded model (vocabulary sizes, ...), for ``contextvec info``.
     """
 
     name: str
@@ -30,3 +31,5 @@ class Family:
     kind: str
     saves: type[Encoder] | None = None
     save: Callable[[Encoder, Path], Path] | None = None
+    format: str = ""
+    facts: Callable[[Encoder], dict[str, str]] | None = None

@@ -14,11 +14,13 @@ from contextvec.encoders.bert.loader import HF_BERT
 from contextvec.encoders.bilm.loader import BILM_TF, NATIVE_ELMO
 from contextvec.encoders.cove.loader import COVE
 from contextvec.encoders.family import Family
+from contextvec.encoders.manylangs.loader import MANYLANGS, MANYLANGS_NATIVE
 from contextvec.io.native import NativeFormatError, is_native_dir, read_meta
 
 # bilm-tf files win over a native model in the same directory, as they always have.
-FAMILIES: tuple[Family, ...] = (BILM_TF, HF_BERT, COVE, NATIVE_ELMO)
-EXPECTED = "options.json + weights.hdf5, config.json + model.safetensors, or an HF BERT directory"
+FAMILIES: tuple[Family, ...] = (BILM_TF, HF_BERT, COVE, NATIVE_ELMO, MANYLANGS, MANYLANGS_NATIVE)
+EXPECTED = ("options.json + weights.hdf5, config.json + model.safetensors, an HF BERT directory, or an "
+            "ELMoForManyLangs directory (config.json + token_embedder.pkl + encoder.pkl)")
 """What the families' directories hold, for the error on a directory none of them recognises."""
 
 

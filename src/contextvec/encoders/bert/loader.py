@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from contextvec.encoders.base import Encoder
 from contextvec.encoders.bert.config import BertConfig
 from contextvec.encoders.bert.encoder import BertEncoder
 from contextvec.encoders.bert.model import BertModel
@@ -81,5 +82,13 @@ def load_bert_encoder(
                        subword_pooling=subword_pooling, window=window).eval()
 
 
+def _bert_facts(encoder: Encoder) -> dict[str, str]:
+    config = encoder.config
+    return {"vocabulary": f"{config.vocab_size} word pieces",
+            "transformer": f"{config.num_hidden_layers} layers, {config.num_attention_heads} heads, "
+                           f"hidden {config.hidden_size}"}
+
+
 HF_BERT = Family("hf-bert", is_hf_bert_dir, lambda path, device: load_bert_encoder(path).to(device).eval(),
-                 "a BERT model")
+                 "a BERT model", format="Hugging Face BERT (config.json, weights, vocab.txt/tokenizer.json)",
+                 facts=_bert_facts)

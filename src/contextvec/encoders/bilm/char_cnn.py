@@ -42,11 +42,22 @@ class CharCNN(nn.Module):
     Input ``(n_tokens, 50)`` character ids (0 = padding row, all-zero rows are padded tokens);
     output ``(n_tokens, config.token_dim)``. Each filter width has its own convolution; the
     activation follows the max over positions, as in bilm-tf.
+
+    A model with a character dictionary of its own (ELMoForManyLangs) gives its table size
+    ``n_characters``, its in-word ``padding_id`` (0 is then a character like any other) and
+    ``project=False``: its projection also reads word embeddings, outside this module.
     """
 
-    def __init__(self, config: BiLMConfig) -> None:
+    def __init__(
+        self, config: BiLMConfig, *, n_characters: int = 262, padding_id: int | None = None,
+        project: bool = True,
+    ) -> None:
         super().__init__()
-        self.char_embedding = nn.Embedding(262, config.char_embed_dim, padding_idx=0)
+        # Ids of characters that fill a token after its end marker (bilm-tf: 0 and in-word padding).
+        self._blank_ids = (0, _PAD_ID) if padding_id is None else (padding_id,)
+        self.char_embedding = nn.Embedding(
+            n_characters, config.char_embed_dim, padding_idx=0 if padding_id is None else padding_id
+        )
         self.convolutions = nn.ModuleList(
             nn.Conv1d(config.char_embed_dim, n_maps, width) for width, n_maps in config.filters
         )
@@ -56,7 +67,7 @@ class CharCNN(nn.Module):
         # bilm-tf omits the projection when the filters already have the projection's width.
         self.projection: nn.Module = (
             nn.Linear(config.n_filters, config.projection_dim)
-            if config.token_dim != config.n_filters
+            if project and config.token_dim != config.n_filters
             else nn.Identity()
         )
         # Lower-precision filters, one per convolution (see pack_weights); None runs the float ones.
@@ -78,7 +89,10 @@ class CharCNN(nn.Module):
         window per width (``max_width`` padding columns) keeps every maximum. Most tokens are
         far shorter than 50 characters, so this cuts the convolutions' work by half or more.
         """
-        used = ((char_ids != _PAD_ID) & (char_ids != 0)).any(dim=0)
+        used = torch.ones_like(char_ids, dtype=torch.bool)
+        for blank in self._blank_ids:
+            used &= char_ids != blank
+        used = used.any(dim=0)
         if not bool(used.any()):
             return char_ids[:, : self.max_width]
         keep = int(used.nonzero()[-1]) + 1 + self.max_width

@@ -15,8 +15,32 @@ class ConfigError(ValueError):
     """A model configuration that contextvec cannot run, with the reason."""
 
 
+class BiLMSizes:
+    """What an ELMo-style biLM's configuration (a frozen dataclass with ``projection_dim``,
+    ``n_layers`` and ``filters``) derives from its fields, whatever its token layer."""
+
+    projection_dim: int
+    n_layers: int
+    filters: tuple[tuple[int, int], ...]
+
+    @property
+    def output_dim(self) -> int:
+        """Size of each output layer: ``[forward; backward]``."""
+        return 2 * self.projection_dim
+
+    @property
+    def num_output_layers(self) -> int:
+        return self.n_layers + 1
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able form (contextvec's native ``config.json``)."""
+        d = asdict(self)
+        d["filters"] = [list(f) for f in self.filters]
+        return d
+
+
 @dataclass(frozen=True)
-class BiLMConfig:
+class BiLMConfig(BiLMSizes):
     """Dimensions of a character-CNN biLM (names follow the ELMo paper and bilm-tf).
 
     ``filters`` lists ``(width, n_maps)`` pairs. ``n_characters`` is the embedding table size at
@@ -78,15 +102,6 @@ class BiLMConfig:
         """Width of the token vectors the char-CNN gives the first LSTM."""
         return self.projection_dim if self.token_projection else self.n_filters
 
-    @property
-    def output_dim(self) -> int:
-        """Size of each output layer: ``[forward; backward]``."""
-        return 2 * self.projection_dim
-
-    @property
-    def num_output_layers(self) -> int:
-        return self.n_layers + 1
-
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> BiLMConfig:
         """Read bilm-tf/allennlp ``options.json`` content."""
@@ -139,12 +154,6 @@ class BiLMConfig:
                 "max_characters_per_token": self.max_characters_per_token,
             },
         }
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-able form (contextvec's native ``config.json``)."""
-        d = asdict(self)
-        d["filters"] = [list(f) for f in self.filters]
-        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> BiLMConfig:

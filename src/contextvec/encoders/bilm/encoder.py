@@ -2,27 +2,33 @@
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
 import torch
+from torch import nn
 
 from contextvec.encoders.base import Encoder, EncoderOutput
 from contextvec.encoders.bilm.model import ElmoBiLM
 from contextvec.text.chars import token_to_char_ids
 
 
-class ElmoEncoder(Encoder):
-    """Token lists -> ELMo's 3 layers (token layer ``[x; x]``, then each biLSTM layer).
+class TokenVectorEncoder(Encoder):
+    """A biLM over context-free token vectors that depend on each token's own string alone
+    (ELMo's char-CNN; ELMoForManyLangs' word embedding + char-CNN): the shared forward pass and
+    token vector cache of :class:`ElmoEncoder` and its kin.
 
-    Without gradients the char-CNN vectors of recent tokens are kept in an LRU cache
-    (``token_cache_size`` entries); any change to the CNN weights (an optimizer step,
-    ``load_state_dict``) empties it. With gradients every batch runs the CNN once per distinct
-    token, so the encoder can be fine-tuned.
+    ``bilm`` offers ``token_encoder`` (the module whose weights the token vectors depend on),
+    ``boundary_vectors()`` and ``contextualize(tokens, mask, boundaries)``; a subclass gives
+    :meth:`_token_vectors`. Without gradients the token vectors of recent tokens are kept in an
+    LRU cache (``token_cache_size`` entries); any change to the token encoder's weights (an
+    optimizer step, ``load_state_dict``) empties it. With gradients every batch runs the token
+    encoder once per distinct token, so the encoder can be fine-tuned.
     """
 
-    def __init__(self, bilm: ElmoBiLM, token_cache_size: int = 50_000) -> None:
+    def __init__(self, bilm: nn.Module, token_cache_size: int = 50_000) -> None:
         super().__init__()
         self.bilm = bilm
         self.num_layers = bilm.config.num_output_layers
@@ -30,27 +36,30 @@ class ElmoEncoder(Encoder):
         self.token_cache_size = token_cache_size
         self._cache: OrderedDict[str, torch.Tensor] = OrderedDict()
         self._cache_key: tuple = ()
-        # <S> and </S> through the CNN, kept with the token cache (a full pass over the highway
-        # weights for two rows, a visible share of a lone sentence's time).
+        # The sentence boundaries through the token encoder, kept with the token cache (a full
+        # pass over the highway weights for two rows, a visible share of a lone sentence's time).
         self._boundaries: torch.Tensor | None = None
 
     @property
     def config(self):
         return self.bilm.config
 
+    @abstractmethod
+    def _token_vectors(self, words: list[str]) -> torch.Tensor:
+        """Context-free vectors ``(len(words), dim)`` of distinct tokens (gradients flow)."""
+
     def forward(self, sentences: Sequence[Sequence[str]]) -> EncoderOutput:
-        """ELMo's layers of one batch.
+        """The biLM's layers of one batch.
 
         Args:
             sentences: ``batch`` token lists.
 
         Returns:
-            ``layers`` ``(3, batch, time, 2 * projection_dim)`` float32 (layer 0 the token
-            vector ``[x; x]``, layers 1 and 2 ``[forward; backward]`` biLSTM outputs; zero past
-            each sentence's end) and ``mask`` ``(batch, time)`` bool.
+            ``layers`` ``(num_layers, batch, time, 2 * projection_dim)`` float32 (layer 0 the
+            token vector ``[x; x]``, then each biLSTM layer's ``[forward; backward]`` outputs;
+            zero past each sentence's end) and ``mask`` ``(batch, time)`` bool.
         """
-        cnn = self.bilm.token_encoder
-        device = cnn.char_embedding.weight.device
+        device = next(self.bilm.token_encoder.parameters()).device
         lengths = [len(s) for s in sentences]
         width = max(lengths, default=0)
         mask = torch.arange(width).view(1, -1) < torch.tensor(lengths).view(-1, 1)
@@ -63,7 +72,7 @@ class ElmoEncoder(Encoder):
         caching = self.token_cache_size > 0 and not torch.is_grad_enabled()
         if caching:
             self._check_cache()
-        vectors = self._cached_vectors(words) if caching else self._cnn(words)
+        vectors = self._cached_vectors(words) if caching else self._token_vectors(words)
         tokens = vectors.new_zeros(len(sentences), width, vectors.shape[-1])
         tokens[mask.to(device)] = vectors[positions.to(device)]
         boundaries = self._cached_boundaries() if caching else None
@@ -71,17 +80,10 @@ class ElmoEncoder(Encoder):
         return EncoderOutput(layers, mask)
 
     def clear_caches(self) -> None:
-        """Forget the cached char-CNN token vectors (see
+        """Forget the cached token vectors (see
         [`Encoder.clear_caches`][contextvec.encoders.base.Encoder.clear_caches])."""
         self._cache.clear()
         self._boundaries = None
-
-    def _cnn(self, words: list[str]) -> torch.Tensor:
-        cnn = self.bilm.token_encoder
-        if not words:
-            return cnn.char_embedding.weight.new_zeros(0, self.config.projection_dim)
-        ids = np.stack([token_to_char_ids(w) for w in words])
-        return cnn(torch.from_numpy(ids).to(cnn.char_embedding.weight.device))
 
     def _check_cache(self) -> None:
         """Empty the caches if the CNN's weights changed since they were filled."""
@@ -100,11 +102,32 @@ class ElmoEncoder(Encoder):
         cache = self._cache
         missing = [w for w in words if w not in cache]
         if missing:
-            for word, vector in zip(missing, self._cnn(missing), strict=True):
+            for word, vector in zip(missing, self._token_vectors(missing), strict=True):
                 cache[word] = vector
         for word in words:
             cache.move_to_end(word)
         rows = [cache[w] for w in words]
         while len(cache) > self.token_cache_size:
             cache.popitem(last=False)
-        return torch.stack(rows) if rows else self._cnn([])
+        return torch.stack(rows) if rows else self._token_vectors([])
+
+
+class ElmoEncoder(TokenVectorEncoder):
+    """Token lists -> ELMo's 3 layers (token layer ``[x; x]``, then each biLSTM layer).
+
+    Without gradients the char-CNN vectors of recent tokens are kept in an LRU cache
+    (``token_cache_size`` entries); any change to the CNN weights (an optimizer step,
+    ``load_state_dict``) empties it. With gradients every batch runs the CNN once per distinct
+    token, so the encoder can be fine-tuned.
+    """
+
+    def __init__(self, bilm: ElmoBiLM, token_cache_size: int = 50_000) -> None:
+        super().__init__(bilm, token_cache_size)
+
+    def _token_vectors(self, words: list[str]) -> torch.Tensor:
+        cnn = self.bilm.token_encoder
+        if not words:
+            return cnn.char_embedding.weight.new_zeros(0, self.config.projection_dim)
+        ids = np.stack([token_to_char_ids(w) for w in words])
+        return cnn(torch.from_numpy(ids).to(cnn.char_embedding.weight.device))
+

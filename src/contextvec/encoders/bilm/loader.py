@@ -88,8 +88,19 @@ def save_native_encoder(encoder: Encoder, directory: Path) -> Path:
     return save_native(directory, MODEL_TYPE, encoder.config.to_dict(), encoder.bilm.state_dict())
 
 
-BILM_TF = Family("bilm-tf", is_bilm_tf_dir, _load_bilm_tf_dir, "a bilm-tf ELMo model")
+def elmo_facts(encoder: Encoder) -> dict[str, str]:
+    """What ``contextvec info`` says of an ELMo beyond layers and width."""
+    config = encoder.config
+    return {"characters": "UTF-8 bytes (bilm-tf/allennlp character ids), 48 bytes per token",
+            "char-CNN": f"{config.n_filters} filters of {len(config.filters)} widths, "
+                        f"{config.n_highway} highway",
+            "LSTM": f"{config.n_layers} layers, cell {config.lstm_dim}, projection {config.projection_dim}"}
+
+
+BILM_TF = Family("bilm-tf", is_bilm_tf_dir, _load_bilm_tf_dir, "a bilm-tf ELMo model",
+                 format="bilm-tf/allennlp HDF5 (options.json + weights.hdf5)", facts=elmo_facts)
 NATIVE_ELMO = Family(
     MODEL_TYPE, lambda path: native_model_type(path) == MODEL_TYPE, load_native_encoder, "an ELMo biLM",
     saves=ElmoEncoder, save=save_native_encoder,
+    format=f"contextvec native, model_type {MODEL_TYPE} (config.json + model.safetensors)", facts=elmo_facts,
 )

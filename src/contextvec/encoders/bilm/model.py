@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import torch
@@ -87,34 +88,51 @@ class ElmoBiLM(nn.Module):
         """
         if not self.config.bidirectional:
             raise ValueError("a forward-only LM has no ELMo representations; train it bidirectional")
-        batch, steps, dim = tokens.shape
-        lengths = mask.sum(dim=1) + 2
         if boundaries is None:
             boundaries = self.boundary_vectors()
-        positions = torch.arange(steps + 2, device=tokens.device)
-        full_mask = positions.view(1, -1) < lengths.view(-1, 1)
-        seq = torch.zeros(batch, steps + 2, dim, dtype=tokens.dtype, device=tokens.device)
-        seq[:, 0] = boundaries[0]
-        seq[:, 1 : steps + 1] = tokens * mask.unsqueeze(-1)
-        seq[torch.arange(batch, device=tokens.device), lengths - 1] = boundaries[1]
+        return run_bilstm(
+            self.layers, tokens, mask, boundaries, self.config.use_skip_connections, keep_boundaries
+        )
 
-        # Sort longest first so that each LSTM step only computes the sequences still running;
-        # the backward LM reads each sequence reversed within its own length.
-        lengths, order = lengths.sort(descending=True)
-        seq, full_mask = seq[order], full_mask[order]
-        rev = torch.where(full_mask, lengths.view(-1, 1) - 1 - positions.view(1, -1), positions)
-        rows = torch.arange(batch, device=tokens.device).view(-1, 1)
-        x = torch.stack([seq, seq[rows, rev]])
-        layers = [torch.cat([seq, seq], dim=-1)]
-        for index, layer in enumerate(self.layers):
-            out, _ = layer(x, lengths)
-            if index > 0 and self.config.use_skip_connections:
-                out = out + x
-            x = out
-            layers.append(torch.cat([out[0], out[1][rows, rev]], dim=-1))
-        # Rows past each sequence's end are already 0: the LSTM does not compute them.
-        unsort = order.argsort()
-        stacked = torch.stack(layers)[:, unsort]
-        if keep_boundaries:
-            return BiLMOutput(stacked, full_mask[unsort])
-        return BiLMOutput(stacked[:, :, 1 : steps + 1] * mask.unsqueeze(-1), mask)
+
+def run_bilstm(
+    layers: Sequence[nn.Module],
+    tokens: torch.Tensor,
+    mask: torch.Tensor,
+    boundaries: torch.Tensor,
+    skip_connections: bool,
+    keep_boundaries: bool = False,
+) -> BiLMOutput:
+    """Forward and backward LSTM stacks (``ProjectedLSTMLayer`` modules) over token vectors
+    ``(batch, time, dim)`` with ``boundaries`` ``(2, dim)`` (the sentence start and end vectors)
+    added around each sentence; see :meth:`ElmoBiLM.contextualize`. With ``skip_connections``
+    each layer after the first adds its input to its output."""
+    batch, steps, dim = tokens.shape
+    lengths = mask.sum(dim=1) + 2
+    positions = torch.arange(steps + 2, device=tokens.device)
+    full_mask = positions.view(1, -1) < lengths.view(-1, 1)
+    seq = torch.zeros(batch, steps + 2, dim, dtype=tokens.dtype, device=tokens.device)
+    seq[:, 0] = boundaries[0]
+    seq[:, 1 : steps + 1] = tokens * mask.unsqueeze(-1)
+    seq[torch.arange(batch, device=tokens.device), lengths - 1] = boundaries[1]
+
+    # Sort longest first so that each LSTM step only computes the sequences still running;
+    # the backward LM reads each sequence reversed within its own length.
+    lengths, order = lengths.sort(descending=True)
+    seq, full_mask = seq[order], full_mask[order]
+    rev = torch.where(full_mask, lengths.view(-1, 1) - 1 - positions.view(1, -1), positions)
+    rows = torch.arange(batch, device=tokens.device).view(-1, 1)
+    x = torch.stack([seq, seq[rows, rev]])
+    outputs = [torch.cat([seq, seq], dim=-1)]
+    for index, layer in enumerate(layers):
+        out, _ = layer(x, lengths)
+        if index > 0 and skip_connections:
+            out = out + x
+        x = out
+        outputs.append(torch.cat([out[0], out[1][rows, rev]], dim=-1))
+    # Rows past each sequence's end are already 0: the LSTM does not compute them.
+    unsort = order.argsort()
+    stacked = torch.stack(outputs)[:, unsort]
+    if keep_boundaries:
+        return BiLMOutput(stacked, full_mask[unsort])
+    return BiLMOutput(stacked[:, :, 1 : steps + 1] * mask.unsqueeze(-1), mask)
