@@ -1,0 +1,246 @@
+"""Make the TensorFlow ELMo fixtures with the original code: bilm-tf under TensorFlow's compat.v1.
+
+Run it in an environment of its own (TensorFlow is no dependency of contextvec)::
+
+    python -m venv /tmp/tf && /tmp/tf/bin/pip install tensorflow-cpu==2.15.1 tensorflow_hub==0.15.0 \
+        h5py "numpy<2"
+    git clone https://github.com/allenai/bilm-tf /tmp/bilm-tf   # commit 7cffee2b
+    /tmp/tf/bin/python tests/data/tfckpt/make_fixtures.py --bilm-tf /tmp/bilm-tf --out tests/data/tfckpt
+
+It writes, from one tiny randomly initialised bilm-tf ``LanguageModel``:
+
+- ``checkpoint/``: what bilm-tf's ``train`` leaves: ``options.json`` (training form,
+  ``n_characters`` 261), ``vocab.txt``, the ``checkpoint`` file and ``model.ckpt-3.*`` saved by
+  ``tf.train.Saver`` over all global variables, Adagrad slots and ``global_step`` included;
+- ``dump_weights.hdf5``: bilm-tf's ``dump_weights`` of that checkpoint;
+- ``hub/``: a TF-Hub module (``tfhub_module.pb``, ``saved_model.pb``, ``variables/``) built by
+  ``hub.create_module_spec`` around bilm-tf's inference graph (``BidirectionalLanguageModel``,
+  variables under ``bilm/``) with a scalar mix under ``aggregation/``, signatures ``tokens``
+  (tokens + sequence_len) and ``default`` (strings split on spaces);
+- ``expected.npz``: bilm-tf's ``lm_embeddings`` for ``SENTENCES`` (first batch of a fresh graph:
+  zero LSTM state), and the hub module's ``word_emb``, ``lstm_outputs1``, ``lstm_outputs2`` and
+  ``elmo`` for the same tokens; ``sentences.json``: the sentences.
+
+bilm-tf is TensorFlow 1 code; it runs unchanged with ``tensorflow`` pointing at
+``tensorflow.compat.v1`` in ``sys.modules``, which this script sets before importing it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+
+SEED = 1234
+VOCAB = ["<S>", "</S>", "<UNK>", "the", "a", "cat", "dog", "sat", "on", "mat", "and", "ran",
+         "to", "house", "big", "small", "red", "blue", "is", "."]
+SENTENCES = [
+    ["the", "cat", "sat", "on", "the", "mat", "."],
+    ["a", "zebra", "ran", "to", "the", "château", "!"],  # OOV words, non-ASCII
+    ["日本語", "and", "naïve", "émigrés", "🙂"],
+    ["pneumonoultramicroscopicsilicovolcanoconiosis" * 2, "is", "long"],  # over 50 characters
+    ["ééééééééééééééééééééééééééééééééééééééééééééééééééé", "big"],  # cut inside a character
+    ["dog"],
+]
+OPTIONS = {
+    "bidirectional": True,
+    "char_cnn": {"activation": "relu", "embedding": {"dim": 4},
+                 "filters": [[1, 4], [2, 8], [3, 8]], "max_characters_per_token": 50,
+                 "n_characters": 261, "n_highway": 2},
+    "dropout": 0.1,
+    "lstm": {"cell_clip": 3, "dim": 16, "n_layers": 2, "proj_clip": 3, "projection_dim": 8,
+             "use_skip_connections": True},
+    "all_clip_norm_val": 10.0, "n_epochs": 1, "n_train_tokens": 1000, "batch_size": 2,
+    "n_tokens_vocab": len(VOCAB), "unroll_steps": 4, "n_negative_samples_batch": 8,
+}
+STEP = 3
+
+
+def tf_v1():
+    import tensorflow
+
+    tf = tensorflow.compat.v1
+    tf.disable_v2_behavior()
+    sys.modules["tensorflow"] = tf  # bilm-tf's `import tensorflow as tf` gets the v1 API
+    return tf
+
+
+def make_checkpoint(tf, out: Path) -> None:
+    """A LanguageModel as bilm-tf's train() builds it, one Adagrad step, saved by tf.train.Saver."""
+    from bilm.training import LanguageModel
+
+    out.mkdir(parents=True)
+    (out / "options.json").write_text(json.dumps(OPTIONS))
+    (out / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.set_random_seed(SEED)
+        global_step = tf.get_variable("global_step", [], initializer=tf.constant_initializer(0),
+                                      trainable=False)
+        opt = tf.train.AdagradOptimizer(learning_rate=0.2, initial_accumulator_value=1.0)
+        with tf.variable_scope("lm"):
+            model = LanguageModel(OPTIONS, True)
+        train_op = opt.apply_gradients(opt.compute_gradients(model.total_loss), global_step=global_step)
+        # bilm-tf initialises every variable randomly except the biases; give those values too, so
+        # that a bias read from the wrong place cannot go unseen.
+        rng = np.random.default_rng(SEED)
+        bias_ops = [v.assign(rng.uniform(-0.5, 0.5, v.shape.as_list()).astype(np.float32))
+                    for v in tf.trainable_variables() if re.search(r"/(b|b_\w+|bias):0$", v.name)]
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            sess.run(bias_ops)
+            ids = rng.integers(1, 261, size=(2, 4, 50))
+            feed = {model.tokens_characters: ids, model.tokens_characters_reverse: ids[:, ::-1],
+                    model.next_token_id: rng.integers(0, len(VOCAB), (2, 4)),
+                    model.next_token_id_reverse: rng.integers(0, len(VOCAB), (2, 4))}
+            for _ in range(STEP):
+                sess.run(train_op, feed)
+            # The .meta graph (a megabyte even for this model) is not read by contextvec.
+            tf.train.Saver(tf.global_variables(), max_to_keep=2).save(
+                sess, str(out / "model.ckpt"), global_step=global_step, write_meta_graph=False)
+    # bilm-tf writes absolute paths; keep the file relative so the fixture can move.
+    (out / "checkpoint").write_text(f'model_checkpoint_path: "model.ckpt-{STEP}"\n'
+                                    f'all_model_checkpoint_paths: "model.ckpt-{STEP}"\n')
+
+
+def inference_options(work: Path) -> Path:
+    options = json.loads(json.dumps(OPTIONS))
+    options["char_cnn"]["n_characters"] = 262  # bilm-tf's README: 262 after training
+    path = work / "options262.json"
+    path.write_text(json.dumps(options))
+    return path
+
+
+def run_bilm(tf, options_file: Path, weight_file: Path, vocab: Path) -> np.ndarray:
+    """bilm-tf's BidirectionalLanguageModel on SENTENCES, one batch from zero state."""
+    from bilm import Batcher, BidirectionalLanguageModel
+
+    with tf.Graph().as_default():
+        batcher = Batcher(str(vocab), 50)
+        ids = tf.placeholder("int32", shape=(None, None, 50))
+        ops = BidirectionalLanguageModel(str(options_file), str(weight_file))(ids)
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            return sess.run(ops["lm_embeddings"], {ids: batcher.batch_sentences(SENTENCES)})
+
+
+def hub_module_fn(tf, hub, options_file: Path, weight_file: Path):
+    """A module_fn: bytes -> bilm-tf character ids in the graph, bilm-tf's LM, a scalar mix."""
+    from bilm import BidirectionalLanguageModel
+
+    def char_ids(tokens, lengths):
+        # bilm-tf's ids: BOW, up to 48 UTF-8 bytes, EOW, in-word padding; all + 1, 0 = no token.
+        def one(token):
+            raw = tf.cast(tf.decode_raw(token, tf.uint8), tf.int32)[:48]
+            pad = tf.fill([48 - tf.shape(raw)[0]], 260)
+            return tf.concat([[258], raw, [259], pad], 0)
+
+        flat = tf.map_fn(one, tf.reshape(tokens, [-1]), dtype=tf.int32, back_prop=False)
+        ids = tf.reshape(flat, [tf.shape(tokens)[0], tf.shape(tokens)[1], 50]) + 1
+        mask = tf.sequence_mask(lengths, tf.shape(tokens)[1])
+        ids = ids * tf.cast(mask, tf.int32)[:, :, None]
+
+        def boundary(c):
+            return tf.constant([259, c + 1, 260] + [261] * 47, tf.int32)
+
+        # <S> first, </S> right after each sentence's last token.
+        batch = tf.shape(tokens)[0]
+        bos = tf.tile(boundary(256)[None, None], [batch, 1, 1])
+        padded = tf.concat([bos, ids, tf.zeros([batch, 1, 50], tf.int32)], 1)
+        eos_at = tf.one_hot(lengths + 1, tf.shape(padded)[1], dtype=tf.int32)[:, :, None]
+        return padded + eos_at * boundary(257)[None, None]
+
+    def outputs(bilm, ids, lengths, reuse):
+        ops = bilm(ids)
+        lm = ops["lm_embeddings"]  # (batch, 3, time, 2 * projection_dim)
+        with tf.variable_scope("aggregation", reuse=reuse):
+            w = tf.get_variable("weights", [3], initializer=tf.constant_initializer([0.3, -0.2, 0.5]))
+            gamma = tf.get_variable("scaling", [1], initializer=tf.constant_initializer(1.5))
+        s = tf.nn.softmax(w)
+        elmo = gamma * tf.add_n([s[k] * lm[:, k] for k in range(3)])
+        mask = tf.cast(tf.sequence_mask(lengths, tf.shape(lm)[2]), tf.float32)[:, :, None]
+        return {"word_emb": ops["token_embeddings"][:, 1:-1], "lstm_outputs1": lm[:, 1],
+                "lstm_outputs2": lm[:, 2], "elmo": elmo,
+                "default": tf.reduce_sum(elmo * mask, 1) / tf.reduce_sum(mask, 1)}
+
+    def module_fn():
+        # A small max_batch_size keeps bilm-tf's LSTM state variables (saved too) small.
+        bilm = BidirectionalLanguageModel(str(options_file), str(weight_file), max_batch_size=8)
+        tokens = tf.placeholder(tf.string, [None, None])
+        lengths = tf.placeholder(tf.int32, [None])
+        hub.add_signature("tokens", {"tokens": tokens, "sequence_len": lengths},
+                          outputs(bilm, char_ids(tokens, lengths), lengths, False))
+        strings = tf.placeholder(tf.string, [None])
+        split = tf.string_split(strings, " ")
+        dense = tf.sparse.to_dense(split, default_value="")
+        n = tf.reduce_sum(tf.cast(tf.not_equal(dense, ""), tf.int32), 1)
+        hub.add_signature("default", {"strings": strings},
+                          outputs(bilm, char_ids(dense, n), n, True))
+
+    return module_fn
+
+
+def make_hub(tf, options_file: Path, weight_file: Path, out: Path) -> dict[str, np.ndarray]:
+    import tensorflow_hub as hub
+
+    spec = hub.create_module_spec(hub_module_fn(tf, hub, options_file, weight_file))
+    width = max(len(s) for s in SENTENCES)
+    tokens = np.array([s + [""] * (width - len(s)) for s in SENTENCES], dtype=object)
+    with tf.Graph().as_default():
+        module = hub.Module(spec)
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            module.export(str(out), sess)
+    with tf.Graph().as_default():  # the exported module, read back as a user would
+        module = hub.Module(str(out))
+        got = module({"tokens": tokens, "sequence_len": [len(s) for s in SENTENCES]},
+                     signature="tokens", as_dict=True)
+        default = module([" ".join(s) for s in SENTENCES], signature="default", as_dict=True)
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            values = sess.run({**{f"hub_{k}": v for k, v in got.items()},
+                               "hub_default_elmo": default["elmo"]})
+    return values
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--bilm-tf", type=Path, required=True, help="a bilm-tf source checkout")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    sys.path.insert(0, str(args.bilm_tf.resolve()))
+    tf = tf_v1()
+    from bilm.training import dump_weights
+
+    for name in ("checkpoint", "hub", "dump_weights.hdf5", "expected.npz", "sentences.json"):
+        target = args.out / name
+        if target.is_dir():
+            shutil.rmtree(target)
+        elif target.exists():
+            target.unlink()
+    work = args.out / "work"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    make_checkpoint(tf, args.out / "checkpoint")
+    with tf.Graph().as_default():
+        dump_weights(str(args.out / "checkpoint"), str(args.out / "dump_weights.hdf5"))
+    options262 = inference_options(work)
+    lm = run_bilm(tf, options262, args.out / "dump_weights.hdf5", args.out / "checkpoint" / "vocab.txt")
+    hub_values = make_hub(tf, options262, args.out / "dump_weights.hdf5", args.out / "hub")
+    lengths = np.array([len(s) for s in SENTENCES])
+    np.savez_compressed(args.out / "expected.npz", lm_embeddings=lm, lengths=lengths, **hub_values)
+    (args.out / "sentences.json").write_text(json.dumps(SENTENCES, ensure_ascii=False) + "\n",
+                                             encoding="utf-8")
+    shutil.rmtree(work)
+    # The module's graph (600 KB) is not read by contextvec, which reads variables/ only.
+    (args.out / "hub" / "saved_model.pb").unlink()
+    print("wrote", sorted(p.name for p in args.out.iterdir()))
+
+
+if __name__ == "__main__":
+    main()
