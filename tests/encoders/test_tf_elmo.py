@@ -71,6 +71,7 @@ def test_the_hub_module_outputs_and_its_mix(expected):
             elmo = scalar_mix(torch.from_numpy(layers)[:, None])[0].numpy()
         for key in ("hub_elmo", "hub_default_elmo"):  # the tokens and the default signature
             np.testing.assert_allclose(elmo, expected[key][i, :n], rtol=0, atol=GOAL)
+        np.testing.assert_allclose(elmo.mean(0), expected["hub_default"][i], rtol=0, atol=GOAL)
 
 
 def test_the_savedmodel_form_reads_the_same_variables(tmp_path, expected):

@@ -14,7 +14,13 @@ import numpy as np
 import pytest
 from helpers_io import read_h5
 
-from contextvec.io.tf_checkpoint import CheckpointError, latest_checkpoint, read_index, read_tensors
+from contextvec.io.tf_checkpoint import (
+    CheckpointError,
+    latest_checkpoint,
+    masked_crc32c,
+    read_index,
+    read_tensors,
+)
 from contextvec.io.tf_elmo import dump_weights_name, hub_name
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "tfckpt"
@@ -77,17 +83,6 @@ def test_the_checkpoint_file_may_name_a_moved_absolute_path(tmp_path):
     assert latest_checkpoint(target) == target / "model.ckpt-3"  # the one index there
 
 
-def _crc32c(data: bytes) -> int:
-    """Bit by bit (the reader uses a table), to write a block the reader must accept."""
-    crc = 0xFFFFFFFF
-    for byte in data:
-        crc ^= byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 * (crc & 1))
-    crc ^= 0xFFFFFFFF
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
 def _break(tmp_path: Path, how: str) -> tuple[Path, str]:
     """A copy of the checkpoint broken in one way, and the file the error must name."""
     target = _copy(tmp_path)
@@ -104,7 +99,7 @@ def _break(tmp_path: Path, how: str) -> tuple[Path, str]:
         # the first data block starts at 0; its trailer follows the block the index block names
         size = _first_block_size(raw)
         raw[size] = 1  # snappy
-        raw[size + 1: size + 5] = _crc32c(bytes(raw[: size + 1])).to_bytes(4, "little")
+        raw[size + 1: size + 5] = masked_crc32c(bytes(raw[: size + 1])).to_bytes(4, "little")
         index.write_bytes(raw)
     elif how == "truncated data":
         data.write_bytes(data.read_bytes()[:1000])

@@ -211,7 +211,7 @@ def _block(table: bytes, handle: tuple[int, int]) -> bytes:
         raise ValueError(f"a block at byte {offset} runs past the end of the table")
     contents, kind = table[offset:offset + size], table[offset + size]
     stored = int.from_bytes(table[offset + size + 1:end], "little")
-    if _mask(_crc32c(table[offset:offset + size + 1])) != stored:
+    if masked_crc32c(table[offset:offset + size + 1]) != stored:
         raise ValueError(f"crc32c mismatch in the block at byte {offset}")
     if kind != 0:
         raise ValueError(f"the block at byte {offset} is compressed (type {kind}); only "
@@ -317,6 +317,8 @@ def _crc32c(data: bytes) -> int:
     return crc ^ 0xFFFFFFFF
 
 
-def _mask(crc: int) -> int:
-    """LevelDB's masked crc (a crc of data that holds crcs is not itself a plain crc)."""
+def masked_crc32c(data: bytes) -> int:
+    """The crc32c of ``data`` as a table block's trailer stores it: masked as LevelDB does (a crc
+    of data that holds crcs is not itself a plain crc)."""
+    crc = _crc32c(data)
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
