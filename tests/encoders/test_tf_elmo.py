@@ -158,3 +158,12 @@ def test_a_module_without_elmo_variables_is_named(tmp_path):
         shutil.copyfile(CHECKPOINT / f"model.ckpt-3.{suffix}", module / "variables" / f"variables.{suffix}")
     with pytest.raises(CheckpointError, match="no bilm/char_embed variable: not an ELMo module"):
         contextvec.load(module)
+
+
+def test_a_tf2_savedmodel_is_refused_in_one_line(capsys, tmp_path):
+    """TensorFlow 2 names a SavedModel's variables by object path, not by variable name."""
+    model = FIXTURES / "tf2-savedmodel"
+    assert main(["convert", str(tmp_path / "out"), "--to", "native", "--model", str(model)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "a TF2 SavedModel (object-based variable names); only TF1-format hub modules" in err

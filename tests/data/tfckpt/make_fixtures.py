@@ -13,10 +13,12 @@ It writes, from one tiny randomly initialised bilm-tf ``LanguageModel``:
   ``n_characters`` 261), ``vocab.txt``, the ``checkpoint`` file and ``model.ckpt-3.*`` saved by
   ``tf.train.Saver`` over all global variables, Adagrad slots and ``global_step`` included;
 - ``dump_weights.hdf5``: bilm-tf's ``dump_weights`` of that checkpoint;
-- ``hub/``: a TF-Hub module (``tfhub_module.pb``, ``saved_model.pb``, ``variables/``) built by
+- ``hub/``: a TF-Hub module (``tfhub_module.pb`` and ``variables/``; its ``saved_model.pb``,
+  which contextvec does not read, is removed for size) built by
   ``hub.create_module_spec`` around bilm-tf's inference graph (``BidirectionalLanguageModel``,
   variables under ``bilm/``) with a scalar mix under ``aggregation/``, signatures ``tokens``
   (tokens + sequence_len) and ``default`` (strings split on spaces);
+- ``tf2-savedmodel/``: a TF2 SavedModel (object-based variable names), which contextvec refuses;
 - ``expected.npz``: bilm-tf's ``lm_embeddings`` for ``SENTENCES`` (first batch of a fresh graph:
   zero LSTM state), and the hub module's ``word_emb``, ``lstm_outputs1``, ``lstm_outputs2`` and
   ``elmo`` for the same tokens; ``sentences.json``: the sentences.
@@ -31,6 +33,7 @@ import argparse
 import json
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -208,6 +211,26 @@ def make_hub(tf, options_file: Path, weight_file: Path, out: Path) -> dict[str, 
     return values
 
 
+TF2_SAVEDMODEL = """
+import sys
+import tensorflow as tf
+module = tf.Module()
+module.char_embed = tf.Variable(tf.zeros([262, 4]), name="bilm/char_embed")
+tf.saved_model.save(module, sys.argv[1])
+"""
+
+
+def make_tf2_savedmodel(out: Path) -> None:
+    """A TF2 SavedModel, which names variables by object path; in a process of its own (eager)."""
+    subprocess.run([sys.executable, "-c", TF2_SAVEDMODEL, str(out)], check=True)
+    for kept in ("assets", "fingerprint.pb"):
+        path = out / kept
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--bilm-tf", type=Path, required=True, help="a bilm-tf source checkout")
@@ -217,7 +240,8 @@ def main() -> None:
     tf = tf_v1()
     from bilm.training import dump_weights
 
-    for name in ("checkpoint", "hub", "dump_weights.hdf5", "expected.npz", "sentences.json"):
+    for name in ("checkpoint", "hub", "tf2-savedmodel", "dump_weights.hdf5", "expected.npz",
+                 "sentences.json"):
         target = args.out / name
         if target.is_dir():
             shutil.rmtree(target)
@@ -226,6 +250,7 @@ def main() -> None:
     work = args.out / "work"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
+    make_tf2_savedmodel(args.out / "tf2-savedmodel")
     make_checkpoint(tf, args.out / "checkpoint")
     with tf.Graph().as_default():
         dump_weights(str(args.out / "checkpoint"), str(args.out / "dump_weights.hdf5"))
