@@ -114,34 +114,17 @@ def _break(tmp_path: Path, how: str) -> tuple[Path, str]:
     return target, str(index)
 
 
+EMPTY_BLOCK = (0).to_bytes(4, "little") + (1).to_bytes(4, "little")  # no entries, one restart point
+
+
 def _first_block_size(raw: bytearray) -> int:
-    """The size of the table's first data block (at offset 0): the handle in the index block's
-    first entry (shared, unshared and value lengths, the key, then offset and size)."""
-    index_block = raw[_read_varint(raw[-48:], 2):]  # footer: metaindex offset, size, index offset
-    _, at = _varint_at(index_block, 0)
-    unshared, at = _varint_at(index_block, at)
-    _, at = _varint_at(index_block, at)
-    _, at = _varint_at(index_block, at + unshared)
-    return _varint_at(index_block, at)[0]
-
-
-def _varint_at(buf, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
-        shift += 7
-
-
-def _read_varint(buf, n: int) -> int:
-    """The ``n``-th varint (0-based) of ``buf``."""
-    pos = 0
-    for _ in range(n):
-        _, pos = _varint_at(buf, pos)
-    return _varint_at(buf, pos)[0]
+    """The size of the table's first data block (at offset 0), found by its trailer: the type
+    byte and the crc of the block and that byte, followed by the empty metaindex block."""
+    for size in range(len(raw) - 13):
+        stored = int.from_bytes(raw[size + 1: size + 5], "little")
+        if raw[size + 5: size + 13] == EMPTY_BLOCK and masked_crc32c(bytes(raw[: size + 1])) == stored:
+            return size
+    raise AssertionError("no data block trailer found")
 
 
 @pytest.mark.parametrize(("how", "message"), [
