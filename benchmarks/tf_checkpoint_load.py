@@ -26,7 +26,7 @@ import contextvec
 from contextvec.encoders.bilm import BiLMConfig, ElmoBiLM
 from contextvec.encoders.bilm.loader import save_bilm_tf
 from contextvec.io.bilm_tf import read_options_json, read_weights, write_options_json
-from contextvec.io.tf_checkpoint import masked_crc32c
+from contextvec.io.tf_checkpoint import CRC_CHECKED_BYTES, masked_crc32c
 from contextvec.io.tf_elmo import dump_weights_name
 
 PRESETS = {  # (filters, n_highway, projection_dim, lstm_dim)
@@ -68,11 +68,14 @@ def write_bundle(prefix: Path, arrays: dict[str, np.ndarray]) -> None:
         for name in sorted(arrays):
             raw = np.ascontiguousarray(arrays[name], dtype="<f4").tobytes()
             data.write(raw)
-            # BundleEntryProto: dtype 1 (float), shape 2 (dims: field 2 {size: field 1}), offset 4, size 5
+            # BundleEntryProto: dtype 1 (float), shape 2 (dims: field 2 {size: field 1}), offset 4,
+            # size 5, crc32c 6
             dims = (b"\x08" + varint(n) for n in arrays[name].shape)
             shape = b"".join(b"\x12" + varint(len(d)) + d for d in dims)
+            # the crc only where the reader checks it (in pure Python it is slow on large tensors)
+            crc = masked_crc32c(raw) if len(raw) <= CRC_CHECKED_BYTES else 0
             entry = (b"\x08\x01\x12" + varint(len(shape)) + shape + b"\x20" + varint(offset)
-                     + b"\x28" + varint(len(raw)))
+                     + b"\x28" + varint(len(raw)) + b"\x35" + crc.to_bytes(4, "little"))
             entries.append((name.encode(), entry))
             offset += len(raw)
     header = (b"", b"\x08\x01\x1a\x02\x08\x01")  # num_shards 1, version {producer 1}

@@ -101,6 +101,11 @@ def _break(tmp_path: Path, how: str) -> tuple[Path, str]:
         raw[size] = 1  # snappy
         raw[size + 1: size + 5] = masked_crc32c(bytes(raw[: size + 1])).to_bytes(4, "little")
         index.write_bytes(raw)
+    elif how == "flipped data byte":
+        flipped = bytearray(data.read_bytes())
+        flipped[5] ^= 0x01
+        data.write_bytes(flipped)
+        return target, str(data)
     elif how == "truncated data":
         data.write_bytes(data.read_bytes()[:1000])
         return target, str(data)
@@ -132,6 +137,7 @@ def _first_block_size(raw: bytearray) -> int:
     ("flipped index byte", "crc32c mismatch"),
     ("not an index", "no table magic number"),
     ("compressed block", "is compressed (type 1); only uncompressed tables are read"),
+    ("flipped data byte", "fails its crc32c (a corrupt data file)"),
     ("truncated data", "truncated: variable"),
     ("missing data", "checkpoint data file not found"),
     ("V1 checkpoint", "a TensorFlow V1 checkpoint"),

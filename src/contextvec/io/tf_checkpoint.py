@@ -10,10 +10,11 @@ variables the same way, under ``variables/variables``.
 What is read: uncompressed table blocks (TensorFlow writes bundle indexes uncompressed; a
 snappy-compressed block is refused in one line), the two protobuf messages by their field
 numbers (two small messages do not warrant generated protobuf code), whole (unpartitioned)
-numeric tensors of a little-endian bundle. Every index block's crc32c is checked; tensor data is
-checked by its size against its dtype and shape and against the shard's length (a pure-Python
-crc32c over hundreds of megabytes would cost more than the load itself). Any malformed or
-truncated file is a :class:`CheckpointError` naming the file.
+numeric tensors of a little-endian bundle. Every index block's crc32c is checked, and so is the
+data crc32c of every tensor up to :data:`CRC_CHECKED_BYTES`; every tensor's size is checked
+against its dtype and shape and against the shard's length (a pure-Python crc32c over hundreds of
+megabytes would cost more than the load itself). Any malformed or truncated file is a
+:class:`CheckpointError` naming the file.
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ CHECKPOINT_STATE = "checkpoint"
 _TABLE_MAGIC = 0xDB4775248B80FB57
 _FOOTER_LENGTH = 48
 _BLOCK_TRAILER = 5  # compression type byte + masked crc32c
+CRC_CHECKED_BYTES = 1 << 16
+"""Tensors up to this size have their data crc32c checked: the biases, the character embedding
+and the small filters. The large matrices are not, since crc32c in pure Python would take longer
+than the whole load; their size is checked."""
 # tensorflow/core/framework/types.proto: the numeric dtypes a bundle stores as raw bytes.
 _DTYPES = {
     1: np.dtype("<f4"), 2: np.dtype("<f8"), 3: np.dtype("<i4"), 4: np.dtype("u1"),
@@ -179,6 +184,8 @@ def _read_tensor(f, path: Path, length: int, name: str, entry: TensorEntry) -> n
     f.seek(entry.offset)
     if f.readinto(memoryview(array.reshape(-1)).cast("B")) != entry.size:
         raise CheckpointError(f"{path}: truncated while reading variable {name!r}")
+    if entry.size <= CRC_CHECKED_BYTES and masked_crc32c(array.tobytes()) != entry.crc32c:
+        raise CheckpointError(f"{path}: variable {name!r} fails its crc32c (a corrupt data file)")
     return array
 
 
