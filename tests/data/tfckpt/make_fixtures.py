@@ -18,6 +18,10 @@ It writes, from one tiny randomly initialised bilm-tf ``LanguageModel``:
   ``hub.create_module_spec`` around bilm-tf's inference graph (``BidirectionalLanguageModel``,
   variables under ``bilm/``) with a scalar mix under ``aggregation/``, signatures ``tokens``
   (tokens + sequence_len) and ``default`` (strings split on spaces);
+- ``variant/``: ``checkpoint/``, ``hub/`` (with the model's ``options.json``, which a module of
+  another model than the published one needs) and ``expected.npz`` of a second model taking
+  bilm-tf's other branches (``VARIANT``: tanh, no token projection, three layers, no clipping,
+  no skip connections);
 - ``tf2-savedmodel/``: a TF2 SavedModel (object-based variable names), which contextvec refuses;
 - ``expected.npz``: bilm-tf's ``lm_embeddings`` for ``SENTENCES`` (first batch of a fresh graph:
   zero LSTM state), and the hub module's ``word_emb``, ``lstm_outputs1``, ``lstm_outputs2`` and
@@ -61,7 +65,15 @@ OPTIONS = {
     "all_clip_norm_val": 10.0, "n_epochs": 1, "n_train_tokens": 1000, "batch_size": 2,
     "n_tokens_vocab": len(VOCAB), "unroll_steps": 4, "n_negative_samples_batch": 8,
 }
+VARIANT = {  # the other branches: tanh, no token projection, 3 layers, no clipping or skips
+    **OPTIONS,
+    "char_cnn": {**OPTIONS["char_cnn"], "activation": "tanh", "embedding": {"dim": 2},
+                 "filters": [[1, 2], [2, 2]], "n_highway": 1},
+    "lstm": {"cell_clip": None, "dim": 6, "n_layers": 3, "proj_clip": None, "projection_dim": 4,
+             "use_skip_connections": False},
+}
 STEP = 3
+MIX = [0.3, -0.2, 0.5, 0.1]  # the hub module's aggregation/weights (its first n_layers + 1)
 
 
 def tf_v1():
@@ -73,12 +85,12 @@ def tf_v1():
     return tf
 
 
-def make_checkpoint(tf, out: Path) -> None:
+def make_checkpoint(tf, out: Path, options: dict) -> None:
     """A LanguageModel as bilm-tf's train() builds it, one Adagrad step, saved by tf.train.Saver."""
     from bilm.training import LanguageModel
 
     out.mkdir(parents=True)
-    (out / "options.json").write_text(json.dumps(OPTIONS))
+    (out / "options.json").write_text(json.dumps(options))
     (out / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
     graph = tf.Graph()
     with graph.as_default():
@@ -87,7 +99,7 @@ def make_checkpoint(tf, out: Path) -> None:
                                       trainable=False)
         opt = tf.train.AdagradOptimizer(learning_rate=0.2, initial_accumulator_value=1.0)
         with tf.variable_scope("lm"):
-            model = LanguageModel(OPTIONS, True)
+            model = LanguageModel(options, True)
         train_op = opt.apply_gradients(opt.compute_gradients(model.total_loss), global_step=global_step)
         # bilm-tf initialises every variable randomly except the biases; give those values too, so
         # that a bias read from the wrong place cannot go unseen.
@@ -111,8 +123,8 @@ def make_checkpoint(tf, out: Path) -> None:
                                     f'all_model_checkpoint_paths: "model.ckpt-{STEP}"\n')
 
 
-def inference_options(work: Path) -> Path:
-    options = json.loads(json.dumps(OPTIONS))
+def inference_options(work: Path, options: dict) -> Path:
+    options = json.loads(json.dumps(options))
     options["char_cnn"]["n_characters"] = 262  # bilm-tf's README: 262 after training
     path = work / "options262.json"
     path.write_text(json.dumps(options))
@@ -158,17 +170,19 @@ def hub_module_fn(tf, hub, options_file: Path, weight_file: Path):
         eos_at = tf.one_hot(lengths + 1, tf.shape(padded)[1], dtype=tf.int32)[:, :, None]
         return padded + eos_at * boundary(257)[None, None]
 
+    n_out = json.loads(options_file.read_text())["lstm"]["n_layers"] + 1
+
     def outputs(bilm, ids, lengths, reuse):
         ops = bilm(ids)
-        lm = ops["lm_embeddings"]  # (batch, 3, time, 2 * projection_dim)
+        lm = ops["lm_embeddings"]  # (batch, n_out, time, 2 * projection_dim)
         with tf.variable_scope("aggregation", reuse=reuse):
-            w = tf.get_variable("weights", [3], initializer=tf.constant_initializer([0.3, -0.2, 0.5]))
+            w = tf.get_variable("weights", [n_out], initializer=tf.constant_initializer(MIX[:n_out]))
             gamma = tf.get_variable("scaling", [1], initializer=tf.constant_initializer(1.5))
         s = tf.nn.softmax(w)
-        elmo = gamma * tf.add_n([s[k] * lm[:, k] for k in range(3)])
+        elmo = gamma * tf.add_n([s[k] * lm[:, k] for k in range(n_out)])
         mask = tf.cast(tf.sequence_mask(lengths, tf.shape(lm)[2]), tf.float32)[:, :, None]
-        return {"word_emb": ops["token_embeddings"][:, 1:-1], "lstm_outputs1": lm[:, 1],
-                "lstm_outputs2": lm[:, 2], "elmo": elmo,
+        return {"word_emb": ops["token_embeddings"][:, 1:-1], "elmo": elmo,
+                **{f"lstm_outputs{k}": lm[:, k] for k in range(1, n_out)},
                 "default": tf.reduce_sum(elmo * mask, 1) / tf.reduce_sum(mask, 1)}
 
     def module_fn():
@@ -231,6 +245,26 @@ def make_tf2_savedmodel(out: Path) -> None:
             path.unlink()
 
 
+def make_set(tf, options: dict, out: Path, work: Path, keep_dump: bool) -> None:
+    """checkpoint/, hub/, expected.npz (and dump_weights.hdf5) for one model in ``out``."""
+    from bilm.training import dump_weights
+
+    out.mkdir(parents=True, exist_ok=True)
+    make_checkpoint(tf, out / "checkpoint", options)
+    dumped = (out if keep_dump else work) / "dump_weights.hdf5"
+    with tf.Graph().as_default():
+        dump_weights(str(out / "checkpoint"), str(dumped))
+    options262 = inference_options(work, options)
+    lm = run_bilm(tf, options262, dumped, out / "checkpoint" / "vocab.txt")
+    hub_values = make_hub(tf, options262, dumped, out / "hub")
+    # The module's graph (600 KB) is not read by contextvec, which reads variables/ only.
+    (out / "hub" / "saved_model.pb").unlink()
+    if options is not OPTIONS:  # the published model's graph options do not hold for it
+        shutil.copyfile(out / "checkpoint" / "options.json", out / "hub" / "options.json")
+    lengths = np.array([len(s) for s in SENTENCES])
+    np.savez_compressed(out / "expected.npz", lm_embeddings=lm, lengths=lengths, **hub_values)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--bilm-tf", type=Path, required=True, help="a bilm-tf source checkout")
@@ -238,9 +272,7 @@ def main() -> None:
     args = parser.parse_args()
     sys.path.insert(0, str(args.bilm_tf.resolve()))
     tf = tf_v1()
-    from bilm.training import dump_weights
-
-    for name in ("checkpoint", "hub", "tf2-savedmodel", "dump_weights.hdf5", "expected.npz",
+    for name in ("checkpoint", "hub", "variant", "tf2-savedmodel", "dump_weights.hdf5", "expected.npz",
                  "sentences.json"):
         target = args.out / name
         if target.is_dir():
@@ -251,19 +283,11 @@ def main() -> None:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     make_tf2_savedmodel(args.out / "tf2-savedmodel")
-    make_checkpoint(tf, args.out / "checkpoint")
-    with tf.Graph().as_default():
-        dump_weights(str(args.out / "checkpoint"), str(args.out / "dump_weights.hdf5"))
-    options262 = inference_options(work)
-    lm = run_bilm(tf, options262, args.out / "dump_weights.hdf5", args.out / "checkpoint" / "vocab.txt")
-    hub_values = make_hub(tf, options262, args.out / "dump_weights.hdf5", args.out / "hub")
-    lengths = np.array([len(s) for s in SENTENCES])
-    np.savez_compressed(args.out / "expected.npz", lm_embeddings=lm, lengths=lengths, **hub_values)
+    make_set(tf, OPTIONS, args.out, work, keep_dump=True)
+    make_set(tf, VARIANT, args.out / "variant", work, keep_dump=False)
     (args.out / "sentences.json").write_text(json.dumps(SENTENCES, ensure_ascii=False) + "\n",
                                              encoding="utf-8")
     shutil.rmtree(work)
-    # The module's graph (600 KB) is not read by contextvec, which reads variables/ only.
-    (args.out / "hub" / "saved_model.pb").unlink()
     print("wrote", sorted(p.name for p in args.out.iterdir()))
 
 
