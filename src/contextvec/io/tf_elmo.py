@@ -12,9 +12,10 @@ module names them as bilm-tf's ``weights.hdf5`` does, so that the rest is
 - a **TF-Hub module** (``variables/variables.index`` beside ``tfhub_module.pb`` or
   ``saved_model.pb``) holds bilm-tf's inference graph's ``bilm/...`` variables (renamed by
   :func:`hub_name`), ``char_embed`` with the padding row prepended, and the ``elmo`` output's
-  mix under ``aggregation/``. It carries no options: the dimensions come from the variables'
-  shapes and the rest from the published module's model (:data:`HUB_GRAPH_OPTIONS`), unless an
-  ``options.json`` lies beside it.
+  mix (the published modules' ``aggregation/``, or bilm-tf's ``weight_layers`` variables). It
+  carries no options: the dimensions come from the variables' shapes and the rest from the
+  published module's model (:data:`HUB_GRAPH_OPTIONS`), unless an ``options.json`` lies beside
+  it.
 """
 
 from __future__ import annotations
@@ -225,11 +226,19 @@ def _checked(bundle: Bundle, names: Mapping[str, str],
 
 
 def _mix(bundle: Bundle, prefix: str) -> HubMix | None:
-    names = [prefix + name for name in _MIX]
-    if not all(name in bundle.entries for name in names):
+    """The one mix of the module's variables: the published modules' ``aggregation/weights`` and
+    ``aggregation/scaling``, or bilm-tf's ``weight_layers`` pair ``NAME_ELMo_W`` and
+    ``NAME_ELMo_gamma``; None where there is none or more than one."""
+    pairs = [(prefix + _MIX[0], prefix + _MIX[1])] + [
+        (name, name[: -len("W")] + "gamma") for name in bundle.entries
+        if name.startswith(prefix) and name.endswith("_ELMo_W")
+    ]
+    found = [pair for pair in pairs if all(name in bundle.entries for name in pair)]
+    if len(found) != 1:
         return None
-    weights, gamma = (read_tensors(bundle, names)[name].astype(np.float64).reshape(-1) for name in names)
+    tensors = read_tensors(bundle, found[0])
+    weights, gamma = (tensors[name].astype(np.float64).reshape(-1) for name in found[0])
     if gamma.size != 1 or not np.isfinite(weights).all() or not np.isfinite(gamma).all():
-        raise CheckpointError(f"{bundle.prefix}: aggregation/scaling is not one finite number, or "
-                              "aggregation/weights not finite")
+        raise CheckpointError(f"{bundle.prefix}: the mix {found[0]} is not finite weights and one "
+                              "finite scale")
     return HubMix(tuple(float(w) for w in weights), float(gamma[0]))

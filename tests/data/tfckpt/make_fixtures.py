@@ -18,10 +18,10 @@ It writes, from one tiny randomly initialised bilm-tf ``LanguageModel``:
   ``hub.create_module_spec`` around bilm-tf's inference graph (``BidirectionalLanguageModel``,
   variables under ``bilm/``) with a scalar mix under ``aggregation/``, signatures ``tokens``
   (tokens + sequence_len) and ``default`` (strings split on spaces);
-- ``variant/``: ``checkpoint/``, ``hub/`` (with the model's ``options.json``, which a module of
-  another model than the published one needs) and ``expected.npz`` of a second model taking
+- ``variant/``: ``checkpoint/``, ``hub/`` and ``expected.npz`` of a second model taking
   bilm-tf's other branches (``VARIANT``: tanh, no token projection, three layers, no clipping,
-  no skip connections);
+  no skip connections); its module holds the model's ``options.json`` (a module of another model
+  than the published one needs it) and a mix made by bilm-tf's ``weight_layers``;
 - ``tf2-savedmodel/``: a TF2 SavedModel (object-based variable names), which contextvec refuses;
 - ``expected.npz``: bilm-tf's ``lm_embeddings`` for ``SENTENCES`` (first batch of a fresh graph:
   zero LSTM state), and the hub module's ``word_emb``, ``lstm_outputs1``, ``lstm_outputs2`` and
@@ -144,9 +144,10 @@ def run_bilm(tf, options_file: Path, weight_file: Path, vocab: Path) -> np.ndarr
             return sess.run(ops["lm_embeddings"], {ids: batcher.batch_sentences(SENTENCES)})
 
 
-def hub_module_fn(tf, hub, options_file: Path, weight_file: Path):
-    """A module_fn: bytes -> bilm-tf character ids in the graph, bilm-tf's LM, a scalar mix."""
-    from bilm import BidirectionalLanguageModel
+def hub_module_fn(tf, hub, options_file: Path, weight_file: Path, bilm_tf_mix: bool):
+    """A module_fn: bytes -> bilm-tf character ids in the graph, bilm-tf's LM, a scalar mix
+    (under the published modules' names, or bilm-tf's ``weight_layers``)."""
+    from bilm import BidirectionalLanguageModel, weight_layers
 
     def char_ids(tokens, lengths):
         # bilm-tf's ids: BOW, up to 48 UTF-8 bytes, EOW, in-word padding; all + 1, 0 = no token.
@@ -175,11 +176,15 @@ def hub_module_fn(tf, hub, options_file: Path, weight_file: Path):
     def outputs(bilm, ids, lengths, reuse):
         ops = bilm(ids)
         lm = ops["lm_embeddings"]  # (batch, n_out, time, 2 * projection_dim)
-        with tf.variable_scope("aggregation", reuse=reuse):
-            w = tf.get_variable("weights", [n_out], initializer=tf.constant_initializer(MIX[:n_out]))
-            gamma = tf.get_variable("scaling", [1], initializer=tf.constant_initializer(1.5))
-        s = tf.nn.softmax(w)
-        elmo = gamma * tf.add_n([s[k] * lm[:, k] for k in range(n_out)])
+        if bilm_tf_mix:  # bilm-tf's own weight_layers: variables elmo_output_ELMo_W and _gamma
+            with tf.variable_scope(tf.get_variable_scope(), reuse=reuse):
+                elmo = weight_layers("elmo_output", ops, l2_coef=0.0)["weighted_op"]
+        else:  # the published modules' names
+            with tf.variable_scope("aggregation", reuse=reuse):
+                w = tf.get_variable("weights", [n_out], initializer=tf.constant_initializer(MIX[:n_out]))
+                gamma = tf.get_variable("scaling", [1], initializer=tf.constant_initializer(1.5))
+            s = tf.nn.softmax(w)
+            elmo = gamma * tf.add_n([s[k] * lm[:, k] for k in range(n_out)])
         mask = tf.cast(tf.sequence_mask(lengths, tf.shape(lm)[2]), tf.float32)[:, :, None]
         return {"word_emb": ops["token_embeddings"][:, 1:-1], "elmo": elmo,
                 **{f"lstm_outputs{k}": lm[:, k] for k in range(1, n_out)},
@@ -202,16 +207,22 @@ def hub_module_fn(tf, hub, options_file: Path, weight_file: Path):
     return module_fn
 
 
-def make_hub(tf, options_file: Path, weight_file: Path, out: Path) -> dict[str, np.ndarray]:
+def make_hub(tf, options_file: Path, weight_file: Path, out: Path,
+             bilm_tf_mix: bool) -> dict[str, np.ndarray]:
     import tensorflow_hub as hub
 
-    spec = hub.create_module_spec(hub_module_fn(tf, hub, options_file, weight_file))
+    spec = hub.create_module_spec(hub_module_fn(tf, hub, options_file, weight_file, bilm_tf_mix))
     width = max(len(s) for s in SENTENCES)
     tokens = np.array([s + [""] * (width - len(s)) for s in SENTENCES], dtype=object)
     with tf.Graph().as_default():
         module = hub.Module(spec)
         with tf.Session() as sess:
             sess.run(tf.global_variables_initializer())
+            for v in tf.global_variables():  # weight_layers starts from zeros and one
+                if v.name.endswith("_ELMo_W:0"):
+                    sess.run(v.assign(MIX[: v.shape[0]]))
+                elif v.name.endswith("_ELMo_gamma:0"):
+                    sess.run(v.assign([1.5]))
             module.export(str(out), sess)
     with tf.Graph().as_default():  # the exported module, read back as a user would
         module = hub.Module(str(out))
@@ -256,7 +267,7 @@ def make_set(tf, options: dict, out: Path, work: Path, keep_dump: bool) -> None:
         dump_weights(str(out / "checkpoint"), str(dumped))
     options262 = inference_options(work, options)
     lm = run_bilm(tf, options262, dumped, out / "checkpoint" / "vocab.txt")
-    hub_values = make_hub(tf, options262, dumped, out / "hub")
+    hub_values = make_hub(tf, options262, dumped, out / "hub", bilm_tf_mix=options is not OPTIONS)
     # The module's graph (600 KB) is not read by contextvec, which reads variables/ only.
     (out / "hub" / "saved_model.pb").unlink()
     if options is not OPTIONS:  # the published model's graph options do not hold for it

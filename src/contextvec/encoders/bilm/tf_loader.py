@@ -51,6 +51,10 @@ def load_tf_bilm(directory: str | os.PathLike) -> ElmoBiLM:
 def read_hub_mix(directory: str | os.PathLike) -> HubMix | None:
     """The scalar mix of a TF-Hub ELMo module's ``elmo`` output, or None where it has none.
 
+    The published modules keep it as ``aggregation/weights`` and ``aggregation/scaling``; a
+    module built with bilm-tf's ``weight_layers`` as ``NAME_ELMo_W`` and ``NAME_ELMo_gamma``. A
+    module with more than one mix gives None.
+
     ``ScalarMix(3, initial_weights=mix.weights, initial_gamma=mix.gamma)`` over the encoder's
     layers gives the module's ``elmo`` output.
 
