@@ -81,6 +81,10 @@ def test_the_checkpoint_file_may_name_a_moved_absolute_path(tmp_path):
     assert latest_checkpoint(target) == target / "model.ckpt-3"
     (target / "checkpoint").unlink()
     assert latest_checkpoint(target) == target / "model.ckpt-3"  # the one index there
+    for suffix in ("index", "data-00000-of-00001"):  # TensorFlow escapes non-ASCII bytes in octal
+        (target / f"model.ckpt-3.{suffix}").rename(target / f"modèle.ckpt-3.{suffix}")
+    (target / "checkpoint").write_text('model_checkpoint_path: "mod\\303\\250le.ckpt-3"\n')
+    assert latest_checkpoint(target) == target / "modèle.ckpt-3"
 
 
 def _break(tmp_path: Path, how: str) -> tuple[Path, str]:

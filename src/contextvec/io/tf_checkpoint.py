@@ -19,6 +19,7 @@ megabytes would cost more than the load itself). Any malformed or truncated file
 
 from __future__ import annotations
 
+import codecs
 import functools
 import os
 import re
@@ -88,7 +89,10 @@ def latest_checkpoint(directory: str | os.PathLike) -> Path:
         found = re.search(r'^model_checkpoint_path:\s*"((?:[^"\\]|\\.)*)"', text, re.MULTILINE)
         if found is None:
             raise CheckpointError(f"{state}: no model_checkpoint_path line")
-        named = Path(found.group(1).encode("latin-1", "replace").decode("unicode_escape"))
+        try:  # a text-format string: C escapes (octal for non-ASCII bytes) of UTF-8 bytes
+            named = Path(codecs.escape_decode(found.group(1).encode("utf-8"))[0].decode("utf-8"))
+        except (ValueError, UnicodeDecodeError) as e:
+            raise CheckpointError(f"{state}: an unreadable model_checkpoint_path ({e})") from e
         for prefix in (directory / named, directory / named.name):
             if _index_path(prefix).is_file():
                 return prefix
