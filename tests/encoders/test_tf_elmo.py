@@ -88,6 +88,16 @@ def test_the_hub_module_outputs_and_its_mix(directory):
         np.testing.assert_allclose(elmo.mean(0), expected["hub_default"][i], rtol=0, atol=GOAL)
 
 
+def test_a_hub_module_takes_allennlps_options_json(tmp_path):
+    """allennlp's options.json has no "bidirectional"; a module's graph always is."""
+    module = tmp_path / "module"
+    shutil.copytree(VARIANT / "hub", module)
+    options = json.loads((module / "options.json").read_text())
+    del options["bidirectional"]
+    (module / "options.json").write_text(json.dumps(options))
+    _assert_layers(contextvec.load(module), _expected(VARIANT)["lm_embeddings"])
+
+
 def test_the_savedmodel_form_reads_the_same_variables(tmp_path, expected):
     """A TF1 SavedModel (no tfhub_module.pb) keeps its variables the same way."""
     saved = tmp_path / "saved"

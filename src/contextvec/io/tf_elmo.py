@@ -170,7 +170,8 @@ def read_hub_module(
     shapes = {hdf5: bundle.entries[name].shape for hdf5, name in names.items()}
     options_file = directory / bilm_tf.OPTIONS_NAME
     if options_file.is_file():
-        options = bilm_tf.read_options_json(options_file)
+        # bilm-tf's inference graph is always bidirectional; allennlp's options.json omits the key.
+        options = {"bidirectional": True, **bilm_tf.read_options_json(options_file)}
         _refuse_unsupported(options_file, options)
     else:
         options = infer_options(shapes, directory)
