@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import lzma
 import shutil
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from contextvec.cli.main import main
 from contextvec.encoders.bilm.tf_loader import read_hub_mix
 from contextvec.encoders.registry import FAMILIES
 from contextvec.io.tf_checkpoint import CheckpointError
+from contextvec.io.tf_graph import elmo_graph_options
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "tfckpt"
 CHECKPOINT, HUB, VARIANT = FIXTURES / "checkpoint", FIXTURES / "hub", FIXTURES / "variant"
@@ -98,12 +100,30 @@ def test_a_hub_module_takes_allennlps_options_json(tmp_path):
     _assert_layers(contextvec.load(module), _expected(VARIANT)["lm_embeddings"])
 
 
+def _module_with_graph(source: Path, target: Path) -> Path:
+    """A copy of a fixture module with its saved_model.pb unpacked and no options.json."""
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("options.json", "*.xz"))
+    (target / "saved_model.pb").write_bytes(lzma.decompress((source / "saved_model.pb.xz").read_bytes()))
+    return target
+
+
+@pytest.mark.parametrize(("source", "found"), [
+    (HUB, {"char_cnn": {"activation": "relu"},
+           "lstm": {"cell_clip": 3.0, "proj_clip": 3.0, "use_skip_connections": True}}),
+    (VARIANT / "hub", {"char_cnn": {"activation": "tanh"},
+                       "lstm": {"cell_clip": None, "proj_clip": None, "use_skip_connections": False}}),
+], ids=["hub", "variant-hub"])
+def test_a_modules_graph_gives_what_its_variables_do_not(tmp_path, source, found):
+    """Activation, clipping and skip connections are read from saved_model.pb's ops."""
+    module = _module_with_graph(source, tmp_path / "module")
+    assert elmo_graph_options(module / "saved_model.pb", "bilm/") == found
+    _assert_layers(contextvec.load(module), _expected(source.parent)["lm_embeddings"])
+
+
 def test_the_savedmodel_form_reads_the_same_variables(tmp_path, expected):
     """A TF1 SavedModel (no tfhub_module.pb) keeps its variables the same way."""
-    saved = tmp_path / "saved"
-    shutil.copytree(HUB, saved)
+    saved = _module_with_graph(HUB, tmp_path / "saved")
     (saved / "tfhub_module.pb").unlink()
-    (saved / "saved_model.pb").write_bytes(b"")  # its graph is not read
     _assert_layers(contextvec.load(saved), expected["lm_embeddings"])
 
 
@@ -191,3 +211,11 @@ def test_a_tf2_savedmodel_is_refused_in_one_line(capsys, tmp_path):
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "a TF2 SavedModel (object-based variable names); only TF1-format hub modules" in err
+
+
+def test_a_truncated_module_graph_is_named(tmp_path):
+    module = _module_with_graph(HUB, tmp_path / "module")
+    graph = module / "saved_model.pb"
+    graph.write_bytes(graph.read_bytes()[:1000])
+    with pytest.raises(CheckpointError, match=r"saved_model.pb: not a readable SavedModel graph"):
+        contextvec.load(module)

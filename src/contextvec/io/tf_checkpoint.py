@@ -137,7 +137,7 @@ def read_index(prefix: str | os.PathLike) -> Bundle:
     if header is None:
         raise CheckpointError(f"{path}: no bundle header (not a TensorFlow V2 checkpoint index)")
     num_shards, endianness = 1, 0
-    for field, _, value in _fields(header):
+    for field, _, value in message_fields(header):
         if field == 1:
             num_shards = int(value)
         elif field == 2:
@@ -266,8 +266,13 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def _fields(buf: bytes) -> Iterator[tuple[int, int, int | bytes]]:
-    """(field number, wire type, value) of a protobuf message, in order."""
+def message_fields(buf: bytes) -> Iterator[tuple[int, int, int | bytes]]:
+    """(field number, wire type, value) of a protobuf message, in order: an int for varint and
+    fixed fields, bytes for length-delimited ones (strings, messages, packed values).
+
+    Raises:
+        ValueError: a truncated or malformed message.
+    """
     pos = 0
     while pos < len(buf):
         key, pos = _varint(buf, pos)
@@ -291,15 +296,15 @@ def _entry(buf: bytes) -> TensorEntry:
     """A ``BundleEntryProto``: dtype 1, shape 2, shard_id 3, offset 4, size 5, crc32c 6, slices 7."""
     values: dict[int, int | bytes] = {}
     sliced = False
-    for field, _, value in _fields(buf):
+    for field, _, value in message_fields(buf):
         sliced = sliced or field == 7
         values[field] = value
     shape: list[int] = []
-    for field, _, dim in _fields(bytes(values.get(2, b""))):  # TensorShapeProto
+    for field, _, dim in message_fields(bytes(values.get(2, b""))):  # TensorShapeProto
         if field == 3 and dim:
             raise ValueError("a tensor of unknown rank")
         if field == 2:
-            size = next((int(v) for f, _, v in _fields(bytes(dim)) if f == 1), 0)
+            size = next((int(v) for f, _, v in message_fields(bytes(dim)) if f == 1), 0)
             shape.append(size - (1 << 64) if size >= 1 << 63 else size)
     if any(d < 0 for d in shape):
         raise ValueError(f"a tensor of unknown shape {shape}")

@@ -13,9 +13,10 @@ module names them as bilm-tf's ``weights.hdf5`` does, so that the rest is
   ``saved_model.pb``) holds bilm-tf's inference graph's ``bilm/...`` variables (renamed by
   :func:`hub_name`), ``char_embed`` with the padding row prepended, and the ``elmo`` output's
   mix (the published modules' ``aggregation/``, or bilm-tf's ``weight_layers`` variables). It
-  carries no options: the dimensions come from the variables' shapes and the rest from the
-  published module's model (:data:`HUB_GRAPH_OPTIONS`), unless an ``options.json`` lies beside
-  it.
+  carries no options: the dimensions come from the variables' shapes, the rest from the ops of
+  its ``saved_model.pb`` (:mod:`contextvec.io.tf_graph`) or, where those do not show it, the
+  published module's model (:data:`HUB_GRAPH_OPTIONS`); an ``options.json`` beside it overrides
+  both.
 """
 
 from __future__ import annotations
@@ -30,15 +31,17 @@ import numpy as np
 
 from contextvec.io import bilm_tf
 from contextvec.io.tf_checkpoint import Bundle, CheckpointError, latest_checkpoint, read_index, read_tensors
+from contextvec.io.tf_graph import elmo_graph_options
 
 HUB_VARIABLES = Path("variables") / "variables"
 HUB_GRAPH_FILES = ("tfhub_module.pb", "saved_model.pb")
-HUB_GRAPH_OPTIONS: dict[str, Any] = {
+HUB_GRAPH_OPTIONS: dict[str, Any] = {  # where the module's saved_model.pb does not say
     "char_cnn": {"activation": "relu", "max_characters_per_token": 50},
     "lstm": {"cell_clip": 3, "proj_clip": 3, "use_skip_connections": True},
 }
-"""What a hub module's graph fixes and its variables do not show: the values of the published
-module's model, 2x4096_512_2048cnn_2xhighway (allennlp's options.json of that model)."""
+"""What a hub module's graph fixes and its variables do not show, where the graph does not show
+it either: the values of the published module's model, 2x4096_512_2048cnn_2xhighway
+(allennlp's options.json of that model)."""
 _MIX = ("aggregation/weights", "aggregation/scaling")
 _TOKEN_LAYER = r"char_embed|CNN/[Wb]_cnn_\d+|CNN_high_\d+/[Wb]_(carry|transform)|CNN_proj/[Wb]_proj"
 _LAYER_KERNEL = r"RNN_0/RNN/MultiRNNCell/Cell\d+/LSTMCell/W_0"
@@ -174,7 +177,9 @@ def read_hub_module(
         options = {"bidirectional": True, **bilm_tf.read_options_json(options_file)}
         _refuse_unsupported(options_file, options)
     else:
-        options = infer_options(shapes, directory)
+        graph = directory / "saved_model.pb"
+        found = elmo_graph_options(graph, prefix) if graph.is_file() else None
+        options = infer_options(shapes, directory, found)
     expected = dict(bilm_tf.expected_datasets(options))
     expected["char_embed"] = (expected["char_embed"][0] + 1, *expected["char_embed"][1:])
     arrays = _checked(bundle, names, expected)
@@ -182,8 +187,10 @@ def read_hub_module(
     return options, arrays, _mix(bundle, prefix[: -len("bilm/")])
 
 
-def infer_options(shapes: Mapping[str, tuple[int, ...]], where: Path) -> dict[str, Any]:
-    """bilm-tf options of the variables' shapes (by HDF5 name), with :data:`HUB_GRAPH_OPTIONS`."""
+def infer_options(shapes: Mapping[str, tuple[int, ...]], where: Path,
+                  graph: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """bilm-tf options of the variables' shapes (by HDF5 name), with what the module's ``graph``
+    shows (:func:`contextvec.io.tf_graph.elmo_graph_options`) or else :data:`HUB_GRAPH_OPTIONS`."""
     try:
         filters = []
         while f"CNN/W_cnn_{len(filters)}" in shapes:
@@ -195,10 +202,11 @@ def infer_options(shapes: Mapping[str, tuple[int, ...]], where: Path) -> dict[st
         n_rows, char_dim = shapes["char_embed"]
     except (KeyError, ValueError) as e:
         raise CheckpointError(f"{where}: the module lacks a variable of ELMo's biLM ({e})") from e
-    cnn = {**HUB_GRAPH_OPTIONS["char_cnn"], "filters": filters, "n_highway": n_highway,
-           "embedding": {"dim": char_dim}, "n_characters": n_rows}
-    lstm = {**HUB_GRAPH_OPTIONS["lstm"], "dim": lstm_dim, "projection_dim": projection_dim,
-            "n_layers": n_layers}
+    graph = graph or {}
+    cnn = {**HUB_GRAPH_OPTIONS["char_cnn"], **graph.get("char_cnn", {}), "filters": filters,
+           "n_highway": n_highway, "embedding": {"dim": char_dim}, "n_characters": n_rows}
+    lstm = {**HUB_GRAPH_OPTIONS["lstm"], **graph.get("lstm", {}), "dim": lstm_dim,
+            "projection_dim": projection_dim, "n_layers": n_layers}
     return {"bidirectional": True, "char_cnn": cnn, "lstm": lstm}
 
 

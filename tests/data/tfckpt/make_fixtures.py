@@ -13,8 +13,8 @@ It writes, from one tiny randomly initialised bilm-tf ``LanguageModel``:
   ``n_characters`` 261), ``vocab.txt``, the ``checkpoint`` file and ``model.ckpt-3.*`` saved by
   ``tf.train.Saver`` over all global variables, Adagrad slots and ``global_step`` included;
 - ``dump_weights.hdf5``: bilm-tf's ``dump_weights`` of that checkpoint;
-- ``hub/``: a TF-Hub module (``tfhub_module.pb`` and ``variables/``; its ``saved_model.pb``,
-  which contextvec does not read, is removed for size) built by
+- ``hub/``: a TF-Hub module (``tfhub_module.pb``, ``variables/`` and its ``saved_model.pb`` as
+  ``saved_model.pb.xz``, for size) built by
   ``hub.create_module_spec`` around bilm-tf's inference graph (``BidirectionalLanguageModel``,
   variables under ``bilm/``) with a scalar mix under ``aggregation/``, signatures ``tokens``
   (tokens + sequence_len) and ``default`` (strings split on spaces);
@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import lzma
 import re
 import shutil
 import subprocess
@@ -268,8 +269,11 @@ def make_set(tf, options: dict, out: Path, work: Path, keep_dump: bool) -> None:
     options262 = inference_options(work, options)
     lm = run_bilm(tf, options262, dumped, out / "checkpoint" / "vocab.txt")
     hub_values = make_hub(tf, options262, dumped, out / "hub", bilm_tf_mix=options is not OPTIONS)
-    # The module's graph (600 KB) is not read by contextvec, which reads variables/ only.
-    (out / "hub" / "saved_model.pb").unlink()
+    # The module's graph (600 KB) is kept compressed; tests unpack it into a copy of the module.
+    graph = out / "hub" / "saved_model.pb"
+    packed = lzma.compress(graph.read_bytes(), preset=9 | lzma.PRESET_EXTREME)
+    graph.with_suffix(".pb.xz").write_bytes(packed)
+    graph.unlink()
     if options is not OPTIONS:  # the published model's graph options do not hold for it
         shutil.copyfile(out / "checkpoint" / "options.json", out / "hub" / "options.json")
     lengths = np.array([len(s) for s in SENTENCES])
