@@ -85,6 +85,13 @@ def test_the_checkpoint_file_may_name_a_moved_absolute_path(tmp_path):
         (target / f"model.ckpt-3.{suffix}").rename(target / f"modèle.ckpt-3.{suffix}")
     (target / "checkpoint").write_text('model_checkpoint_path: "mod\\303\\250le.ckpt-3"\n')
     assert latest_checkpoint(target) == target / "modèle.ckpt-3"
+    (target / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-9"\n')
+    with pytest.raises(CheckpointError, match=r"checkpoint: names model.ckpt-9, but .*model.ckpt-9.index"):
+        latest_checkpoint(target)
+    (target / "checkpoint").unlink()
+    shutil.copyfile(target / "modèle.ckpt-3.index", target / "model.ckpt-4.index")
+    with pytest.raises(CheckpointError, match="no checkpoint file to say which of 2 checkpoint indexes"):
+        latest_checkpoint(target)
 
 
 def _break(tmp_path: Path, how: str) -> tuple[Path, str]:
