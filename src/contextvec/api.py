@@ -84,6 +84,9 @@ def load(
         model: None for the bundled default model ([`DEFAULT_MODEL`][contextvec.api.DEFAULT_MODEL]),
             the name of a bundled model, or a directory holding one of:
             bilm-tf files (``options.json`` + ``weights.hdf5``);
+            a bilm-tf training checkpoint (``options.json`` + ``checkpoint`` +
+            ``model.ckpt-N.index``/``.data-*``) or a TF-Hub ELMo module (``variables/`` beside
+            ``tfhub_module.pb`` or ``saved_model.pb``), read without TensorFlow;
             a contextvec model (``config.json`` + ``model.safetensors``);
             a Hugging Face BERT model (``config.json`` of model_type "bert" +
             ``model.safetensors`` or ``pytorch_model.bin``, with ``tokenizer.json`` or

@@ -77,7 +77,7 @@ def test_bilm_tf_format_needs_only_the_options_it_reads(tiny_dir):
 
 def test_families_in_order():
     assert [f.name for f in FAMILIES] == [
-        "bilm-tf", "hf-bert", "cove", "elmo-bilm", "elmoformanylangs", "elmoformanylangs-bilm"]
+        "bilm-tf", "tf-elmo", "hf-bert", "cove", "elmo-bilm", "elmoformanylangs", "elmoformanylangs-bilm"]
 
 
 def test_each_family_recognises_its_own(tiny_dir, own_tiny_dir, tmp_path):

@@ -39,9 +39,9 @@ def test_hf_bert_and_cove_to_bilm_tf_are_refused_in_words(tmp_path, capsys):
                             (cove, "a CoVe model", "bilm-tf")):
         assert _convert(tmp_path / f"out-{to}", "--to", to, "--model", model) == 2
         assert _one_error_line(capsys) == (
-            f"contextvec: error: {model} is {kind}, which has no {to} form: ELMo (bilm-tf files or native) "
-            "converts to native or bilm-tf, CoVe and ELMoForManyLangs to native; HF BERT directories load "
-            "as they are, with nothing to convert\n")
+            f"contextvec: error: {model} is {kind}, which has no {to} form: ELMo (bilm-tf files or "
+            "checkpoint, TF-Hub module, or native) converts to native or bilm-tf, CoVe and ELMoForManyLangs "
+            "to native; HF BERT directories load as they are, with nothing to convert\n")
         assert not (tmp_path / f"out-{to}").exists()
 
 

@@ -9,8 +9,9 @@ from pathlib import Path
 from contextvec.cli.common import add_model_arguments, add_overwrite_argument, check_output, load_model
 
 HELP = "convert a model between bilm-tf (options.json + weights.hdf5) and native safetensors"
-SUPPORTED = ("ELMo (bilm-tf files or native) converts to native or bilm-tf, CoVe and ELMoForManyLangs "
-             "to native; HF BERT directories load as they are, with nothing to convert")
+SUPPORTED = ("ELMo (bilm-tf files or checkpoint, TF-Hub module, or native) converts to native or "
+             "bilm-tf, CoVe and ELMoForManyLangs to native; HF BERT directories load as they are, with "
+             "nothing to convert")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -32,6 +33,7 @@ def refuse_other_kinds(model: str | None, to: str) -> None:
     no ``to`` form; before anything is loaded or written."""
     from contextvec.api import bundled_models
     from contextvec.encoders.bilm.loader import BILM_TF, NATIVE_ELMO
+    from contextvec.encoders.bilm.tf_loader import TF_ELMO
     from contextvec.encoders.cove.loader import COVE
     from contextvec.encoders.manylangs.loader import MANYLANGS, MANYLANGS_NATIVE, no_bilm_tf_form
     from contextvec.encoders.registry import family_of
@@ -40,8 +42,8 @@ def refuse_other_kinds(model: str | None, to: str) -> None:
         return
     path = Path(model) if Path(model).exists() else bundled_models().get(model, Path(model))
     family = family_of(path) if path.is_dir() else None  # not a model: contextvec.load says so
-    converts = ((BILM_TF, NATIVE_ELMO, COVE, MANYLANGS, MANYLANGS_NATIVE) if to == "native"
-                else (BILM_TF, NATIVE_ELMO))
+    elmo = (BILM_TF, TF_ELMO, NATIVE_ELMO)
+    converts = (*elmo, COVE, MANYLANGS, MANYLANGS_NATIVE) if to == "native" else elmo
     if family in (MANYLANGS, MANYLANGS_NATIVE) and to == "bilm-tf":
         raise ValueError(f"{model}: {no_bilm_tf_form(path, family)}")
     if family is not None and family not in converts:
