@@ -150,8 +150,31 @@ def test_out_of_range_options_are_refused_and_leave_nothing(tmp_path, src, own_t
 def test_python_api_checks_the_same_ranges(tmp_path, src, own_tiny_dir):
     encoder = contextvec.load(own_tiny_dir)
     with pytest.raises(ValueError, match="chunk_lines must be an integer >= 1"):
-        bulk.embed_file(encoder, src, tmp_path / "out.h5", chunk_lines=0)
+        bulk.embed_to_hdf5(encoder, src, tmp_path / "out.h5", bulk.BulkSettings(chunk_lines=0))
     assert not (tmp_path / "out.h5.parts").exists()
+
+
+def test_bulk_settings_check_every_mode_once_and_record_plain_values():
+    from contextvec.distributed import RaySettings
+    from contextvec.encoders.outputs import Layers, Pooling
+    from contextvec.io.text_lines import EmptyLines
+
+    for options, message in (({"layers": "last"}, "layers must be one of all, top, average, not 'last'"),
+                             ({"pool": "sum"}, "pool must be one of mean, max, first or None"),
+                             ({"empty_lines": "drop"}, "empty_lines must be one of error, keep"),
+                             ({"invalid_utf8": "ignore"}, "invalid_utf8 must be one of error, replace"),
+                             ({"batch_size": True}, "batch_size must be an integer >= 1"),
+                             ({"max_tokens": 0}, "max_tokens must be an integer >= 1")):
+        with pytest.raises(ValueError, match=message):
+            bulk.BulkSettings(**options)
+    settings = bulk.BulkSettings(layers="top", pool="max", empty_lines="keep")
+    assert (settings.layers, settings.pool) == (Layers.TOP, Pooling.MAX)
+    assert settings.empty_lines is EmptyLines.KEEP
+    assert settings == bulk.BulkSettings(layers=Layers.TOP, pool=Pooling.MAX, empty_lines=EmptyLines.KEEP)
+    record = settings.record()  # what a resume compares: the spellings, as earlier runs wrote them
+    assert record["layers"] == "top" and type(record["layers"]) is str and record["pool"] == "max"
+    with pytest.raises(ValueError, match="workers must be an integer >= 1, not 0"):
+        RaySettings(workers=0)
 
 
 @pytest.mark.parametrize("device, message", [("cuda", "no usable CUDA"), ("gpu", "unknown device")])

@@ -137,21 +137,16 @@ def check_output(
     (:func:`release_outputs`): a second run on it is refused at once, naming this process.
     Raises ``OSError``/``ValueError``/``RuntimeError`` subclasses with a one-line message.
     """
-    from contextvec.io.atomic import output_lock, output_target
+    from contextvec.io.atomic import output_lock, output_target, refuse_to_replace
 
-    path = Path(output)
     target = output_target(output, directory=directory)
     if directory:  # made with its parents by the run; the lock lies beside it
         target.parent.mkdir(parents=True, exist_ok=True)
     if int(os.environ.get("RANK", "0")) == 0:  # under torchrun, rank 0 holds it for the launch
         _HELD.enter_context(output_lock(target))
-    for given in inputs:
-        if given is not None and Path(given).exists() and target.exists() \
-                and os.path.samefile(target, given):
-            raise ValueError(f"the output {path} is the input {given}: refusing to destroy it")
-    if target.exists() and not (overwrite or resume) and not (directory and not any(target.iterdir())):
-        raise FileExistsError(f"{path} exists; pass --overwrite to replace it"
-                              + (" or --resume to continue it" if directory and resume is not None else ""))
+    refuse_to_replace(target, Path(output), inputs=inputs,
+                      in_use=target.exists() and not (directory and not any(target.iterdir())),
+                      replace=bool(overwrite or resume), suggest_resume=directory and resume is not None)
     return target
 
 

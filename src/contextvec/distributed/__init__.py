@@ -1,5 +1,6 @@
 """Embedding a corpus across machines on Ray: resumable, fault tolerant, byte-identical to the
-local engine (:func:`contextvec.bulk.embed_file`).
+local engine (:func:`contextvec.bulk.embed_to_hdf5`), with the same settings
+(:class:`contextvec.bulk.BulkSettings`) plus the cluster's own (:class:`RaySettings`).
 
 Ray is an optional extra (``pip install -e ".[ray]"``) and is imported only when a run starts.
 Modules: ``spec`` (the model as workers load it), ``inputs`` (several files as one corpus, cut
@@ -8,6 +9,6 @@ into blocks), ``worker`` (the actor's work), ``schedule`` (dealing blocks, retry
 """
 
 from contextvec.distributed.engine import RayNotInstalled, RunSummary, embed_ray, require_ray
-from contextvec.distributed.spec import ModelSpec
+from contextvec.distributed.spec import ModelSpec, RaySettings
 
-__all__ = ["ModelSpec", "RayNotInstalled", "RunSummary", "embed_ray", "require_ray"]
+__all__ = ["ModelSpec", "RayNotInstalled", "RaySettings", "RunSummary", "embed_ray", "require_ray"]
