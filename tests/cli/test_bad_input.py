@@ -154,7 +154,7 @@ def test_python_api_checks_the_same_ranges(tmp_path, src, own_tiny_dir):
     assert not (tmp_path / "out.h5.parts").exists()
 
 
-def test_bulk_settings_check_every_mode_once_and_record_plain_values():
+def test_bulk_settings_check_every_mode_once_and_record_plain_values(tmp_path):
     from contextvec.distributed import RaySettings
     from contextvec.encoders.outputs import Layers, Pooling
     from contextvec.io.text_lines import EmptyLines
@@ -175,6 +175,9 @@ def test_bulk_settings_check_every_mode_once_and_record_plain_values():
     assert record["layers"] == "top" and type(record["layers"]) is str and record["pool"] == "max"
     with pytest.raises(ValueError, match="workers must be an integer >= 1, not 0"):
         RaySettings(workers=0)
+    (tmp_path / "in.txt").write_text("a b\n\n", encoding="utf-8")  # it used to be kept
+    with pytest.raises(ValueError, match="empty_lines must be one of error, keep, not 'drop'"):
+        contextvec.embed_file(tmp_path / "in.txt", empty_lines="drop")
 
 
 @pytest.mark.parametrize("device, message", [("cuda", "no usable CUDA"), ("gpu", "unknown device")])
