@@ -28,6 +28,7 @@ import h5py
 import numpy as np
 from tqdm import tqdm
 
+from contextvec.api import ModelSpec
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.fingerprint import model_identity
 from contextvec.encoders.outputs import Layers, Pooling, as_layers, as_pooling, view_layers
@@ -166,13 +167,15 @@ def check_finished(output: Path, parts: ShardDir) -> None:
 
 
 def embed_to_hdf5(
-    encoder: Encoder,
+    model: Encoder | ModelSpec,
     input_path: str | os.PathLike,
     output_path: str | os.PathLike,
     settings: BulkSettings | None = None,
 ) -> Path:
     """Embed every line of ``input_path`` (plain or ``.gz``) into ``output_path``; returns it.
 
+    ``model`` is a loaded encoder, or a [`ModelSpec`][contextvec.api.ModelSpec] loaded once the
+    output and the input have passed their checks (so that a refused run does not wait for it).
     ``settings`` (default: [`BulkSettings`][contextvec.bulk.BulkSettings]'s defaults) say which
     vectors and how bad lines are treated: empty lines and invalid UTF-8 are checked on a first
     streaming pass, before any compute. An existing output is refused unless ``overwrite``
@@ -192,6 +195,7 @@ def embed_to_hdf5(
         check_scan(scan, settings.empty_lines, settings.invalid_utf8)
         if scan.n_lines == 0:
             raise ValueError(f"{input_path} is empty: there is nothing to embed")
+        encoder = model.load() if isinstance(model, ModelSpec) else model
         run = settings.record()
         parts = ShardDir(output_path.with_name(output_path.name + ".parts"), {
             "input_sha256": scan.sha256, "n_lines": scan.n_lines, "model": model_identity(encoder), **run,

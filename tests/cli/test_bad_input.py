@@ -155,8 +155,9 @@ def test_python_api_checks_the_same_ranges(tmp_path, src, own_tiny_dir):
 
 
 def test_bulk_settings_check_every_mode_once_and_record_plain_values(tmp_path):
-    from contextvec.distributed import RaySettings
+    from contextvec.distributed import ModelSpec, RaySettings
     from contextvec.encoders.outputs import Layers, Pooling
+    from contextvec.encoders.precision import Precision
     from contextvec.io.text_lines import EmptyLines
 
     for options, message in (({"layers": "last"}, "layers must be one of all, top, average, not 'last'"),
@@ -175,6 +176,9 @@ def test_bulk_settings_check_every_mode_once_and_record_plain_values(tmp_path):
     assert record["layers"] == "top" and type(record["layers"]) is str and record["pool"] == "max"
     with pytest.raises(ValueError, match="workers must be an integer >= 1, not 0"):
         RaySettings(workers=0)
+    with pytest.raises(ValueError, match="precision must be one of fp32, bf16, int8, not 'fp16'"):
+        ModelSpec(precision="fp16")
+    assert ModelSpec(precision="int8").precision is Precision.INT8
     (tmp_path / "in.txt").write_text("a b\n\n", encoding="utf-8")  # it used to be kept
     with pytest.raises(ValueError, match="empty_lines must be one of error, keep, not 'drop'"):
         contextvec.embed_file(tmp_path / "in.txt", empty_lines="drop")

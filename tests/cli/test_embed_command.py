@@ -285,3 +285,25 @@ def test_demo_counts_the_training_of_fine_tuning_bases(tmp_path, monkeypatch, ca
     assert main(["demo"]) == 0
     assert "biLM trained 1,005 steps on 2,050 tokens of English books and Wikipedia (1.5 h on CPU)" \
         in capsys.readouterr().out
+
+
+def test_a_model_spec_is_loaded_only_after_the_output_and_input_pass(tmp_path, tiny_dir):
+    from contextvec.api import ModelNotFoundError, ModelSpec
+    from contextvec.io.text_lines import InputError
+
+    src = _write(tmp_path / "in.txt", ["the bank was robbed .", "we sat on the bank"])
+    settings = BulkSettings(layers="top", progress=False)
+    loaded = embed_to_hdf5(contextvec.load(tiny_dir), src, tmp_path / "loaded.h5", settings)
+    named = embed_to_hdf5(ModelSpec(str(tiny_dir), threads=None), src, tmp_path / "named.h5", settings)
+    want, got = _read(loaded), _read(named)
+    assert sorted(got) == sorted(want)
+    assert all(got[key].tobytes() == want[key].tobytes() for key in want if key != "sentence_to_index")
+
+    missing = ModelSpec(str(tmp_path / "no-model"), threads=None)
+    with pytest.raises(FileExistsError, match="exists; pass --overwrite"):  # not ModelNotFoundError
+        embed_to_hdf5(missing, src, loaded, settings)
+    with pytest.raises(InputError, match="empty"):
+        embed_to_hdf5(missing, _write(tmp_path / "gap.txt", ["a", ""]), tmp_path / "gap.h5", settings)
+    with pytest.raises(ModelNotFoundError):
+        embed_to_hdf5(missing, src, tmp_path / "new.h5", settings)
+    assert not (tmp_path / "new.h5").exists() and not (tmp_path / "gap.h5").exists()

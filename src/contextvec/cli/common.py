@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the heavy imports wait until a command runs (fast --help)
+    from contextvec.api import ModelSpec
     from contextvec.encoders.base import Encoder
 
 
@@ -36,19 +37,18 @@ def add_model_arguments(parser: argparse.ArgumentParser, precision: bool = True)
                                  "with native bf16 only) or int8; see docs/precision.md")
 
 
+def model_spec(args: argparse.Namespace) -> ModelSpec:
+    """What :func:`add_model_arguments`' options ask to load (checked: a ``ValueError`` for both
+    ``--model`` and bilm-tf files)."""
+    from contextvec.api import ModelSpec
+
+    return ModelSpec(args.model, args.options_file, args.weight_file, args.device, args.threads,
+                     getattr(args, "precision", "fp32"))
+
+
 def load_model(args: argparse.Namespace) -> Encoder:
-    import torch
-
-    import contextvec
-
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    if args.model and (args.options_file or args.weight_file):
-        raise ValueError("give either --model or --options-file/--weight-file, not both")
-    return contextvec.load(
-        args.model, options_file=args.options_file, weight_file=args.weight_file,
-        device=args.device, precision=getattr(args, "precision", "fp32"),
-    )
+    """The encoder :func:`model_spec` names, loaded with ``--threads`` torch threads (if given)."""
+    return model_spec(args).load()
 
 
 # -- argparse types: every numeric option is range-checked at parse time (exit code 2) ---------

@@ -15,7 +15,7 @@ from contextvec.cli.common import (
     add_model_arguments,
     add_overwrite_argument,
     check_output,
-    load_model,
+    model_spec,
     positive_int,
 )
 from contextvec.encoders.outputs import POOL_MODES
@@ -99,9 +99,8 @@ def run(args: argparse.Namespace) -> None:
     # before the model loads; held until the command ends
     output = check_output(args.output_file, inputs=[i for i in args.input_file if i != "-"],
                           overwrite=args.overwrite, resume=args.resume)
-    encoder = load_model(args)
     with _spooled(args.input_file) as sources:
-        path = embed_to_hdf5(encoder, sources[0], output, settings)
+        path = embed_to_hdf5(model_spec(args), sources[0], output, settings)
     print(f"wrote {path}")
 
 
@@ -130,15 +129,14 @@ def _spooled(inputs: list[str]) -> Iterator[list[str | Path]]:
 
 def _run_ray(args: argparse.Namespace, settings: BulkSettings) -> None:
     """``--engine ray``: Ray is imported only now, and its absence is one line (exit 2)."""
-    from contextvec.distributed import ModelSpec, RaySettings, embed_ray, require_ray
+    from contextvec.distributed import RaySettings, embed_ray, require_ray
 
     require_ray()
     if not args.merge and Path(args.output_file).suffix in (".h5", ".hdf5") \
             and not Path(args.output_file).is_dir():
         raise ValueError(f"--engine ray writes a folder of shards: name a folder, not "
                          f"{args.output_file}, or pass --merge for one HDF5 file")
-    spec = ModelSpec(args.model, args.options_file, args.weight_file, args.device, args.threads or 1,
-                     args.precision)
+    spec = model_spec(args)
     cluster = RaySettings(workers=args.workers, address=args.ray_address, merge=args.merge)
     with _spooled(args.input_file) as sources:
         summary = embed_ray(sources, args.output_file, spec, settings, cluster)

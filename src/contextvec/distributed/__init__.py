@@ -8,7 +8,8 @@ into blocks), ``worker`` (the actor's work), ``schedule`` (dealing blocks, retry
 ``outputs`` (shard folder or merged file), ``engine`` (:func:`embed_ray`).
 """
 
+from contextvec.api import ModelSpec
 from contextvec.distributed.engine import RayNotInstalled, RunSummary, embed_ray, require_ray
-from contextvec.distributed.spec import ModelSpec, RaySettings
+from contextvec.distributed.spec import RaySettings
 
 __all__ = ["ModelSpec", "RayNotInstalled", "RaySettings", "RunSummary", "embed_ray", "require_ray"]

@@ -19,6 +19,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from contextvec.api import ModelSpec
 from contextvec.bulk import BulkSettings, merge_shards
 from contextvec.distributed.address import check_ray_address
 from contextvec.distributed.inputs import Corpus
@@ -30,7 +31,7 @@ from contextvec.distributed.outputs import (
     prepare_ray_output,
 )
 from contextvec.distributed.schedule import MAX_ATTEMPTS, run_blocks
-from contextvec.distributed.spec import ModelSpec, RaySettings
+from contextvec.distributed.spec import RaySettings
 from contextvec.distributed.worker import BlockDone, EmbedWorker
 from contextvec.extras import MissingExtra, needs
 from contextvec.io.atomic import output_lock

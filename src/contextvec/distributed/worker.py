@@ -12,9 +12,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from contextvec.api import ModelSpec
 from contextvec.bulk import BulkSettings, embed_chunk, write_shard
 from contextvec.distributed.inputs import Lines
-from contextvec.distributed.spec import ModelSpec
 from contextvec.encoders.fingerprint import model_identity
 
 FAULT_ENV = "CONTEXTVEC_RAY_TEST_FAULT"
