@@ -12,6 +12,7 @@ CLI, the Python API and the server give the same numbers.
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import TypeVar
 
 import numpy as np
 
@@ -36,6 +37,8 @@ class Pooling(StrEnum):
     """The first token's vector."""
 
 
+Choice = TypeVar("Choice", bound=StrEnum)
+
 LAYER_MODES = tuple(mode.value for mode in Layers)
 """The spellings of :class:`Layers`: ``all``, ``top``, ``average``."""
 
@@ -43,23 +46,25 @@ POOL_MODES = tuple(mode.value for mode in Pooling)
 """The spellings of :class:`Pooling`: ``mean``, ``max``, ``first``."""
 
 
+def checked_choice(kind: type[Choice], value: object, name: str, none_too: bool = False) -> Choice:
+    """``value`` (a member of the string enum ``kind`` or its spelling) as that member; any
+    other is a ``ValueError`` naming ``name`` and the choices (and None, if ``none_too``)."""
+    try:
+        return kind(value)
+    except ValueError:
+        choices = ", ".join(member.value for member in kind) + (" or None" if none_too else "")
+        raise ValueError(f"{name} must be one of {choices}, not {value!r}") from None
+
+
 def as_layers(value: Layers | str) -> Layers:
     """``value`` as a :class:`Layers`; a ``ValueError`` naming the choices for any other."""
-    try:
-        return Layers(value)
-    except ValueError:
-        raise ValueError(f"layers must be one of {', '.join(LAYER_MODES)}, not {value!r}") from None
+    return checked_choice(Layers, value, "layers")
 
 
 def as_pooling(value: Pooling | str | None) -> Pooling | None:
     """``value`` as a :class:`Pooling` (None stays None: token vectors); a ``ValueError``
     naming the choices for any other."""
-    if value is None:
-        return None
-    try:
-        return Pooling(value)
-    except ValueError:
-        raise ValueError(f"pool must be one of {', '.join(POOL_MODES)} or None, not {value!r}") from None
+    return None if value is None else checked_choice(Pooling, value, "pool", none_too=True)
 
 
 def select_layers(layers: np.ndarray, mode: Layers | str) -> np.ndarray:

@@ -39,6 +39,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from contextvec.encoders.outputs import checked_choice
+
 
 class Precision(StrEnum):
     """The weight precision of inference (``contextvec.load(precision=...)``, ``--precision``)."""
@@ -57,10 +59,7 @@ PRECISIONS = tuple(precision.value for precision in Precision)
 
 def as_precision(value: Precision | str) -> Precision:
     """``value`` as a :class:`Precision`; a ``ValueError`` naming the choices for any other."""
-    try:
-        return Precision(value)
-    except ValueError:
-        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {value!r}") from None
+    return checked_choice(Precision, value, "precision")
 
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 """CPU flags of native bf16 matmuls: any one of them is enough."""
