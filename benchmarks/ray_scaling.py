@@ -27,7 +27,8 @@ from pathlib import Path
 import h5py
 import ray
 
-from contextvec.distributed import ModelSpec, embed_ray
+from contextvec.bulk import BulkSettings
+from contextvec.distributed import ModelSpec, RaySettings, embed_ray
 
 WIKITEXT = Path(__file__).resolve().parents[2] / "shared" / "data" / "corpora" / "wikitext-2" / \
     "wiki.valid.tokens.gz"
@@ -87,8 +88,9 @@ def main() -> None:
         for n in args.workers:
             out = Path(tmp) / f"out-{n}"
             busy: list = []
-            summary = embed_ray([src], out, ModelSpec(model, threads=1), layers="all",
-                                chunk_lines=args.chunk_lines, workers=n, progress=False,
+            summary = embed_ray([src], out, ModelSpec(model, threads=1),
+                                BulkSettings(chunk_lines=args.chunk_lines, progress=False),
+                                RaySettings(workers=n),
                                 on_block=lambda block, busy=busy: busy.append(block))
             rates[n] = summary.tokens / summary.seconds
             # busy near n: the workers never waited for the driver; CPU/wall per block near 1:

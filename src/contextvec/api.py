@@ -13,7 +13,13 @@ from contextvec.encoders.base import Encoder
 from contextvec.encoders.bilm.loader import load_bilm_tf_encoder
 from contextvec.encoders.family import Family
 from contextvec.encoders.fingerprint import model_identity
-from contextvec.encoders.precision import PRECISIONS, apply_precision, check_precision
+from contextvec.encoders.precision import (
+    PRECISIONS,
+    Precision,
+    apply_precision,
+    as_precision,
+    check_precision,
+)
 from contextvec.encoders.registry import EXPECTED, family_of, family_saving
 from contextvec.encoders.threads import in_passing_thread
 from contextvec.io.hf_bert import is_hf_bert_dir
@@ -23,7 +29,9 @@ __all__ = [
     "DEFAULT_MODEL",
     "PRECISIONS",
     "ModelInfo",
+    "Precision",
     "ModelNotFoundError",
+    "ModelSpec",
     "bundled_models",
     "check_device",
     "is_hf_bert_dir",
@@ -72,7 +80,7 @@ def load(
     options_file: str | os.PathLike | None = None,
     weight_file: str | os.PathLike | None = None,
     device: str | torch.device = "cpu",
-    precision: str = "fp32",
+    precision: Precision | str = Precision.FP32,
 ) -> Encoder:
     """Load an encoder, ready for ``embed()`` (eval mode).
 
@@ -98,7 +106,8 @@ def load(
         options_file: bilm-tf's ``options.json``, given with ``weight_file`` instead of ``model``.
         weight_file: bilm-tf's ``weights.hdf5``, given with ``options_file``.
         device: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or a ``torch.device``.
-        precision: ``"fp32"`` (default, the weights as stored), ``"bf16"`` or ``"int8"``: the
+        precision: a [`Precision`][contextvec.encoders.precision.Precision] or its spelling:
+            ``"fp32"`` (default, the weights as stored), ``"bf16"`` or ``"int8"``: the
             weight matrices of ELMo (char-CNN, highway, LSTMs, projections) and BERT (every
             linear layer) stored in that precision for inference; activations and outputs stay
             float32 (see `contextvec.encoders.precision`; accuracy in docs/precision.md). CoVe
@@ -217,3 +226,63 @@ def save(encoder: Encoder, directory: str | os.PathLike) -> Path:
     if family is None or family.save is None:
         raise TypeError(f"cannot save {type(encoder).__name__} yet")
     return family.save(encoder, Path(directory))
+
+
+def _absolute(path: str | None) -> str | None:
+    """Workers may run in another folder: an existing relative path is made absolute here."""
+    if path is None or not Path(path).exists():
+        return path  # a bundled model's name, or a path only the workers' nodes have
+    return str(Path(path).resolve())
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What to load, as names and paths (never a loaded model): [`load`][contextvec.api.load]'s
+    arguments plus the torch threads of the process that loads it. The CLI's model options
+    (``--model``, ``--options-file``/``--weight-file``, ``--device``, ``--threads``,
+    ``--precision``) and each Ray worker load through one.
+
+    Attributes:
+        model: a bundled model's name or a model directory (None: the bundled default).
+        options_file: bilm-tf's ``options.json``, with ``weight_file`` instead of ``model``.
+        weight_file: bilm-tf's ``weights.hdf5``, with ``options_file``.
+        device: a torch device name.
+        threads: torch CPU threads of the loading process; None: torch's choice (a Ray worker
+            gets 1).
+        precision: the weight precision of inference.
+
+    Raises:
+        ValueError: both ``model`` and bilm-tf files, fewer than one thread, an unknown precision.
+    """
+
+    model: str | None = None
+    options_file: str | None = None
+    weight_file: str | None = None
+    device: str = "cpu"
+    threads: int | None = 1
+    precision: Precision = Precision.FP32
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "precision", as_precision(self.precision))
+        if self.model and (self.options_file or self.weight_file):
+            raise ValueError("give either --model or --options-file/--weight-file, not both")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"threads must be >= 1, not {self.threads}")
+
+    def resolved(self) -> ModelSpec:
+        """The spec a worker loads: local relative paths made absolute and at least one thread
+        set (call on the driver)."""
+        return ModelSpec(_absolute(self.model), _absolute(self.options_file),
+                         _absolute(self.weight_file), self.device, self.threads or 1, self.precision)
+
+    @property
+    def gpus(self) -> int:
+        """GPUs one worker asks Ray for."""
+        return 1 if self.device.startswith("cuda") else 0
+
+    def load(self) -> Encoder:
+        """The encoder, with torch limited to :attr:`threads` threads in this process (if set)."""
+        if self.threads:
+            torch.set_num_threads(self.threads)
+        return load(self.model, options_file=self.options_file, weight_file=self.weight_file,
+                    device=self.device, precision=self.precision)

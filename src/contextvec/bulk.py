@@ -21,26 +21,100 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import h5py
 import numpy as np
 from tqdm import tqdm
 
+from contextvec.api import ModelSpec
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.fingerprint import model_identity
-from contextvec.encoders.outputs import LAYER_MODES, POOL_MODES, pool_tokens, select_layers
-from contextvec.io.atomic import atomic_path, output_lock, output_target
+from contextvec.encoders.outputs import Layers, Pooling, as_layers, as_pooling, view_layers
+from contextvec.io.atomic import atomic_path, output_lock, output_target, refuse_to_replace
 from contextvec.io.shards import ResumeError, ShardDir
-from contextvec.io.text_lines import check_scan, input_file, read_lines, scan_lines
+from contextvec.io.text_lines import (
+    EmptyLines,
+    InvalidUtf8,
+    as_policies,
+    check_scan,
+    input_file,
+    read_lines,
+    scan_lines,
+)
 
 SENTENCE_TO_INDEX = "sentence_to_index"
 RUN_ATTRIBUTE = "contextvec_run"
 
 __all__ = [
-    "LAYER_MODES", "ResumeError", "check_finished", "embed_chunk", "embed_file", "merge_shards",
+    "BulkSettings", "ResumeError", "check_finished", "embed_chunk", "embed_to_hdf5", "merge_shards",
     "write_shard",
 ]
+
+
+@dataclass(frozen=True)
+class BulkSettings:
+    """How a corpus is embedded into HDF5 (``contextvec embed``'s options): by
+    [`embed_to_hdf5`][contextvec.bulk.embed_to_hdf5] here and by
+    ``contextvec.distributed.embed_ray`` on a Ray cluster alike. Strings are accepted for the
+    modes and checked once, here.
+
+    Attributes:
+        layers: which layers each dataset holds (``--all``/``--top``/``--average``).
+        pool: None for token vectors, else one vector per sentence (``--pool``).
+        batch_size: sentences per forward pass.
+        max_tokens: padded tokens per forward pass (None: no limit); a longer sentence runs alone.
+        sentence_keys: key the datasets by sentence text instead of line index.
+        forget_sentences: do not write the ``sentence_to_index`` dataset.
+        empty_lines: refuse empty or whitespace-only lines, naming them, or keep them as
+            zero-token datasets.
+        invalid_utf8: refuse lines that are not UTF-8, naming them, or decode them with U+FFFD.
+        chunk_lines: lines per resumable shard; a resumed run keeps the first run's value.
+        resume: finish an interrupted run of the same input, model and settings.
+        overwrite: replace an existing output (and discard an unfinished run's shards).
+        progress: show progress bars.
+
+    Raises:
+        ValueError: a mode that is none of its choices, or a count below 1.
+    """
+
+    layers: Layers = Layers.ALL
+    pool: Pooling | None = None
+    batch_size: int = 64
+    max_tokens: int | None = 4096
+    sentence_keys: bool = False
+    forget_sentences: bool = False
+    empty_lines: EmptyLines = EmptyLines.ERROR
+    invalid_utf8: InvalidUtf8 = InvalidUtf8.ERROR
+    chunk_lines: int = 2048
+    resume: bool = False
+    overwrite: bool = False
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        empty_lines, invalid_utf8 = as_policies(self.empty_lines, self.invalid_utf8)
+        for name, value in (("layers", as_layers(self.layers)), ("pool", as_pooling(self.pool)),
+                            ("empty_lines", empty_lines), ("invalid_utf8", invalid_utf8)):
+            object.__setattr__(self, name, value)
+        for name, value in (("batch_size", self.batch_size), ("chunk_lines", self.chunk_lines),
+                            ("max_tokens", 1 if self.max_tokens is None else self.max_tokens)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, not {value!r}")
+
+    def record(self) -> dict[str, str | int | bool | None]:
+        """The settings a resume must find unchanged (``chunk_lines`` is kept from the first
+        run), as plain JSON values: part of the ``contextvec_run`` attribute and of a Ray
+        folder's manifest."""
+        return {"layers": self.layers.value, "pool": None if self.pool is None else self.pool.value,
+                "sentence_keys": self.sentence_keys, "forget_sentences": self.forget_sentences,
+                "empty_lines": self.empty_lines.value, "invalid_utf8": self.invalid_utf8.value,
+                "chunk_lines": self.chunk_lines}
+
+    @property
+    def index(self) -> bool:
+        """Whether the output gets a ``sentence_to_index`` dataset."""
+        return not (self.forget_sentences or self.sentence_keys)
 
 
 def _chunks(path: Path, size: int) -> Iterator[list[tuple[int, str]]]:
@@ -54,24 +128,17 @@ def _chunks(path: Path, size: int) -> Iterator[list[tuple[int, str]]]:
         yield chunk
 
 
-def embed_chunk(
-    encoder: Encoder,
-    chunk: list[tuple[int, str]],
-    layers: str = "all",
-    pool: str | None = None,
-    sentence_keys: bool = False,
-    batch_size: int = 64,
-    max_tokens: int | None = 4096,
-) -> list[tuple[str, np.ndarray]]:
+def embed_chunk(encoder: Encoder, chunk: list[tuple[int, str]],
+                settings: BulkSettings) -> list[tuple[str, np.ndarray]]:
     """``(key, array)`` for each ``(line index, text)`` of a chunk, in chunk order: the datasets
     of one shard. Any engine that writes this output (local, Ray) embeds through here; the
     encoder's caches are cleared first, so the shard's bytes do not depend on earlier chunks."""
     encoder.clear_caches()
-    keys = [text.strip() if sentence_keys else str(i) for i, text in chunk]
+    keys = [text.strip() if settings.sentence_keys else str(i) for i, text in chunk]
     results: list[np.ndarray] = [np.empty(0)] * len(chunk)
-    for row, array in encoder.embed_batches([text.split() for _, text in chunk], batch_size, max_tokens):
-        array = select_layers(array, layers)
-        results[row] = array if pool is None else pool_tokens(array, pool)
+    for row, array in encoder.embed_batches([text.split() for _, text in chunk], settings.batch_size,
+                                            settings.max_tokens):
+        results[row] = view_layers(array, settings.layers, settings.pool)
     return list(zip(keys, results, strict=True))
 
 
@@ -99,97 +166,64 @@ def check_finished(output: Path, parts: ShardDir) -> None:
         raise ResumeError(f"{output} was made by another run: {differ}; pass --overwrite to replace it")
 
 
-def _check_arguments(layers: str, pool: str | None, batch_size: int, max_tokens: int | None,
-                     chunk_lines: int) -> None:
-    if layers not in LAYER_MODES:
-        raise ValueError(f"layers must be one of {LAYER_MODES}, not {layers!r}")
-    if pool is not None and pool not in POOL_MODES:
-        raise ValueError(f"pool must be one of {POOL_MODES} or None, not {pool!r}")
-    for name, value in (("batch_size", batch_size), ("chunk_lines", chunk_lines),
-                        ("max_tokens", 1 if max_tokens is None else max_tokens)):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, not {value!r}")
-
-
-def embed_file(
-    encoder: Encoder,
+def embed_to_hdf5(
+    model: Encoder | ModelSpec,
     input_path: str | os.PathLike,
     output_path: str | os.PathLike,
-    layers: str = "all",
-    batch_size: int = 64,
-    max_tokens: int | None = 4096,
-    sentence_keys: bool = False,
-    forget_sentences: bool = False,
-    resume: bool = False,
-    empty_lines: str = "error",
-    invalid_utf8: str = "error",
-    chunk_lines: int = 2048,
-    progress: bool = True,
-    pool: str | None = None,
-    overwrite: bool = False,
+    settings: BulkSettings | None = None,
 ) -> Path:
     """Embed every line of ``input_path`` (plain or ``.gz``) into ``output_path``; returns it.
 
-    ``empty_lines``: ``"error"`` (default) refuses empty or whitespace-only lines, naming them;
-    ``"keep"`` writes a zero-token dataset for each. ``invalid_utf8``: ``"error"`` (default)
-    names the offending lines; ``"replace"`` decodes them with U+FFFD. Both checks run on a
-    first streaming pass, before any compute. An existing output is refused unless
-    ``overwrite`` (which also discards an unfinished run's ``OUTPUT.parts/``); with ``resume`` a
-    finished output of the very same run is returned as it is, and one made otherwise is
-    refused, naming what differs. An output that is a symbolic link is written through to its
-    target; a FIFO, device or socket is never replaced. The output is held for the whole call:
-    another process embedding into it meanwhile gets :class:`~contextvec.io.atomic.OutputInUseError`.
+    ``model`` is a loaded encoder, or a [`ModelSpec`][contextvec.api.ModelSpec] loaded once the
+    output and the input have passed their checks (so that a refused run does not wait for it).
+    ``settings`` (default: [`BulkSettings`][contextvec.bulk.BulkSettings]'s defaults) say which
+    vectors and how bad lines are treated: empty lines and invalid UTF-8 are checked on a first
+    streaming pass, before any compute. An existing output is refused unless ``overwrite``
+    (which also discards an unfinished run's ``OUTPUT.parts/``); with ``resume`` a finished
+    output of the very same run is returned as it is, and one made otherwise is refused, naming
+    what differs. An output that is a symbolic link is written through to its target; a FIFO,
+    device or socket is never replaced. The output is held for the whole call: another process
+    embedding into it meanwhile gets :class:`~contextvec.io.atomic.OutputInUseError`.
     """
-    _check_arguments(layers, pool, batch_size, max_tokens, chunk_lines)
+    settings = settings or BulkSettings()
     input_path, given = input_file(input_path), output_path
     output_path = output_target(output_path)  # a symbolic link is written through
     with output_lock(output_path):
-        if output_path.exists() and input_path.exists() and os.path.samefile(input_path, output_path):
-            raise ValueError(f"the output {given} is the input: refusing to destroy it")
-        if output_path.exists() and not (overwrite or resume):
-            raise FileExistsError(f"{given} exists; pass --overwrite to replace it")
-        scan = scan_lines(input_path, sentence_keys)
-        check_scan(scan, empty_lines, invalid_utf8)
+        refuse_to_replace(output_path, given, inputs=[input_path],
+                          replace=settings.overwrite or settings.resume)
+        scan = scan_lines(input_path, settings.sentence_keys)
+        check_scan(scan, settings.empty_lines, settings.invalid_utf8)
         if scan.n_lines == 0:
             raise ValueError(f"{input_path} is empty: there is nothing to embed")
+        encoder = model.load() if isinstance(model, ModelSpec) else model
+        run = settings.record()
         parts = ShardDir(output_path.with_name(output_path.name + ".parts"), {
-            "input_sha256": scan.sha256,
-            "n_lines": scan.n_lines,
-            "model": model_identity(encoder),
-            "layers": layers,
-            "pool": pool,
-            "sentence_keys": sentence_keys,
-            "forget_sentences": forget_sentences,
-            "empty_lines": empty_lines,
-            "invalid_utf8": invalid_utf8,
-            "chunk_lines": chunk_lines,
+            "input_sha256": scan.sha256, "n_lines": scan.n_lines, "model": model_identity(encoder), **run,
         }, free={"chunk_lines"})
-        if resume and not parts.path.exists() and output_path.exists() and not overwrite:
+        if settings.resume and not parts.path.exists() and output_path.exists() and not settings.overwrite:
             check_finished(output_path, parts)
             return output_path  # finished earlier by the same run: nothing left to do
-        if resume:  # a merge killed half-way leaves its temporary output behind
+        if settings.resume:  # a merge killed half-way leaves its temporary output behind
             for stale in output_path.parent.glob(f".{output_path.name}.tmp*"):
                 stale.unlink()
-        parts.start(resume, restart=overwrite)
+        parts.start(settings.resume, restart=settings.overwrite)
         chunk_lines = parts.manifest["chunk_lines"]
         n_chunks = -(-scan.n_lines // chunk_lines)
         done = parts.done(n_chunks)
 
-        with tqdm(total=scan.n_lines, unit="sent", disable=not progress, desc="embed") as bar:
+        with tqdm(total=scan.n_lines, unit="sent", disable=not settings.progress, desc="embed") as bar:
             bar.update(sum(min(chunk_lines, scan.n_lines - n * chunk_lines) for n in done))
             tokens_done = 0
             for number, chunk in enumerate(_chunks(input_path, chunk_lines)):
                 if number in done:
                     continue
-                items = embed_chunk(encoder, chunk, layers=layers, pool=pool, sentence_keys=sentence_keys,
-                                    batch_size=batch_size, max_tokens=max_tokens)
-                write_shard(parts.shard(number), items)
+                write_shard(parts.shard(number), embed_chunk(encoder, chunk, settings))
                 tokens_done += sum(len(text.split()) for _, text in chunk)
                 bar.update(len(chunk))
                 bar.set_postfix_str(f"{tokens_done / max(bar.format_dict['elapsed'], 1e-9):.0f} tok/s")
 
-        merge_shards(parts, n_chunks, output_path, input_path,
-                     index=not (forget_sentences or sentence_keys), progress=progress)
+        merge_shards(parts, n_chunks, output_path, input_path, index=settings.index,
+                     progress=settings.progress)
         parts.remove()
         return output_path
 

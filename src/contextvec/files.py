@@ -8,19 +8,20 @@ import numpy as np
 
 from contextvec.api import load
 from contextvec.encoders.base import Encoder
-from contextvec.io.text_lines import check_scan, read_lines, scan_lines
+from contextvec.encoders.outputs import Layers, Pooling
+from contextvec.io.text_lines import EmptyLines, InvalidUtf8, check_scan, read_lines, scan_lines
 
 
 def embed_file(
     path: str | os.PathLike,
     model: Encoder | str | os.PathLike | None = None,
     *,
-    layers: str = "all",
-    pool: str | None = None,
+    layers: Layers | str = Layers.ALL,
+    pool: Pooling | str | None = None,
     batch_size: int = 64,
     max_tokens: int | None = 4096,
-    empty_lines: str = "error",
-    invalid_utf8: str = "error",
+    empty_lines: EmptyLines | str = EmptyLines.ERROR,
+    invalid_utf8: InvalidUtf8 | str = InvalidUtf8.ERROR,
 ) -> list[np.ndarray]:
     """Vectors for every line of a text file, in line order: what ``model.embed`` gives for them.
 
@@ -48,7 +49,7 @@ def embed_file(
 
     Raises:
         ValueError: an empty line or invalid UTF-8 under the ``"error"`` policy, or an unknown
-            ``layers``/``pool``.
+            ``layers``, ``pool`` or policy.
         FileNotFoundError: no file at ``path``.
     """
     check_scan(scan_lines(path), empty_lines, invalid_utf8)

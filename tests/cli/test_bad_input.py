@@ -150,8 +150,38 @@ def test_out_of_range_options_are_refused_and_leave_nothing(tmp_path, src, own_t
 def test_python_api_checks_the_same_ranges(tmp_path, src, own_tiny_dir):
     encoder = contextvec.load(own_tiny_dir)
     with pytest.raises(ValueError, match="chunk_lines must be an integer >= 1"):
-        bulk.embed_file(encoder, src, tmp_path / "out.h5", chunk_lines=0)
+        bulk.embed_to_hdf5(encoder, src, tmp_path / "out.h5", bulk.BulkSettings(chunk_lines=0))
     assert not (tmp_path / "out.h5.parts").exists()
+
+
+def test_bulk_settings_check_every_mode_once_and_record_plain_values(tmp_path):
+    from contextvec.distributed import ModelSpec, RaySettings
+    from contextvec.encoders.outputs import Layers, Pooling
+    from contextvec.encoders.precision import Precision
+    from contextvec.io.text_lines import EmptyLines
+
+    for options, message in (({"layers": "last"}, "layers must be one of all, top, average, not 'last'"),
+                             ({"pool": "sum"}, "pool must be one of mean, max, first or None"),
+                             ({"empty_lines": "drop"}, "empty_lines must be one of error, keep"),
+                             ({"invalid_utf8": "ignore"}, "invalid_utf8 must be one of error, replace"),
+                             ({"batch_size": True}, "batch_size must be an integer >= 1"),
+                             ({"max_tokens": 0}, "max_tokens must be an integer >= 1")):
+        with pytest.raises(ValueError, match=message):
+            bulk.BulkSettings(**options)
+    settings = bulk.BulkSettings(layers="top", pool="max", empty_lines="keep")
+    assert (settings.layers, settings.pool) == (Layers.TOP, Pooling.MAX)
+    assert settings.empty_lines is EmptyLines.KEEP
+    assert settings == bulk.BulkSettings(layers=Layers.TOP, pool=Pooling.MAX, empty_lines=EmptyLines.KEEP)
+    record = settings.record()  # what a resume compares: the spellings, as earlier runs wrote them
+    assert record["layers"] == "top" and type(record["layers"]) is str and record["pool"] == "max"
+    with pytest.raises(ValueError, match="workers must be an integer >= 1, not 0"):
+        RaySettings(workers=0)
+    with pytest.raises(ValueError, match="precision must be one of fp32, bf16, int8, not 'fp16'"):
+        ModelSpec(precision="fp16")
+    assert ModelSpec(precision="int8").precision is Precision.INT8
+    (tmp_path / "in.txt").write_text("a b\n\n", encoding="utf-8")  # it used to be kept
+    with pytest.raises(ValueError, match="empty_lines must be one of error, keep, not 'drop'"):
+        contextvec.embed_file(tmp_path / "in.txt", empty_lines="drop")
 
 
 @pytest.mark.parametrize("device, message", [("cuda", "no usable CUDA"), ("gpu", "unknown device")])

@@ -15,7 +15,7 @@ from tolerance import assert_reordered_close, elmo_terms
 
 import contextvec
 from contextvec import bulk
-from contextvec.bulk import ResumeError, embed_file
+from contextvec.bulk import BulkSettings, ResumeError, embed_to_hdf5
 from contextvec.cli.main import main
 from contextvec.encoders.base import Encoder
 
@@ -123,7 +123,7 @@ def test_line_indices_never_shift(tmp_path, tiny_dir):
     src = tmp_path / "in.txt"
     src.write_bytes("first line\r\nsecond\u2028same line\r\nthird".encode())
     out = tmp_path / "out.h5"
-    embed_file(contextvec.load(tiny_dir), src, out, layers="top", progress=False)
+    embed_to_hdf5(contextvec.load(tiny_dir), src, out, BulkSettings(layers="top", progress=False))
     data = _read(out)
     assert sorted(data) == ["0", "1", "2", "sentence_to_index"]
     assert data["1"].shape == (3, 32)  # "second", "same", "line": \u2028 is whitespace
@@ -135,7 +135,7 @@ def test_long_sentence_and_tokens(tmp_path, tiny_dir):
     long_sentence = " ".join(f"w{i}" for i in range(3000))
     src = _write(tmp_path / "in.txt", [long_sentence, "é" * 500, "short"])
     out = tmp_path / "out.h5"
-    embed_file(encoder, src, out, max_tokens=1000, progress=False)
+    embed_to_hdf5(encoder, src, out, BulkSettings(max_tokens=1000, progress=False))
     data = _read(out)
     assert data["0"].shape == (3, 3000, 32)
     alone = encoder.embed([long_sentence])[0]
@@ -153,7 +153,7 @@ def test_resume_computes_only_what_is_missing(tmp_path, tiny_dir, monkeypatch):
     lines = [f"sentence number {i} " + "word " * (i % 7) for i in range(50)]
     src = _write(tmp_path / "in.txt", lines)
     reference = tmp_path / "reference.h5"
-    embed_file(encoder, src, reference, chunk_lines=8, progress=False)
+    embed_to_hdf5(encoder, src, reference, BulkSettings(chunk_lines=8, progress=False))
 
     calls: list[int] = []
     interrupt_at = [3]
@@ -168,17 +168,17 @@ def test_resume_computes_only_what_is_missing(tmp_path, tiny_dir, monkeypatch):
     monkeypatch.setattr(Encoder, "embed_batches", flaky)
     out = tmp_path / "out.h5"
     with pytest.raises(_Interrupt):
-        embed_file(encoder, src, out, chunk_lines=8, progress=False)
+        embed_to_hdf5(encoder, src, out, BulkSettings(chunk_lines=8, progress=False))
     assert not out.exists()
     assert sorted(p.name for p in (tmp_path / "out.h5.parts").glob("shard-*")) == [
         "shard-000000.h5", "shard-000001.h5"]
     with pytest.raises(ResumeError, match="--resume"):
-        embed_file(encoder, src, out, chunk_lines=8, progress=False)
+        embed_to_hdf5(encoder, src, out, BulkSettings(chunk_lines=8, progress=False))
 
     calls.clear()
     interrupt_at[0] = 0
     # A resumed run keeps the first run's chunking even if asked for another.
-    embed_file(encoder, src, out, chunk_lines=100, resume=True, progress=False)
+    embed_to_hdf5(encoder, src, out, BulkSettings(chunk_lines=100, resume=True, progress=False))
     assert calls == [8, 8, 8, 8, 2]  # chunks 2..6 only
     got, want = _read(out), _read(reference)
     assert sorted(got) == sorted(want)
@@ -187,7 +187,7 @@ def test_resume_computes_only_what_is_missing(tmp_path, tiny_dir, monkeypatch):
     assert not (tmp_path / "out.h5.parts").exists()
     # Resuming a finished run is a no-op.
     calls.clear()
-    embed_file(encoder, src, out, resume=True, progress=False)
+    embed_to_hdf5(encoder, src, out, BulkSettings(resume=True, progress=False))
     assert calls == []
 
 
@@ -196,15 +196,15 @@ def test_resume_refuses_a_changed_input_or_model(tmp_path, tiny_dir, monkeypatch
     src = _write(tmp_path / "in.txt", [f"line {i}" for i in range(20)])
     monkeypatch.setattr(bulk, "merge_shards", lambda *a, **k: (_ for _ in ()).throw(_Interrupt()))
     with pytest.raises(_Interrupt):
-        embed_file(encoder, src, tmp_path / "o.h5", chunk_lines=8, progress=False)
+        embed_to_hdf5(encoder, src, tmp_path / "o.h5", BulkSettings(chunk_lines=8, progress=False))
     _write(src, [f"line {i}" for i in range(21)])
     with pytest.raises(ResumeError, match="input_sha256"):
-        embed_file(encoder, src, tmp_path / "o.h5", resume=True, progress=False)
+        embed_to_hdf5(encoder, src, tmp_path / "o.h5", BulkSettings(resume=True, progress=False))
     _write(src, [f"line {i}" for i in range(20)])
     with pytest.raises(ResumeError, match="model"):
         other = contextvec.load(tiny_dir)
         other.bilm.layers[0].bias.data += 1
-        embed_file(other, src, tmp_path / "o.h5", resume=True, progress=False)
+        embed_to_hdf5(other, src, tmp_path / "o.h5", BulkSettings(resume=True, progress=False))
 
 
 def test_bad_model_files_give_clear_cli_errors(tmp_path, tiny_dir, capsys):
@@ -285,3 +285,25 @@ def test_demo_counts_the_training_of_fine_tuning_bases(tmp_path, monkeypatch, ca
     assert main(["demo"]) == 0
     assert "biLM trained 1,005 steps on 2,050 tokens of English books and Wikipedia (1.5 h on CPU)" \
         in capsys.readouterr().out
+
+
+def test_a_model_spec_is_loaded_only_after_the_output_and_input_pass(tmp_path, tiny_dir):
+    from contextvec.api import ModelNotFoundError, ModelSpec
+    from contextvec.io.text_lines import InputError
+
+    src = _write(tmp_path / "in.txt", ["the bank was robbed .", "we sat on the bank"])
+    settings = BulkSettings(layers="top", progress=False)
+    loaded = embed_to_hdf5(contextvec.load(tiny_dir), src, tmp_path / "loaded.h5", settings)
+    named = embed_to_hdf5(ModelSpec(str(tiny_dir), threads=None), src, tmp_path / "named.h5", settings)
+    want, got = _read(loaded), _read(named)
+    assert sorted(got) == sorted(want)
+    assert all(got[key].tobytes() == want[key].tobytes() for key in want if key != "sentence_to_index")
+
+    missing = ModelSpec(str(tmp_path / "no-model"), threads=None)
+    with pytest.raises(FileExistsError, match="exists; pass --overwrite"):  # not ModelNotFoundError
+        embed_to_hdf5(missing, src, loaded, settings)
+    with pytest.raises(InputError, match="empty"):
+        embed_to_hdf5(missing, _write(tmp_path / "gap.txt", ["a", ""]), tmp_path / "gap.h5", settings)
+    with pytest.raises(ModelNotFoundError):
+        embed_to_hdf5(missing, src, tmp_path / "new.h5", settings)
+    assert not (tmp_path / "new.h5").exists() and not (tmp_path / "gap.h5").exists()

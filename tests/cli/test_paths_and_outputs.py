@@ -241,7 +241,7 @@ def test_a_pipe_input_is_read_once_like_standard_input(tmp_path, own_tiny_dir, c
 
 
 def test_the_python_api_refuses_a_pipe_input_without_reading_it(tmp_path, own_tiny_dir):
-    from contextvec.bulk import embed_file
+    from contextvec.bulk import embed_to_hdf5
 
     os.mkfifo(tmp_path / "pipe")  # no writer: opening it waits for one
     encoder = contextvec.load(own_tiny_dir)
@@ -256,7 +256,7 @@ def test_the_python_api_refuses_a_pipe_input_without_reading_it(tmp_path, own_ti
     threading.Thread(target=unblock, daemon=True).start()
     try:
         with pytest.raises(ValueError, match="is a pipe, FIFO or device: its lines can be read only once"):
-            embed_file(encoder, tmp_path / "pipe", tmp_path / "out.h5")
+            embed_to_hdf5(encoder, tmp_path / "pipe", tmp_path / "out.h5")
     finally:
         done.set()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]

@@ -13,7 +13,7 @@ import h5py
 import pytest
 import torch
 
-from contextvec.bulk import embed_file
+from contextvec.bulk import BulkSettings, embed_to_hdf5
 from contextvec.cli.main import main
 from contextvec.distributed.worker import FAULT_ENV
 from contextvec.io.shards import ResumeError
@@ -93,17 +93,19 @@ def local(own_tiny_dir, tmp_path_factory):
     torch.set_num_threads(1)  # as the Ray workers: threads change a matmul's last bits
     try:
         encoder = contextvec.load(own_tiny_dir)
-        data, attrs = _datasets(embed_file(encoder, src, folder / "local.h5", progress=False, **OPTIONS))
+        data, attrs = _datasets(embed_to_hdf5(encoder, src, folder / "local.h5",
+                                              BulkSettings(progress=False, **OPTIONS)))
     finally:
         torch.set_num_threads(threads)
     return src, (data, attrs)
 
 
-def _run(own_tiny_dir, inputs, output, **options):
-    from contextvec.distributed import ModelSpec, embed_ray
+def _run(own_tiny_dir, inputs, output, merge=False, on_block=None, **options):
+    from contextvec.distributed import ModelSpec, RaySettings, embed_ray
 
-    return embed_ray(inputs, output, ModelSpec(str(own_tiny_dir)), workers=2, progress=False,
-                     **{**OPTIONS, **options})
+    return embed_ray(inputs, output, ModelSpec(str(own_tiny_dir)),
+                     BulkSettings(progress=False, **{**OPTIONS, **options}),
+                     RaySettings(workers=2, merge=merge), on_block=on_block)
 
 
 @pytest.mark.slow  # each Ray run starts its workers: a process, torch, the model

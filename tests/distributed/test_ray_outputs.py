@@ -19,14 +19,16 @@ pytest.importorskip("ray", reason="Ray is an optional extra: pip install -e '.[r
 
 @pytest.mark.parametrize("merge", [False, True])
 def test_fifo_dash_and_empty_outputs_are_refused(tmp_path, monkeypatch, merge):
-    from contextvec.distributed import embed_ray
+    from contextvec.bulk import BulkSettings
+    from contextvec.distributed import RaySettings, embed_ray
 
     monkeypatch.chdir(tmp_path)
     os.mkfifo("fifo")
     for given, message in (("fifo", "is a FIFO (named pipe), not a regular file"),
                            ("-", "`-` means standard input"), ("", "the output path is empty")):
         with pytest.raises((OSError, ValueError)) as caught:
-            embed_ray(["in.txt"], given, merge=merge, overwrite=True)
+            embed_ray(["in.txt"], given, settings=BulkSettings(overwrite=True),
+                      cluster=RaySettings(merge=merge))
         assert message in str(caught.value)
     assert stat.S_ISFIFO(os.stat("fifo").st_mode)
 
@@ -41,6 +43,7 @@ def test_a_link_leads_to_its_target(tmp_path):
 
 @pytest.mark.skipif(sys.platform == "win32", reason="outputs are held with fcntl")
 def test_an_output_in_use_is_refused_before_ray_starts(tmp_path):
+    from contextvec.bulk import BulkSettings
     from contextvec.distributed import embed_ray
 
     out = tmp_path / "out"
@@ -51,6 +54,6 @@ def test_an_output_in_use_is_refused_before_ray_starts(tmp_path):
     try:
         assert holder.stdout.readline() == "held\n"
         with pytest.raises(OutputInUseError, match=f"is in use by pid {holder.pid}"):
-            embed_ray(["in.txt"], out, resume=True)
+            embed_ray(["in.txt"], out, settings=BulkSettings(resume=True))
     finally:
         holder.communicate("", timeout=60)

@@ -14,10 +14,12 @@ import numpy as np
 import torch
 
 from contextvec.allennlp.models import PathLike, load_elmo_encoder
-from contextvec.bulk import embed_file as bulk_embed_file
+from contextvec.bulk import BulkSettings, embed_to_hdf5
+from contextvec.encoders.outputs import LAYER_MODES
 
 DEFAULT_BATCH_SIZE = 64
-OUTPUT_FORMATS = ("all", "top", "average")
+OUTPUT_FORMATS = LAYER_MODES
+"""allennlp's ``output_format`` values: the spellings of ``contextvec.encoders.outputs.Layers``."""
 
 
 class ElmoEmbedder:
@@ -168,6 +170,7 @@ class ElmoEmbedder:
         self, path: Path, output: PathLike, output_format: str, batch_size: int,
         forget_sentences: bool, use_sentence_keys: bool,
     ) -> None:
-        bulk_embed_file(self.encoder, path, output, layers=output_format, batch_size=batch_size,
-                        sentence_keys=use_sentence_keys, forget_sentences=forget_sentences,
-                        overwrite=True)  # allennlp's command replaced an existing output
+        settings = BulkSettings(layers=output_format, batch_size=batch_size, sentence_keys=use_sentence_keys,
+                                forget_sentences=forget_sentences,
+                                overwrite=True)  # allennlp's command replaced an existing output
+        embed_to_hdf5(self.encoder, path, output, settings)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the heavy imports wait until a command runs (fast --help)
+    from contextvec.api import ModelSpec
     from contextvec.encoders.base import Encoder
 
 
@@ -37,19 +38,18 @@ def add_model_arguments(parser: argparse.ArgumentParser, precision: bool = True)
                                  "with native bf16 only) or int8; see docs/precision.md")
 
 
+def model_spec(args: argparse.Namespace) -> ModelSpec:
+    """What :func:`add_model_arguments`' options ask to load (checked: a ``ValueError`` for both
+    ``--model`` and bilm-tf files)."""
+    from contextvec.api import ModelSpec
+
+    return ModelSpec(args.model, args.options_file, args.weight_file, args.device, args.threads,
+                     getattr(args, "precision", "fp32"))
+
+
 def load_model(args: argparse.Namespace) -> Encoder:
-    import torch
-
-    import contextvec
-
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    if args.model and (args.options_file or args.weight_file):
-        raise ValueError("give either --model or --options-file/--weight-file, not both")
-    return contextvec.load(
-        args.model, options_file=args.options_file, weight_file=args.weight_file,
-        device=args.device, precision=getattr(args, "precision", "fp32"),
-    )
+    """The encoder :func:`model_spec` names, loaded with ``--threads`` torch threads (if given)."""
+    return model_spec(args).load()
 
 
 # -- argparse types: every numeric option is range-checked at parse time (exit code 2) ---------
@@ -138,21 +138,16 @@ def check_output(
     (:func:`release_outputs`): a second run on it is refused at once, naming this process.
     Raises ``OSError``/``ValueError``/``RuntimeError`` subclasses with a one-line message.
     """
-    from contextvec.io.atomic import output_lock, output_target
+    from contextvec.io.atomic import output_lock, output_target, refuse_to_replace
 
-    path = Path(output)
     target = output_target(output, directory=directory)
     if directory:  # made with its parents by the run; the lock lies beside it
         target.parent.mkdir(parents=True, exist_ok=True)
     if int(os.environ.get("RANK", "0")) == 0:  # under torchrun, rank 0 holds it for the launch
         _HELD.enter_context(output_lock(target))
-    for given in inputs:
-        if given is not None and Path(given).exists() and target.exists() \
-                and os.path.samefile(target, given):
-            raise ValueError(f"the output {path} is the input {given}: refusing to destroy it")
-    if target.exists() and not (overwrite or resume) and not (directory and not any(target.iterdir())):
-        raise FileExistsError(f"{path} exists; pass --overwrite to replace it"
-                              + (" or --resume to continue it" if directory and resume is not None else ""))
+    refuse_to_replace(target, Path(output), inputs=inputs,
+                      in_use=target.exists() and not (directory and not any(target.iterdir())),
+                      replace=bool(overwrite or resume), suggest_resume=directory and resume is not None)
     return target
 
 

@@ -28,7 +28,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
-def refuse_other_kinds(model: str | None, to: str) -> None:
+def _refuse_unconvertible(model: str | None, to: str) -> None:
     """A one-line ``ValueError`` naming the kind of model ``--model`` is, in words, where it has
     no ``to`` form; before anything is loaded or written."""
     from contextvec.api import bundled_models
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> None:
     from contextvec.encoders.bilm.loader import is_bilm_tf_dir, save_bilm_tf
     from contextvec.io.native import cast_weights
 
-    refuse_other_kinds(args.model, args.to)
+    _refuse_unconvertible(args.model, args.to)
     out = check_output(args.output_dir, inputs=(args.model, args.options_file, args.weight_file),
                        overwrite=args.overwrite, directory=True)
     if args.to == "native" and is_bilm_tf_dir(out):

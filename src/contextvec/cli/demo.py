@@ -21,7 +21,7 @@ import numpy as np
 
 import contextvec
 from contextvec.api import DEFAULT_MODEL, bundled_models
-from contextvec.bulk import embed_file
+from contextvec.bulk import BulkSettings, embed_to_hdf5
 from contextvec.cli.common import check_output, positive_int
 from contextvec.io.atomic import atomic_path
 from contextvec.training.loop import TRAINING_RECORD
@@ -97,7 +97,8 @@ def run(args: argparse.Namespace) -> None:
         source = Path(work) / "sentences.txt"
         with atomic_path(source) as part:
             part.write_text("".join(" ".join(s) + "\n" for s in sentences), encoding="utf-8")
-        out = embed_file(encoder, source, Path(work) / "vectors.hdf5", progress=False, overwrite=True)
+        out = embed_to_hdf5(encoder, source, Path(work) / "vectors.hdf5",
+                            BulkSettings(progress=False, overwrite=True))
         print(f"\n1. contextvec embed {source.name} {out.name} --all")
         with h5py.File(out, "r") as f:
             vectors = [f[str(i)][()] for i in range(len(sentences))]

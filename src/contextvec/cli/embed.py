@@ -9,16 +9,20 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from contextvec.cli.common import (
     add_model_arguments,
     add_overwrite_argument,
     check_output,
-    load_model,
+    model_spec,
     positive_int,
 )
 from contextvec.encoders.outputs import POOL_MODES
 from contextvec.io.text_lines import EMPTY_LINE_POLICIES, INVALID_UTF8_POLICIES, read_once
+
+if TYPE_CHECKING:  # the library loads only when the command runs (fast --help)
+    from contextvec.bulk import BulkSettings
 
 ENGINES = ("local", "ray")
 HELP = "embed a file of whitespace-tokenized sentences into HDF5 (allennlp `elmo` layout)"
@@ -74,28 +78,29 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    from contextvec.bulk import BulkSettings
+
+    settings = BulkSettings(
+        layers=args.layers, pool=args.pool, batch_size=args.batch_size, max_tokens=args.max_tokens,
+        sentence_keys=args.use_sentence_keys, forget_sentences=args.forget_sentences,
+        empty_lines=args.empty_lines, invalid_utf8=args.invalid_utf8, chunk_lines=args.chunk_lines,
+        resume=args.resume, overwrite=args.overwrite, progress=not args.quiet,
+    )
     if args.engine == "ray":
-        return _run_ray(args)
+        return _run_ray(args, settings)
     ray_only = [flag for flag, given in (("--ray-address", args.ray_address), ("--workers", args.workers),
                                          ("--merge", args.merge)) if given]
     if ray_only:
         raise ValueError(f"{', '.join(ray_only)} need(s) --engine ray")
     if len(args.input_file) > 1:
         raise ValueError("several inputs need --engine ray (or concatenate them into one file)")
-    from contextvec.bulk import embed_file
+    from contextvec.bulk import embed_to_hdf5
 
     # before the model loads; held until the command ends
     output = check_output(args.output_file, inputs=[i for i in args.input_file if i != "-"],
                           overwrite=args.overwrite, resume=args.resume)
-    encoder = load_model(args)
     with _spooled(args.input_file) as sources:
-        path = embed_file(
-            encoder, sources[0], output, layers=args.layers, pool=args.pool,
-            batch_size=args.batch_size, max_tokens=args.max_tokens,
-            sentence_keys=args.use_sentence_keys, forget_sentences=args.forget_sentences,
-            resume=args.resume, overwrite=args.overwrite, empty_lines=args.empty_lines,
-            invalid_utf8=args.invalid_utf8, chunk_lines=args.chunk_lines, progress=not args.quiet,
-        )
+        path = embed_to_hdf5(model_spec(args), sources[0], output, settings)
     print(f"wrote {path}")
 
 
@@ -122,27 +127,19 @@ def _spooled(inputs: list[str]) -> Iterator[list[str | Path]]:
         yield sources
 
 
-def _run_ray(args: argparse.Namespace) -> None:
+def _run_ray(args: argparse.Namespace, settings: BulkSettings) -> None:
     """``--engine ray``: Ray is imported only now, and its absence is one line (exit 2)."""
-    from contextvec.distributed import ModelSpec, embed_ray, require_ray
+    from contextvec.distributed import RaySettings, embed_ray, require_ray
 
     require_ray()
     if not args.merge and Path(args.output_file).suffix in (".h5", ".hdf5") \
             and not Path(args.output_file).is_dir():
         raise ValueError(f"--engine ray writes a folder of shards: name a folder, not "
                          f"{args.output_file}, or pass --merge for one HDF5 file")
-    spec = ModelSpec(args.model, args.options_file, args.weight_file, args.device, args.threads or 1,
-                     args.precision)
+    spec = model_spec(args)
+    cluster = RaySettings(workers=args.workers, address=args.ray_address, merge=args.merge)
     with _spooled(args.input_file) as sources:
-        summary = embed_ray(
-            sources, args.output_file, spec, layers=args.layers, pool=args.pool,
-            batch_size=args.batch_size, max_tokens=args.max_tokens,
-            sentence_keys=args.use_sentence_keys, forget_sentences=args.forget_sentences,
-            empty_lines=args.empty_lines, invalid_utf8=args.invalid_utf8,
-            chunk_lines=args.chunk_lines, merge=args.merge, resume=args.resume,
-            overwrite=args.overwrite, workers=args.workers, address=args.ray_address,
-            progress=not args.quiet,
-        )
+        summary = embed_ray(sources, args.output_file, spec, settings, cluster)
     rate = f", {summary.tokens / summary.seconds:.0f} tokens/s" if summary.seconds else ""
     print(f"wrote {summary.output} ({summary.blocks_run} of {summary.blocks} blocks computed now on "
           f"{summary.workers} workers{rate})")

@@ -19,20 +19,20 @@ from typing import Any
 
 from tqdm import tqdm
 
-from contextvec.bulk import merge_shards
+from contextvec.api import ModelSpec
+from contextvec.bulk import BulkSettings, merge_shards
 from contextvec.distributed.address import check_ray_address
 from contextvec.distributed.inputs import Corpus
 from contextvec.distributed.outputs import (
-    check_output,
     check_settings_early,
     finish_folder,
     finished_already,
     output_path,
+    prepare_ray_output,
 )
 from contextvec.distributed.schedule import MAX_ATTEMPTS, run_blocks
-from contextvec.distributed.spec import ModelSpec
+from contextvec.distributed.spec import RaySettings
 from contextvec.distributed.worker import BlockDone, EmbedWorker
-from contextvec.encoders.outputs import LAYER_MODES, POOL_MODES
 from contextvec.extras import MissingExtra, needs
 from contextvec.io.atomic import output_lock
 from contextvec.io.shards import ShardDir
@@ -62,17 +62,7 @@ def require_ray():
     return ray
 
 
-def _check_settings(layers: str, pool: str | None, numbers: dict[str, int | None]) -> None:
-    if layers not in LAYER_MODES:
-        raise ValueError(f"layers must be one of {LAYER_MODES}, not {layers!r}")
-    if pool is not None and pool not in POOL_MODES:
-        raise ValueError(f"pool must be one of {POOL_MODES} or None, not {pool!r}")
-    for name, value in numbers.items():
-        if value is not None and (not isinstance(value, int) or value < 1):
-            raise ValueError(f"{name} must be an integer >= 1, not {value!r}")
-
-
-def _start_workers(ray, spec: ModelSpec, settings: dict, count: int | None) -> tuple[list, str]:
+def _start_workers(ray, spec: ModelSpec, settings: BulkSettings, count: int | None) -> tuple[list, str]:
     """``count`` actors (default: as many as the cluster's CPUs, or GPUs, allow) and the
     fingerprint of the model they all loaded."""
     resources = ray.cluster_resources()
@@ -99,10 +89,11 @@ def _holding_output(embed: Callable[..., RunSummary]) -> Callable[..., RunSummar
     writing the same output meanwhile is refused at once (``OutputInUseError``)."""
 
     @functools.wraps(embed)
-    def holding(inputs: Sequence[str | os.PathLike], output: str | os.PathLike, *args: Any,
-                **options: Any) -> RunSummary:
-        with output_lock(output_path(output, options.get("merge", False))):
-            return embed(inputs, output, *args, **options)
+    def holding(inputs: Sequence[str | os.PathLike], output: str | os.PathLike,
+                spec: ModelSpec | None = None, settings: BulkSettings | None = None,
+                cluster: RaySettings | None = None, **options: Any) -> RunSummary:
+        with output_lock(output_path(output, (cluster or RaySettings()).merge)):
+            return embed(inputs, output, spec, settings, cluster, **options)
 
     return holding
 
@@ -112,46 +103,36 @@ def embed_ray(
     inputs: Sequence[str | os.PathLike],
     output: str | os.PathLike,
     spec: ModelSpec | None = None,
+    settings: BulkSettings | None = None,
+    cluster: RaySettings | None = None,
     *,
-    layers: str = "all",
-    pool: str | None = None,
-    batch_size: int = 64,
-    max_tokens: int | None = 4096,
-    sentence_keys: bool = False,
-    forget_sentences: bool = False,
-    empty_lines: str = "error",
-    invalid_utf8: str = "error",
-    chunk_lines: int = 2048,
-    merge: bool = False,
-    resume: bool = False,
-    overwrite: bool = False,
-    workers: int | None = None,
-    address: str | None = None,
-    progress: bool = True,
     on_block: Callable[[BlockDone], None] | None = None,
 ) -> RunSummary:
     """Embed ``inputs`` (read as one corpus, see :mod:`.inputs`) on Ray.
 
-    Without ``merge``, ``output`` is a folder of ``shard-NNNNNN.h5`` (block ``n``: corpus lines
+    ``settings`` are a local run's ([`BulkSettings`][contextvec.bulk.BulkSettings]; default:
+    its defaults), ``cluster`` the Ray run's own
+    ([`RaySettings`][contextvec.distributed.spec.RaySettings]). Without ``cluster.merge``,
+    ``output`` is a folder of ``shard-NNNNNN.h5`` (block ``n``: corpus lines
     ``n * chunk_lines`` onwards), ``manifest.json`` and, once complete, ``done.json``. With
-    ``merge`` it is one HDF5 file laid out as the local engine's (``embed_file``), the shards
-    kept in ``OUTPUT.parts/`` until the merge. The datasets are the local engine's bytes for
-    the same lines, settings and ``chunk_lines``. ``address``: a running cluster (else Ray is
-    started here, or the session already initialised in this process is used); one where no
-    Ray cluster answers is a :class:`ConnectionError` within seconds (:mod:`.address`). ``on_block`` is
-    called after each finished block (in the driver).
+    ``merge`` it is one HDF5 file laid out as the local engine's
+    ([`embed_to_hdf5`][contextvec.bulk.embed_to_hdf5]), the shards kept in ``OUTPUT.parts/``
+    until the merge. The datasets are the local engine's bytes for the same lines, settings and
+    ``chunk_lines``. ``cluster.address``: a running cluster (else Ray is started here, or the
+    session already initialised in this process is used); one where no Ray cluster answers is
+    a :class:`ConnectionError` within seconds (:mod:`.address`). ``on_block`` is called after
+    each finished block (in the driver).
     """
     ray = require_ray()
     spec = (spec or ModelSpec()).resolved()
-    _check_settings(layers, pool, {"batch_size": batch_size, "max_tokens": max_tokens,
-                                   "chunk_lines": chunk_lines, "workers": workers})
-    output = check_output(Path(output), inputs, merge=merge, resume=resume, overwrite=overwrite)
+    settings, cluster = settings or BulkSettings(), cluster or RaySettings()
+    merge, resume, overwrite = cluster.merge, settings.resume, settings.overwrite
+    output = prepare_ray_output(Path(output), inputs, merge=merge, resume=resume, overwrite=overwrite)
     if not ray.is_initialized():
-        check_ray_address(address)  # before the corpus is read: Ray retries a dead address for minutes
-    corpus = Corpus.scan(inputs, sentence_keys, empty_lines, invalid_utf8)
-    run = {**corpus.manifest(), "layers": layers, "pool": pool, "sentence_keys": sentence_keys,
-           "forget_sentences": forget_sentences, "empty_lines": empty_lines,
-           "invalid_utf8": invalid_utf8, "chunk_lines": chunk_lines}
+        # before the corpus is read: Ray retries a dead address for minutes
+        check_ray_address(cluster.address)
+    corpus = Corpus.scan(inputs, settings.sentence_keys, settings.empty_lines, settings.invalid_utf8)
+    run = {**corpus.manifest(), **settings.record()}
     parts_path = output.with_name(output.name + ".parts") if merge else output
     if resume:
         check_settings_early(parts_path, run)
@@ -159,13 +140,11 @@ def embed_ray(
     started = not ray.is_initialized()
     if started:
         # "local": a new Ray for this run, even where `ray start` left a cluster to join
-        ray.init(address=address or "local", include_dashboard=False, log_to_driver=progress,
-                 logging_level="WARNING")
-    settings = {"layers": layers, "pool": pool, "sentence_keys": sentence_keys,
-                "batch_size": batch_size, "max_tokens": max_tokens}
+        ray.init(address=cluster.address or "local", include_dashboard=False,
+                 log_to_driver=settings.progress, logging_level="WARNING")
     actors: list = []
     try:
-        actors, identity = _start_workers(ray, spec, settings, workers)
+        actors, identity = _start_workers(ray, spec, settings, cluster.workers)
         parts = ShardDir(parts_path, {**run, "model": identity}, free={"chunk_lines"})
         if resume and finished_already(output, parts, merge, overwrite):
             n_blocks = -(-corpus.n_lines // parts.manifest["chunk_lines"])
@@ -179,7 +158,7 @@ def embed_ray(
         done = parts.done(n_blocks)
         tokens, start = 0, time.perf_counter()
 
-        with tqdm(total=corpus.n_lines, unit="sent", disable=not progress, desc="embed") as bar:
+        with tqdm(total=corpus.n_lines, unit="sent", disable=not settings.progress, desc="embed") as bar:
             bar.update(sum(min(chunk_lines, corpus.n_lines - n * chunk_lines) for n in done))
 
             def finished(block: BlockDone) -> None:
@@ -211,8 +190,7 @@ def embed_ray(
             ray.shutdown()
 
     if merge:
-        _merge(corpus, parts, n_blocks, output, index=not (forget_sentences or sentence_keys),
-               progress=progress)
+        _merge(corpus, parts, n_blocks, output, index=settings.index, progress=settings.progress)
     else:
         finish_folder(parts, corpus, n_blocks)
     return RunSummary(output, corpus.n_lines, n_blocks, n_blocks - len(done), tokens, seconds, len(actors))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from contextvec.bulk import check_finished
 from contextvec.distributed.inputs import Corpus
-from contextvec.io.atomic import atomic_path, output_target
+from contextvec.io.atomic import atomic_path, output_target, refuse_to_replace
 from contextvec.io.shards import MANIFEST, ResumeError, ShardDir
 
 DONE = "done.json"
@@ -37,18 +37,15 @@ def output_path(output: str | os.PathLike, merge: bool) -> Path:
     return output
 
 
-def check_output(output: Path, inputs: Sequence[str | os.PathLike], merge: bool, resume: bool,
-                 overwrite: bool) -> Path:
+def prepare_ray_output(output: Path, inputs: Sequence[str | os.PathLike], merge: bool, resume: bool,
+                       overwrite: bool) -> Path:
     """Refuse an output that is an input, of the wrong kind (:func:`output_path`), or in the
     way; with ``overwrite`` (and no ``resume``) empty a folder of an earlier run. Returns the
     absolute path (a symbolic link's target)."""
     named, output = output, output_path(output, merge)
-    for given in inputs:
-        if Path(given).exists() and output.exists() and os.path.samefile(given, output):
-            raise ValueError(f"the output {named} is the input {given}: refusing to destroy it")
     in_use = output.exists() and (merge or any(output.iterdir()))
-    if in_use and not (overwrite or resume):
-        raise FileExistsError(f"{named} exists; pass --overwrite to replace it or --resume to continue it")
+    refuse_to_replace(output, named, inputs=inputs, in_use=in_use, replace=overwrite or resume,
+                      suggest_resume=True)
     if not merge and output.exists() and not resume and (overwrite or not in_use):
         if in_use and not (output / MANIFEST).exists():
             raise FileExistsError(f"{named} is not a folder written by contextvec (no {MANIFEST}); "

@@ -12,9 +12,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from contextvec.bulk import embed_chunk, write_shard
+from contextvec.api import ModelSpec
+from contextvec.bulk import BulkSettings, embed_chunk, write_shard
 from contextvec.distributed.inputs import Lines
-from contextvec.distributed.spec import ModelSpec
 from contextvec.encoders.fingerprint import model_identity
 
 FAULT_ENV = "CONTEXTVEC_RAY_TEST_FAULT"
@@ -42,7 +42,7 @@ class EmbedWorker:
     exception (with its message) rather than as a dead actor.
     """
 
-    def __init__(self, spec: ModelSpec, settings: dict) -> None:
+    def __init__(self, spec: ModelSpec, settings: BulkSettings) -> None:
         self.settings = settings
         self.node = platform.node()
         try:
@@ -66,7 +66,7 @@ class EmbedWorker:
                                "(its files differ on that node)")
         _fault_hook()
         start, cpu = time.perf_counter(), time.process_time()
-        items = embed_chunk(self.encoder, lines, **self.settings)
+        items = embed_chunk(self.encoder, lines, self.settings)
         write_shard(Path(shard), items)
         return BlockDone(number, len(lines), sum(len(text.split()) for _, text in lines),
                          time.perf_counter() - start, time.process_time() - cpu, self.node)

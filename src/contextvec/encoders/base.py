@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from contextvec.encoders.outputs import LAYER_MODES, POOL_MODES, pool_tokens, select_layers
+from contextvec.encoders.outputs import Layers, Pooling, as_layers, as_pooling, view_layers
 from contextvec.text.batching import length_batches
 from contextvec.text.tokenize import Sentence, as_sentences, refuse_bare_string
 
@@ -75,8 +75,8 @@ class Encoder(nn.Module, ABC):
         batch_size: int = 32,
         max_tokens: int | None = 4096,
         *,
-        layers: str = "all",
-        pool: str | None = None,
+        layers: Layers | str = Layers.ALL,
+        pool: Pooling | str | None = None,
     ) -> list[np.ndarray]:
         """Vectors for each sentence, as numpy arrays in input order (no gradients).
 
@@ -89,11 +89,13 @@ class Encoder(nn.Module, ABC):
                 (pass ``[text]`` for one sentence).
             batch_size: sentences per forward pass.
             max_tokens: padded tokens (``batch * time``) per forward pass; None for no limit.
-            layers: ``"all"`` (every layer), ``"top"`` (the last layer) or ``"average"`` (the
-                mean of the layers), as ``contextvec embed --all/--top/--average`` writes them.
-            pool: None for one vector per token, or ``"mean"``, ``"max"`` or ``"first"`` for one
-                vector per sentence (per layer with ``"all"``); a sentence without tokens pools
-                to zeros.
+            layers: a [`Layers`][contextvec.encoders.outputs.Layers] or its spelling: ``"all"``
+                (every layer), ``"top"`` (the last layer) or ``"average"`` (the mean of the
+                layers), as ``contextvec embed --all/--top/--average`` writes them.
+            pool: None for one vector per token, or a
+                [`Pooling`][contextvec.encoders.outputs.Pooling] (``"mean"``, ``"max"`` or
+                ``"first"``) for one vector per sentence (per layer with ``"all"``); a sentence
+                without tokens pools to zeros.
 
         Returns:
             One float32 array per sentence, ``(num_layers, tokens, dim)`` with ``layers="all"``,
@@ -106,14 +108,10 @@ class Encoder(nn.Module, ABC):
             ValueError: an unknown ``layers`` or ``pool``.
         """
         tokenized = as_sentences(sentences)
-        if layers not in LAYER_MODES:
-            raise ValueError(f"layers must be one of {', '.join(LAYER_MODES)}, not {layers!r}")
-        if pool is not None and pool not in POOL_MODES:
-            raise ValueError(f"pool must be one of {', '.join(POOL_MODES)} or None, not {pool!r}")
+        layers, pool = as_layers(layers), as_pooling(pool)
         out: list[np.ndarray] = [np.empty(0)] * len(tokenized)
         for index, array in self.embed_batches(tokenized, batch_size, max_tokens):
-            array = select_layers(array, layers)
-            out[index] = array if pool is None else pool_tokens(array, pool)
+            out[index] = view_layers(array, layers, pool)
         return out
 
     def clear_caches(self) -> None:

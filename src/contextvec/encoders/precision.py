@@ -32,14 +32,34 @@ import functools
 import os
 import weakref
 from collections.abc import Callable
+from enum import StrEnum
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-PRECISIONS = ("fp32", "bf16", "int8")
-"""The precisions ``contextvec.load(precision=...)`` accepts."""
+from contextvec.encoders.outputs import checked_choice
+
+
+class Precision(StrEnum):
+    """The weight precision of inference (``contextvec.load(precision=...)``, ``--precision``)."""
+
+    FP32 = "fp32"
+    """Exact: the weights as trained."""
+    BF16 = "bf16"
+    """bfloat16 matmuls (CPUs with native bf16 only)."""
+    INT8 = "int8"
+    """int8 weights, dynamically quantised activations."""
+
+
+PRECISIONS = tuple(precision.value for precision in Precision)
+"""The precisions ``contextvec.load(precision=...)`` accepts (the spellings of :class:`Precision`)."""
+
+
+def as_precision(value: Precision | str) -> Precision:
+    """``value`` as a :class:`Precision`; a ``ValueError`` naming the choices for any other."""
+    return checked_choice(Precision, value, "precision")
 
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 """CPU flags of native bf16 matmuls: any one of them is enough."""

@@ -19,7 +19,7 @@ from types import TracebackType
 import numpy as np
 
 from contextvec.encoders.base import Encoder
-from contextvec.encoders.outputs import LAYER_MODES, POOL_MODES, pool_tokens, select_layers
+from contextvec.encoders.outputs import Layers, Pooling, as_layers, as_pooling, view_layers
 from contextvec.engine.batcher import Batcher, BatchObserver, Job, Runner
 from contextvec.engine.worker import WorkerThread
 from contextvec.text.tokenize import Sentence, as_sentences
@@ -131,15 +131,17 @@ class Engine:
         with self._stats_lock:
             return self._stats
 
-    def embed(self, sentences: Iterable[Sentence], *, layers: str = "all", pool: str | None = None,
-              timeout: float | None = None) -> list[np.ndarray]:
+    def embed(self, sentences: Iterable[Sentence], *, layers: Layers | str = Layers.ALL,
+              pool: Pooling | str | None = None, timeout: float | None = None) -> list[np.ndarray]:
         """Vectors for each sentence, in input order, batched with other callers' sentences.
 
         Args:
             sentences: strings (split on whitespace) or token lists. A bare string is refused
                 (pass ``[text]`` for one sentence).
-            layers: ``"all"``, ``"top"`` or ``"average"``, as in ``Encoder.embed``.
-            pool: None, ``"mean"``, ``"max"`` or ``"first"``, as in ``Encoder.embed``.
+            layers: a [`Layers`][contextvec.encoders.outputs.Layers] or its spelling (``"all"``,
+                ``"top"``, ``"average"``), as in ``Encoder.embed``.
+            pool: None or a [`Pooling`][contextvec.encoders.outputs.Pooling] (``"mean"``,
+                ``"max"``, ``"first"``), as in ``Encoder.embed``.
             timeout: seconds to wait, queue included (None: no limit); past it the call's
                 sentences not yet run are dropped.
 
@@ -163,8 +165,8 @@ class Engine:
             raise TimeoutError(f"the sentences were not embedded within {timeout:g} s") from None
         return _view(arrays, layers, pool)
 
-    async def aembed(self, sentences: Iterable[Sentence], *, layers: str = "all",
-                     pool: str | None = None, timeout: float | None = None) -> list[np.ndarray]:
+    async def aembed(self, sentences: Iterable[Sentence], *, layers: Layers | str = Layers.ALL,
+                     pool: Pooling | str | None = None, timeout: float | None = None) -> list[np.ndarray]:
         """[`embed`][contextvec.engine.Engine.embed] for coroutines: awaits without blocking
         the event loop; a cancelled call's sentences not yet run are dropped."""
         job = self._submit(sentences, layers, pool, timeout)
@@ -203,13 +205,10 @@ class Engine:
                  traceback: TracebackType | None) -> None:
         self.close()
 
-    def _submit(self, sentences: Iterable[Sentence], layers: str, pool: str | None,
+    def _submit(self, sentences: Iterable[Sentence], layers: Layers | str, pool: Pooling | str | None,
                 timeout: float | None) -> Job:
         tokenized = as_sentences(sentences)
-        if layers not in LAYER_MODES:
-            raise ValueError(f"layers must be one of {', '.join(LAYER_MODES)}, not {layers!r}")
-        if pool is not None and pool not in POOL_MODES:
-            raise ValueError(f"pool must be one of {', '.join(POOL_MODES)} or None, not {pool!r}")
+        as_layers(layers), as_pooling(pool)  # refused before the call queues
         deadline = math.inf if timeout is None else time.monotonic() + timeout
         return self.submit(tokenized, deadline)
 
@@ -222,7 +221,7 @@ class Engine:
             self._on_batch(sentences, padded_tokens, seconds)
 
 
-def _view(arrays: list[np.ndarray], layers: str, pool: str | None) -> list[np.ndarray]:
+def _view(arrays: list[np.ndarray], layers: Layers | str, pool: Pooling | str | None) -> list[np.ndarray]:
     """The caller's layers and pooling, applied on the caller's thread (not the torch thread)."""
-    out = [select_layers(array, layers) for array in arrays]
-    return out if pool is None else [pool_tokens(array, pool) for array in out]
+    layers, pool = as_layers(layers), as_pooling(pool)
+    return [view_layers(array, layers, pool) for array in arrays]

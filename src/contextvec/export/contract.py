@@ -45,11 +45,18 @@ def char_id_vectors(tokens: Sequence[str]) -> list[dict[str, Any]]:
     return [{"token": t, "ids": token_to_char_ids(t).tolist()} for t in tokens]
 
 
-def _manifest(family: str, onnx_file: str, opset: int, identity: str, inputs: list[dict[str, Any]],
-              layers: int, dim: int, mix: dict[str, Any] | None, time: str = "time") -> dict[str, Any]:
+def _outputs(layers: int, dim: int, mix: dict[str, Any] | None, time: str = "time") -> list[dict[str, Any]]:
+    """The graph's outputs: every layer, and with a scalar mix the mixed vectors."""
     outputs = [{"name": "layers", "dtype": "float32", "shape": ["batch", layers, time, dim]}]
     if mix is not None:
         outputs.append({"name": "mixed", "dtype": "float32", "shape": ["batch", time, dim]})
+    return outputs
+
+
+def _manifest(family: str, onnx_file: str, opset: int, identity: str, inputs: list[dict[str, Any]],
+              outputs: list[dict[str, Any]], mix: dict[str, Any] | None) -> dict[str, Any]:
+    """The fields every family's manifest has; ``outputs[0]`` is the layers output."""
+    _, layers, _, dim = outputs[0]["shape"]
     return {
         "format": FORMAT,
         "version": VERSION,
@@ -73,8 +80,8 @@ def elmo_manifest(config: BiLMConfig, onnx_file: str, opset: int, identity: str,
                   mix: dict[str, Any] | None) -> dict[str, Any]:
     """The JSON written beside an exported ELMo."""
     inputs = [_int64("char_ids", "time", MAX_CHARS_PER_TOKEN), _int64("mask", "time")]
-    return {**_manifest("elmo", onnx_file, opset, identity, inputs, config.num_output_layers,
-                        config.output_dim, mix),
+    outputs = _outputs(config.num_output_layers, config.output_dim, mix)
+    return {**_manifest("elmo", onnx_file, opset, identity, inputs, outputs, mix),
             "char_ids": char_id_contract()}
 
 
@@ -83,8 +90,8 @@ def cove_manifest(config: MTLSTMConfig, onnx_file: str, words_file: str, opset: 
     """The JSON written beside an exported CoVe: a token's id is 1 + its index in the word list
     (``words_file``, a JSON array), after lower-casing if ``lowercase``; 0 for any other token."""
     inputs = [_int64("word_ids", "time"), _int64("mask", "time")]
-    return {**_manifest("cove", onnx_file, opset, identity, inputs, config.num_layers + 1,
-                        config.input_dim + config.output_dim, mix),
+    outputs = _outputs(config.num_layers + 1, config.input_dim + config.output_dim, mix)
+    return {**_manifest("cove", onnx_file, opset, identity, inputs, outputs, mix),
             "words": {"file": words_file, "offset": 1, "unknown": 0, "lowercase": config.lowercase}}
 
 
@@ -95,8 +102,8 @@ def bert_manifest(encoder: BertEncoder, onnx_file: str, tokenizer_file: str, voc
     layers = config.num_hidden_layers + 1
     inputs = [_int64("input_ids", "pieces"), _int64("attention_mask", "pieces"),
               _int64("first_piece", "words"), _int64("mask", "words")]
-    manifest = _manifest("bert", onnx_file, opset, identity, inputs, layers, config.hidden_size, mix,
-                         time="words")
+    outputs = _outputs(layers, config.hidden_size, mix, time="words")
+    manifest = _manifest("bert", onnx_file, opset, identity, inputs, outputs, mix)
     manifest["outputs"].append({"name": "hidden_states", "dtype": "float32",
                                 "shape": ["batch", layers, "pieces", config.hidden_size]})
     tokenizer = encoder.tokenizer

@@ -3,8 +3,9 @@
 Writes never replace what a path points to: an output that is a symbolic link is written
 through to its target (the temporary file lies beside the target, then is renamed onto it), and
 an output that exists but is not a regular file (a FIFO, a device, a socket) is refused.
-:func:`output_target` checks an output's name and kind; :func:`output_lock` holds an output
-for one run, so that a second run on it is refused at once.
+:func:`output_target` checks an output's name and kind, :func:`refuse_to_replace` that it is
+neither an input nor in the way; :func:`output_lock` holds an output for one run, so that a
+second run on it is refused at once.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import contextlib
 import os
 import stat
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 try:
@@ -87,6 +88,29 @@ def output_target(path: str | os.PathLike, *, directory: bool = False) -> Path:
     if not target.parent.is_dir():
         raise FileNotFoundError(f"the folder of the output {given}{via} does not exist")
     return target
+
+
+def refuse_to_replace(
+    target: Path,
+    named: str | os.PathLike,
+    *,
+    inputs: Iterable[str | os.PathLike | None] = (),
+    in_use: bool | None = None,
+    replace: bool = False,
+    suggest_resume: bool = False,
+) -> None:
+    """The one check before an output is written: refuse ``target`` (the output as the user
+    ``named`` it) if it is one of ``inputs`` (also through links), even when ``replace``; or
+    if it is ``in_use`` (default: it exists) and ``replace`` is false, saying to pass
+    ``--overwrite`` (and ``--resume`` if ``suggest_resume``). Raises ``ValueError`` or
+    ``FileExistsError`` with a one-line message."""
+    for given in inputs:
+        if given is not None and Path(given).exists() and target.exists() \
+                and os.path.samefile(target, given):
+            raise ValueError(f"the output {named} is the input {given}: refusing to destroy it")
+    if (target.exists() if in_use is None else in_use) and not replace:
+        raise FileExistsError(f"{named} exists; pass --overwrite to replace it"
+                              + (" or --resume to continue it" if suggest_resume else ""))
 
 
 def _umask() -> int:

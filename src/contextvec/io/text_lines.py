@@ -17,11 +17,42 @@ import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import IO
 
-EMPTY_LINE_POLICIES = ("error", "keep")
-INVALID_UTF8_POLICIES = ("error", "replace")
+
+class EmptyLines(StrEnum):
+    """What to do with empty or whitespace-only lines (``--empty-lines``)."""
+
+    ERROR = "error"
+    """Refuse the input, naming the lines."""
+    KEEP = "keep"
+    """Keep them: a sentence of zero tokens."""
+
+
+class InvalidUtf8(StrEnum):
+    """What to do with lines that are not valid UTF-8 (``--invalid-utf8``)."""
+
+    ERROR = "error"
+    """Refuse the input, naming the lines."""
+    REPLACE = "replace"
+    """Decode them with U+FFFD for each bad byte."""
+
+
+EMPTY_LINE_POLICIES = tuple(policy.value for policy in EmptyLines)
+INVALID_UTF8_POLICIES = tuple(policy.value for policy in InvalidUtf8)
+
+
+def as_policies(empty_lines: EmptyLines | str,
+                invalid_utf8: InvalidUtf8 | str) -> tuple[EmptyLines, InvalidUtf8]:
+    """The two bad-line policies as enums; a ``ValueError`` naming the choices for any other."""
+    for name, kind, value in (("empty_lines", EmptyLines, empty_lines),
+                              ("invalid_utf8", InvalidUtf8, invalid_utf8)):
+        if value not in kind.__members__.values():
+            choices = ", ".join(policy.value for policy in kind)
+            raise ValueError(f"{name} must be one of {choices}, not {value!r}")
+    return EmptyLines(empty_lines), InvalidUtf8(invalid_utf8)
 
 
 class InputError(ValueError):
@@ -148,15 +179,17 @@ def scan_lines(path: str | os.PathLike, sentence_keys: bool = False) -> InputSca
     return scan
 
 
-def check_scan(scan: InputScan, empty_lines: str, invalid_utf8: str) -> None:
-    """Raise :class:`InputError` for every kind of line that the policies reject."""
+def check_scan(scan: InputScan, empty_lines: EmptyLines | str, invalid_utf8: InvalidUtf8 | str) -> None:
+    """Raise :class:`InputError` for every kind of line that the policies reject (a
+    ``ValueError`` for a policy that is none of the choices)."""
+    empty_lines, invalid_utf8 = as_policies(empty_lines, invalid_utf8)
     problems = []
-    if scan.empty and empty_lines == "error":
+    if scan.empty and empty_lines is EmptyLines.ERROR:
         problems.append(_describe(
             "empty or whitespace-only line(s)", scan.empty,
             "remove them or pass --empty-lines keep to write a (layers, 0, dim) dataset",
         ))
-    if scan.invalid_utf8 and invalid_utf8 == "error":
+    if scan.invalid_utf8 and invalid_utf8 is InvalidUtf8.ERROR:
         problems.append(_describe(
             "line(s) that are not valid UTF-8", scan.invalid_utf8,
             "fix the encoding or pass --invalid-utf8 replace to decode them with U+FFFD",

@@ -11,10 +11,12 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, StrictStr
 
+from contextvec.encoders.outputs import LAYER_MODES, POOL_MODES
+
 Strict = ConfigDict(extra="forbid", strict=True)
 
-LayerMode = Literal["all", "top", "average"]
-PoolMode = Literal["mean", "max", "first"]
+LayerMode = Literal[LAYER_MODES]  # the spellings of encoders.outputs.Layers and Pooling
+PoolMode = Literal[POOL_MODES]
 Encoding = Literal["float", "base64"]
 TokenizerName = Literal["whitespace", "moses"]
 # Bounded so that the mixed vectors stay finite in float32 (JSON has no inf/NaN). A strict

@@ -1,7 +1,8 @@
 """A request's layer selection and pooling applied to one sentence's layers, and its encoding.
 
-"all"/"top"/"average" and pooling use :mod:`contextvec.encoders.outputs`, the same functions as
-``Encoder.embed`` and ``contextvec embed``, so the numbers are the same.
+"all"/"top"/"average" and pooling are :mod:`contextvec.encoders.outputs`' ``Layers`` and
+``Pooling``, applied by the same functions as ``Encoder.embed`` and ``contextvec embed``, so the
+numbers are the same.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import numpy as np
 import orjson
 import pybase64
 
-from contextvec.encoders.outputs import pool_tokens, select_layers
+from contextvec.encoders.outputs import Layers, Pooling, as_layers, as_pooling, pool_tokens, select_layers
 
 
 class FieldError(ValueError):
@@ -27,10 +28,10 @@ class FieldError(ValueError):
 class LayerView:
     """What to return of the layers: a mode, layer indices or a fixed scalar mix, then a pool."""
 
-    mode: str | None = "all"
+    mode: Layers | None = Layers.ALL
     indices: tuple[int, ...] | None = None
     mix: np.ndarray | None = None          # gamma * softmax(weights), float32 (num_layers,)
-    pool: str | None = None
+    pool: Pooling | None = None
 
     def apply(self, layers: np.ndarray) -> np.ndarray:
         """``layers`` (num_layers, tokens, dim) -> the requested float32 array."""
@@ -50,14 +51,16 @@ def scalar_mix_weights(weights: list[float], gamma: float) -> np.ndarray:
     return (np.float32(gamma) * (e / e.sum())).astype(np.float32)
 
 
-def layer_view(layers: object, pool: str | None, num_layers: int, field: str = "layers") -> LayerView:
+def layer_view(layers: object, pool: Pooling | str | None, num_layers: int,
+               field: str = "layers") -> LayerView:
     """Check a request's ``layers`` against the model and build its view.
 
     ``layers`` is a mode string, a list of indices (negative ones count from the top) or an
     object with ``weights`` (one per layer) and ``gamma``.
     """
+    pool = as_pooling(pool)
     if isinstance(layers, str):
-        return LayerView(mode=layers, pool=pool)
+        return LayerView(mode=as_layers(layers), pool=pool)
     if isinstance(layers, list):
         bad = [i for i in layers if not -num_layers <= i < num_layers]
         if bad:

@@ -268,20 +268,22 @@ class ProjectedLSTMLayer(nn.Module):
             state_product = self._step_matmul("state_weight", state_weight, state_per_direction, g)
             project = (self._step_matmul("projection", self.projection, project_per_direction, g)
                        if projected else None)
-            self._recur(x_proj[g], h[g], c[g], active, starts, state_product, project,
-                        outputs[g], final_h[g], final_c[g])
+            self._recur(x_proj[g], (h[g], c[g]), active, starts, state_product, project,
+                        outputs[g], (final_h[g], final_c[g]))
         return outputs.transpose(1, 2), (final_h, final_c)
 
     def _recur(
-        self, x_proj: torch.Tensor, h: torch.Tensor, c: torch.Tensor, active: list[int],
+        self, x_proj: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], active: list[int],
         starts: list[int], state_product: Callable[..., torch.Tensor],
         project: Callable[..., torch.Tensor] | None, outputs: torch.Tensor,
-        final_h: torch.Tensor, final_c: torch.Tensor,
+        final: tuple[torch.Tensor, torch.Tensor],
     ) -> None:
-        """The step loop over the directions of ``h``: writes step t's output into ``outputs[:,
-        t]`` and each sequence's state after its last step into ``final_h`` and ``final_c``.
-        ``x_proj`` holds the input projections of the running (step, sequence) pairs, time-major;
-        step t's ``active[t]`` sequences start at row ``starts[t]``."""
+        """The step loop over the directions of the initial ``state`` ``(h, c)``: writes step t's
+        output into ``outputs[:, t]`` and each sequence's state after its last step into
+        ``final`` ``(final_h, final_c)``. ``x_proj`` holds the input projections of the running
+        (step, sequence) pairs, time-major; step t's ``active[t]`` sequences start at row
+        ``starts[t]``."""
+        (h, c), (final_h, final_c) = state, final
         differentiable = torch.is_grad_enabled()
         k_prev = h.shape[1]
         for t, k in enumerate(active):
