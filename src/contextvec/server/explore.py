@@ -20,7 +20,7 @@ import numpy as np
 from contextvec.encoders.base import Encoder
 from contextvec.engine.batcher import Runner
 from contextvec.engine.worker import WorkerThread
-from contextvec.io.text_lines import check_scan, read_lines, scan_lines
+from contextvec.io.text_lines import read_lines, scan_lines
 from contextvec.server import explore_schemas as es
 from contextvec.server.errors import APIError
 from contextvec.server.service import Call, Service
@@ -55,7 +55,7 @@ def read_corpus(path: str | None, tokenizer: str) -> tuple[str, list[list[str]]]
     """``(source, sentences)`` of a corpus file (None: the bundled sample), split by ``tokenizer``.
 
     Raises:
-        FileNotFoundError: no such file.
+        OSError: a file that cannot be read (FileNotFoundError: none there).
         ValueError: a file with invalid UTF-8, or without a sentence.
     """
     if path is None:
@@ -63,12 +63,15 @@ def read_corpus(path: str | None, tokenizer: str) -> tuple[str, list[list[str]]]
         lines = resources.files("contextvec.data").joinpath(SAMPLE_CORPUS).read_text("utf-8").splitlines()
     else:
         source = Path(path).name
-        check_scan(scan_lines(path), empty_lines="keep", invalid_utf8="error")
+        bad = scan_lines(path).invalid_utf8
+        if bad:
+            raise ValueError(f"line {bad[0] + 1} is not valid UTF-8 ({len(bad)} such line(s)): "
+                             "fix the file's encoding")
         lines = [text for _, text in read_lines(path)]
     split = str.split if tokenizer == "whitespace" else (lambda text: Tokenizer(tokenizer)(text)[0])
     sentences = [list(split(line)) for line in lines if line.strip()]
     if not sentences:
-        raise ValueError(f"--explore-corpus {path}: no sentence in it (every line is blank)")
+        raise ValueError("no sentence in it (every line is blank)")
     return source, sentences
 
 
@@ -112,8 +115,7 @@ class Explorer:
         (the first model is the one ``service`` serves).
 
         Raises:
-            FileNotFoundError: a corpus or report that does not exist.
-            ValueError: a corpus or report that cannot be read (one line naming it).
+            ValueError: a corpus or report that cannot be read (one line naming its option).
         """
         reports = []
         for path in settings.reports:
@@ -121,7 +123,11 @@ class Explorer:
                 reports.append((path, asdict(read_layer_report(path))))
             except (FileNotFoundError, ValueError) as error:
                 raise ValueError(f"--explore-report {path}: {error}") from None
-        source, sentences = read_corpus(settings.corpus, service.settings.tokenizer)
+        try:
+            source, sentences = read_corpus(settings.corpus, service.settings.tokenizer)
+        except (OSError, ValueError) as error:
+            why = error.strerror if isinstance(error, OSError) and error.strerror else error
+            raise ValueError(f"--explore-corpus {settings.corpus}: {why}") from None
         built = []
         for k, (name, encoder) in enumerate(models):
             index = worker.run(lambda e=encoder, n=name: ContextIndex.build(
