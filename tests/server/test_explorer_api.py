@@ -161,7 +161,7 @@ def test_no_ui_serves_the_api_alone(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--no-ui", "--explore-model", SECOND],
      "--explore-model is for the explorer page, which --no-ui turns off"),
-    (["--explore-corpus", "{tmp}/absent.txt"], "--explore-corpus {tmp}/absent.txt: No such file or directory"),
+    (["--explore-corpus", "{tmp}/absent.txt"], "--explore-corpus {tmp}/absent.txt: No such file"),
     (["--explore-corpus", "{tmp}/blank.txt"], "blank.txt: no sentence in it (every line is blank)"),
     (["--explore-corpus", "{tmp}/latin1.txt"], "latin1.txt: line 2 is not valid UTF-8 (1 such line(s))"),
     (["--explore-report", "{tmp}/bad.json"],
