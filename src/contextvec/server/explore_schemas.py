@@ -100,8 +100,8 @@ class NearestRequest(BaseModel):
     model_config = Strict
     sentence: StrictStr | Annotated[list[StrictStr], Field(min_length=1)] = Field(
         description="a string (split by `tokenizer`) or a token list")
-    position: Annotated[Integer, Field(ge=0)] = Field(description="the word's token index")
-    top_k: Annotated[Integer, Field(ge=1, le=MAX_TOP_K)] = 5
+    position: Integer = Field(ge=0, description="the word's token index")
+    top_k: Integer = Field(5, ge=1, le=MAX_TOP_K, description="contexts per layer")
     model: StrictStr | None = None
     ignore_case: StrictBool = False
     tokenizer: TokenizerName | None = None

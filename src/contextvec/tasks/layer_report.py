@@ -151,13 +151,16 @@ def _probe(document: dict, title: str) -> LayerReport:
             mixes.append(Mix(str(probe["name"]), [_number(w) for w in probe["mix_weights"]],
                              _number(probe["mix_gamma"])))
     baselines = {f"majority ({split})": _number(v) for split, v in document["majority_baseline"].items()}
-    return LayerReport("probe", f"linear probes {title}".strip(), "accuracy", mixes, scores, baselines)
+    what = " ".join(str(document[k]) for k in ("task", "tag") if document.get(k)) or title
+    return LayerReport("probe", f"linear probes: {what}" if what else "linear probes", "accuracy", mixes,
+                       scores, baselines)
 
 
 def _wsd(document: dict, title: str) -> LayerReport:
     scores = [LayerScore(f"layer {row['layer']}", int(row["layer"]), _number(row["f1"]))
               for row in document["layers"]]
-    return LayerReport("probe-wsd", f"word sense disambiguation {title}".strip(), "f1", [], scores,
+    return LayerReport("probe-wsd", f"word sense disambiguation: {title}" if title else
+                       "word sense disambiguation", "f1", [], scores,
                        {"first sense": _number(document["first_sense"]["f1"])})
 
 

@@ -132,10 +132,14 @@
     if (!report) return;
     target.append(el("h2", { text: `${report.title} (${report.kind})` }),
                   el("p", { class: "hint", text: report.source }));
+    const grid = el("div", { class: "report-grid" });
+    target.append(grid);
     if (report.mixes.length) {
       const layers = report.mixes[0].weights.map((_, k) => `layer ${k}`);
+      const part = el("div");
       const box = el("div", { class: "chart wide", role: "img", "aria-label": "softmax-normalised layer weights" });
-      target.append(box);
+      part.append(box);
+      grid.append(part);
       chart(box, {
         title: { text: "Softmax-normalised layer weights", textStyle: { fontSize: 13 } },
         tooltip: { trigger: "axis" }, legend: { bottom: 0, type: "scroll" },
@@ -144,27 +148,31 @@
         series: report.mixes.map((m) => ({ type: "bar", name: `${m.name} (γ ${m.gamma.toFixed(2)})`,
                                              data: m.weights })),
       });
-      target.append(table("Layer weights and gamma", ["mix", ...layers, "gamma"],
+      part.append(table("Layer weights and gamma", ["mix", ...layers, "gamma"],
         report.mixes.map((m) => [m.name, ...m.weights.map(fmt), fmt(m.gamma)]), { class: "mixes" }));
     }
     if (report.scores.length) {
       const names = report.scores.map((s) => s.name);
+      const part = el("div");
       const box = el("div", { class: "chart wide", role: "img", "aria-label": `${report.metric} per layer` });
-      target.append(box);
+      part.append(box);
+      grid.append(part);
       const lines = Object.entries(report.baselines).map(([name, v]) => ({ name, yAxis: v }));
       const series = [{ type: "bar", name: "dev", data: report.scores.map((s) => s.dev),
-                        markLine: { symbol: "none", data: lines, label: { formatter: "{b}" } } }];
-      if (report.scores.some((s) => s.test !== null)) {
+                        markLine: { symbol: "none", data: lines,
+                                    label: { formatter: "{b}", position: "insideStartTop" } } }];
+      const tested = report.scores.some((s) => s.test !== null);
+      if (tested) {
         series.push({ type: "bar", name: "test", data: report.scores.map((s) => s.test) });
       }
       chart(box, {
         title: { text: `${report.metric} per layer`, textStyle: { fontSize: 13 } },
         tooltip: { trigger: "axis" }, legend: { bottom: 0 },
         grid: { left: 48, right: 16, top: 36, bottom: 48 },
-        xAxis: { type: "category", data: names }, yAxis: { type: "value", scale: true }, series,
+        xAxis: { type: "category", data: names }, yAxis: { type: "value", min: 0, max: 1 }, series,
       });
-      target.append(table(`${report.metric} per layer`, ["probe", "dev", "test"],
-        report.scores.map((s) => [s.name, fmt(s.dev), s.test === null ? "–" : fmt(s.test)]),
+      part.append(table(`${report.metric} per layer`, ["probe", "dev", ...(tested ? ["test"] : [])],
+        report.scores.map((s) => [s.name, fmt(s.dev), ...(tested ? [s.test === null ? "–" : fmt(s.test)] : [])]),
         { class: "scores" }));
     }
     if (!report.mixes.length && !report.scores.length) {
