@@ -44,7 +44,7 @@ def server(tmp_path_factory):
     root = tmp_path_factory.mktemp("page")
     env = {"OMP_NUM_THREADS": "1", "CONTEXTVEC_API_KEY": "", "CONTEXTVEC_CACHE": str(root / "cache")}
     with ServerProcess(["--threads", "1", "--explore-model", SECOND, "--explore-report",
-                        str(PROBE)], env=env) as process:
+                        os.path.relpath(PROBE)], env=env) as process:
         yield process.url
 
 

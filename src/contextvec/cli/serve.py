@@ -100,7 +100,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     explore.add_argument("--explore-model", metavar="MODEL",
                          help="a second model (bundled name or directory) shown beside the served one")
     explore.add_argument("--explore-report", metavar="PATH", action="append", default=[],
-                         help="a saved task model directory, or a train-task, probe, probe-wsd or "
+                         help="a saved task model directory, or a train-task, probe pos, probe wsd or "
                               "experiment results file, to chart (repeatable)")
     p.add_argument("--access-log", action="store_true",
                    help="log each request's method, path and status (never its text)")

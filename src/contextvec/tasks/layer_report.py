@@ -5,9 +5,9 @@ One reader for every file that holds them, so a chart needs no knowledge of thei
 - a saved task model (``train-task --save-model DIR``): each mix's weights, read from its
   ``model.safetensors`` and softmax-normalised, and gamma;
 - a ``train-task --output`` report: the same, as training recorded them;
-- a ``probe --output`` report: the accuracy of each layer's probe and of the mix probe, and
+- a ``probe pos --output`` report: the accuracy of each layer's probe and of the mix probe, and
   the mix probe's weights and gamma;
-- a ``probe-wsd --output`` report: each layer's F1 (and the first-sense baseline);
+- a ``probe wsd --output`` report: each layer's F1 (and the first-sense baseline);
 - an experiment's ``results.json``: every run's mixes, named by its run.
 """
 
@@ -116,7 +116,7 @@ def layer_report(document: object, title: str = "") -> LayerReport:
     except (KeyError, TypeError, ValueError, IndexError) as error:
         raise ValueError(f"a report that does not hold what its kind needs ({type(error).__name__}: "
                          f"{error})") from None
-    raise ValueError("not a report contextvec writes: expected a train-task, probe or probe-wsd "
+    raise ValueError("not a report contextvec writes: expected a train-task, probe pos or probe wsd "
                      "report, or an experiment's results.json")
 
 

@@ -183,11 +183,12 @@
   function setUpReports() {
     const reports = state.info.reports;
     const select = $("report-select");
-    select.replaceChildren(...reports.map((r, i) => el("option", { value: String(i), text: `${r.title} — ${r.source}` })));
+    const name = (path) => path.split(/[\\/]/).filter((p) => p).pop() || path;
+    select.replaceChildren(...reports.map((r, i) => el("option", { value: String(i), text: `${r.title} — ${name(r.source)}` })));
     select.disabled = !reports.length;
     $("reports-hint").textContent = reports.length ? "" :
       "No report loaded: start contextvec serve with --explore-report PATH (a saved task model " +
-      "directory, or a train-task, probe, probe-wsd or experiment results file) to chart its " +
+      "directory, or a train-task, probe pos, probe wsd or experiment results file) to chart its " +
       "learned layer weights and scores per layer.";
     renderReport();
   }
