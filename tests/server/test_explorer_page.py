@@ -211,3 +211,18 @@ def test_a_narrow_window_scrolls_down_not_across(page):
     width = page.execute_script("return [document.documentElement.scrollWidth, window.innerWidth]")
     assert width[0] <= width[1], width
     shot(page, "narrow")
+
+
+def test_with_an_api_key_the_page_asks_for_it(browser, tmp_path):
+    env = {"OMP_NUM_THREADS": "1", "CONTEXTVEC_API_KEY": "sesame", "CONTEXTVEC_CACHE": str(tmp_path)}
+    with ServerProcess(["--threads", "1"], env=env) as server:
+        browser.get(server.url + "/")
+        assert "401: missing or wrong API key" in message(browser)
+        key = browser.find_element(By.ID, "api-key")
+        assert key.is_displayed() and browser.switch_to.active_element == key
+        key.send_keys("sesame", Keys.ENTER)
+        assert len(wait_for(browser, "#across-results table.matrix")) == 3
+        assert not browser.find_element(By.ID, "message").is_displayed()
+    # the 401s the page met are in the browser's log as failed loads; nothing else is
+    errors = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors and all("401 (Unauthorized)" in e for e in errors), errors

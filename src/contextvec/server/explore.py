@@ -140,7 +140,7 @@ class Explorer:
         """``GET /v1/explore``."""
         index = self.models[0].index
         return {"models": [{"id": m.id, "num_layers": m.encoder.num_layers, "dim": m.encoder.output_dim,
-                            "layer_names": layer_names(m.encoder), "corpus_indexed": True}
+                            "layer_names": layer_names(m.encoder)}
                            for m in self.models],
                 "corpus": {"source": self.source, "sentences": len(index.sentences),
                            "tokens": index.num_tokens},

@@ -23,7 +23,6 @@ class ModelInfo(BaseModel):
     num_layers: int
     dim: int
     layer_names: list[str]
-    corpus_indexed: bool
 
 
 class CorpusInfo(BaseModel):
@@ -46,7 +45,7 @@ class ReportInfo(BaseModel):
 
 class ExploreInfo(BaseModel):
     models: list[ModelInfo]
-    corpus: CorpusInfo | None
+    corpus: CorpusInfo
     reports: list[ReportInfo]
 
 
@@ -107,10 +106,7 @@ class NearestRequest(BaseModel):
     tokenizer: TokenizerName | None = None
 
 
-class Context(BaseModel):
-    sentence: int
-    position: int
-    tokens: list[str]
+class Context(Occurrence):
     similarity: float
 
 
