@@ -121,6 +121,9 @@ def test_what_cannot_be_compared_is_said(server):
     status, _, body = call(server, "/v1/explore/nearest", {"sentence": "the bank", "position": 2})
     assert status == 422 and body["error"]["param"] == "position"
     assert body["error"]["message"] == "position: 2 is past the sentence's 2 tokens (0..1)"
+    status, _, body = call(server, "/v1/explore/nearest", {"sentence": " ", "position": 0})
+    assert status == 422 and body["error"]["message"] == (
+        "sentence: empty or blank: give a sentence with the word")
     status, _, body = call(server, "/v1/explore/similarity", {"sentences": SENTENCES, "word": "bank",
                                                                "model": "bert"})
     assert status == 422 and body["error"]["message"] == (

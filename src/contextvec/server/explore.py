@@ -8,7 +8,6 @@ same worker thread: one queue and one OpenMP team for all torch work). The numbe
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from importlib import resources
@@ -144,7 +143,7 @@ class Explorer:
                            for m in self.models],
                 "corpus": {"source": self.source, "sentences": len(index.sentences),
                            "tokens": index.num_tokens},
-                "reports": [{"source": os.fspath(source), **report} for source, report in self.reports]}
+                "reports": [{"source": source, **report} for source, report in self.reports]}
 
     def model(self, name: str | None) -> ExploreModel:
         if name is None:
@@ -179,6 +178,8 @@ class Explorer:
         """``POST /v1/explore/nearest``."""
         model = self.model(body.model)
         tokens = self.service.tokenize([body.sentence], body.tokenizer, "sentence")[0]
+        if not tokens:
+            raise APIError(422, "sentence: empty or blank: give a sentence with the word", "sentence")
         if body.position >= len(tokens):
             raise APIError(422, f"position: {body.position} is past the sentence's {len(tokens)} "
                                 f"tokens (0..{len(tokens) - 1})", "position")

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field, StrictBool, StrictStr
 
-from contextvec.server.schemas import Integer, Strict, TokenizerName
+from contextvec.server.schemas import Integer, NonBlank, Strict, TokenizerName
 
 Word = Annotated[StrictStr, Field(min_length=1, max_length=100, pattern=r"^\S+$")]
 """One token: no spaces (the server's tokenizers never make a token with one)."""
@@ -97,8 +97,8 @@ class NearestRequest(BaseModel):
     """``POST /v1/explore/nearest``: a word of a sentence, its nearest contexts in the corpus."""
 
     model_config = Strict
-    sentence: StrictStr | Annotated[list[StrictStr], Field(min_length=1)] = Field(
-        description="a string (split by `tokenizer`) or a token list")
+    sentence: NonBlank | Annotated[list[StrictStr], Field(min_length=1)] = Field(
+        description="a string with a word (split by `tokenizer`) or a token list")
     position: Integer = Field(ge=0, description="the word's token index")
     top_k: Integer = Field(5, ge=1, le=MAX_TOP_K, description="contexts per layer")
     model: StrictStr | None = None
