@@ -181,3 +181,17 @@ def test_explorer_option_errors_are_one_line(tmp_path, args, message):
     assert result.returncode == 2 and result.stderr.strip().count("\n") == 0, result.stderr
     assert message.format(tmp=tmp_path) in result.stderr
 
+
+
+def test_the_explorer_needs_the_server_extra_alone(files):
+    # the tasks extra's packages missing: the page, its corpus and a report still work
+    blocked = ("seqeval", "conllu", "nltk", "matplotlib")
+    server = ServerProcess(["--threads", "1", "--explore-report", str(files / "probe.json")], env=env(files))
+    script = (f"import sys\nfor name in {blocked!r}:\n    sys.modules[name] = None\n"
+              "from contextvec.cli.main import main\nsys.exit(main(sys.argv[1:]))")
+    server.command = [sys.executable, "-c", script, "serve", *server.args]
+    with server:
+        status, _, info = call(server.url, "/v1/explore")
+        assert status == 200 and info["reports"][0]["kind"] == "probe"
+        status, _, body = call(server.url, "/v1/explore/similarity", {"sentences": SENTENCES, "word": "bank"})
+        assert status == 200 and len(body["layers"]) == 3

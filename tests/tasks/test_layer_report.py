@@ -9,6 +9,9 @@ import torch
 from conftest import shared_file
 
 from contextvec.cli import main as cli_main
+from contextvec.tasks import layer_report as reports
+from contextvec.tasks import saved
+from contextvec.tasks.experiments import summary
 from contextvec.tasks.layer_report import layer_report, read_layer_report
 from contextvec.tasks.probes import ProbeReport, ProbeSettings, SplitData, train_probes
 
@@ -22,6 +25,13 @@ def probe_report() -> dict:
     train, dev = SplitData(layers[:, :200], labels[:200]), SplitData(layers[:, 200:], labels[200:])
     results = train_probes(train, dev, 3, ProbeSettings(epochs=3, batch_size=50), progress=False)
     return ProbeReport(["a", "b", "c"], results, {"dev": 0.34}).to_dict()
+
+
+def test_the_file_names_are_those_task_models_are_saved_with():
+    # named, not imported, so that the server reads reports without the tasks extra
+    names = (reports.FORMAT, reports.TASK_FILE, reports.WEIGHTS)
+    assert names == (saved.FORMAT, saved.TASK_FILE, saved.WEIGHTS)
+    assert reports.MIX_NAMES == summary.MIX_NAMES
 
 
 @pytest.mark.slow

@@ -23,8 +23,11 @@ import numpy as np
 from safetensors import SafetensorError
 from safetensors.numpy import load_file
 
-from contextvec.tasks.experiments.summary import MIX_NAMES
-from contextvec.tasks.saved import FORMAT, TASK_FILE, WEIGHTS
+# What contextvec.tasks.saved and the experiments write, named here rather than imported: they
+# need the tasks extra, and the server reads reports with the server extra alone.
+FORMAT, TASK_FILE, WEIGHTS = "contextvec-task-model", "task.json", "model.safetensors"
+MIX_NAMES = ("input", "output")
+"""Names of a task model's mixes, in order (placement ``input+output`` has both)."""
 
 MIX_PARAMETER = re.compile(r"(?:^|\.)mixes\.(\d+)\.(weights|gamma)$")
 """A scalar mix's parameters in a saved task model's weights."""
