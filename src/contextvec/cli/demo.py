@@ -24,16 +24,11 @@ from contextvec.api import DEFAULT_MODEL, bundled_models
 from contextvec.bulk import BulkSettings, embed_to_hdf5
 from contextvec.cli.common import check_output, positive_int
 from contextvec.io.atomic import atomic_path
+from contextvec.tasks import contexts
 from contextvec.training.loop import TRAINING_RECORD
 
 HELP = "show contextual vectors at work on the bundled model (or --model)"
 # What layer 0 and the layers above it are, by encoder family; the demo's words follow them.
-FAMILIES = {
-    "ElmoEncoder": ("char-CNN", "biLSTM", True),
-    "ManyLangsEncoder": ("word + char-CNN", "biLSTM", True),
-    "CoveEncoder": ("word vectors", "MT-LSTM", True),
-    "BertEncoder": ("embeddings", "transformer", False),
-}
 QUERIES = (
     ("The bank on the other end of the street was robbed .", "bank"),
     ("We had a picnic on the bank of the river .", "bank"),
@@ -74,9 +69,8 @@ def _training_totals(record: dict) -> tuple[int, int, float]:
 
 def _layer_names(encoder: contextvec.Encoder) -> tuple[list[str], str, bool]:
     """Labels of the encoder's layers, the name of layer 0, and whether layer 0 is context-free."""
-    base, upper, context_free = FAMILIES.get(type(encoder).__name__, ("layer 0", "layer", False))
-    names = [f"0 {base}"] + [f"{k} {upper}-{k}" for k in range(1, encoder.num_layers)]
-    return names, base, context_free
+    base, _, context_free = contexts.FAMILIES.get(type(encoder).__name__, ("layer 0", "layer", False))
+    return contexts.layer_names(encoder), base, context_free
 
 
 def run(args: argparse.Namespace) -> None:

@@ -87,6 +87,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="unit-length vectors (a sentence-transformers model that declares it is always)")
     openai.add_argument("--openai-max-inputs", type=positive_int, default=2048,
                         help="texts per request (as OpenAI; more: 413)")
+    explore = p.add_argument_group(
+        "explorer page (at /)",
+        "A page that shows what the layers make of a word: its occurrences compared layer by "
+        "layer, its nearest contexts in a corpus, two models side by side, learned mixes and probe "
+        "scores (docs/explorer.md).")
+    explore.add_argument("--no-ui", action="store_true",
+                         help="no page and no /v1/explore endpoints (the API alone)")
+    explore.add_argument("--explore-corpus", metavar="FILE",
+                         help="text file, one sentence a line, whose contexts the page searches "
+                              "(embedded at start-up and cached; default: a bundled sample)")
+    explore.add_argument("--explore-model", metavar="MODEL",
+                         help="a second model (bundled name or directory) shown beside the served one")
+    explore.add_argument("--explore-report", metavar="PATH", action="append", default=[],
+                         help="a saved task model directory, or a train-task, probe pos, probe wsd or "
+                              "experiment results file, to chart (repeatable)")
     p.add_argument("--access-log", action="store_true",
                    help="log each request's method, path and status (never its text)")
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
@@ -176,15 +191,23 @@ def _is_loopback(host: str) -> bool:
         return host == "localhost"
 
 
-def _load_within(worker: WorkerThread, args: argparse.Namespace) -> Encoder:
-    """The model, loaded and warmed up on ``worker`` within ``--start-timeout`` seconds (a load
-    that hangs, on a stalled network disk say, ends the command instead of hanging it; the
-    worker is a daemon thread, so the process can exit while it is stuck)."""
+def _load_within(worker: WorkerThread, args: argparse.Namespace) -> tuple[Encoder, list[tuple[str, Encoder]]]:
+    """The model (and ``--explore-model``'s), loaded and warmed up on ``worker`` within
+    ``--start-timeout`` seconds (a load that hangs, on a stalled network disk say, ends the
+    command instead of hanging it; the worker is a daemon thread, so the process can exit while
+    it is stuck)."""
 
-    def load() -> Encoder:
+    def load() -> tuple[Encoder, list[tuple[str, Encoder]]]:
+        import contextvec
+
         encoder = load_model(args)
         warm_up(encoder)
-        return encoder
+        compare = []
+        if args.explore_model:
+            other = contextvec.load(args.explore_model, device=args.device)
+            warm_up(other)
+            compare.append((Path(args.explore_model).name or args.explore_model, other))
+        return encoder, compare
 
     try:
         return worker.submit(load).result(timeout=args.start_timeout)
@@ -198,6 +221,7 @@ def run(args: argparse.Namespace) -> None:
         import uvicorn
 
     from contextvec.server.app import create_app
+    from contextvec.server.explore import ExploreSettings
     from contextvec.server.settings import ServerSettings
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -211,25 +235,32 @@ def run(args: argparse.Namespace) -> None:
         openai_pool=args.openai_pool, openai_normalize=args.openai_normalize,
         openai_max_inputs=args.openai_max_inputs,
     )
+    explored = [o for o, v in (("--explore-corpus", args.explore_corpus),
+                               ("--explore-model", args.explore_model),
+                               ("--explore-report", args.explore_report)) if v]
+    if args.no_ui and explored:
+        raise ValueError(f"{explored[0]} is for the explorer page, which --no-ui turns off")
+    explore = None if args.no_ui else ExploreSettings(args.explore_corpus, tuple(args.explore_report))
     if not _is_loopback(args.host) and not settings.api_key:
         print(f"contextvec serve: warning: listening on {args.host} without --api-key",
               file=sys.stderr)
     start = time.perf_counter()
     # Loading, warm-up and every forward on one thread: one OpenMP team (engine/worker.py).
     worker = WorkerThread()
-    encoder = _load_within(worker, args)
+    encoder, compare = _load_within(worker, args)
     settings = dataclasses.replace(settings, openai_sentence=sentence_pooling(args, encoder))
     sock = bind(args.host, args.port)
     host, port = sock.getsockname()[:2]
     server: uvicorn.Server | None = None
     app = create_app(encoder, settings, is_stopping=lambda: bool(server and server.should_exit),
-                     grace_period=args.grace_period, worker=worker)
+                     grace_period=args.grace_period, worker=worker, explore=explore, compare=compare)
     config = uvicorn.Config(app, log_level=args.log_level, access_log=args.access_log,
                             timeout_graceful_shutdown=int(args.grace_period), lifespan="on")
     server = uvicorn.Server(config)
     url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    page = "" if explore is None else f" (explorer page: {url}/)"
     print(f"contextvec serve: {settings.model_name} loaded and warmed in "
-          f"{time.perf_counter() - start:.1f} s; serving on {url}", file=sys.stderr, flush=True)
+          f"{time.perf_counter() - start:.1f} s; serving on {url}{page}", file=sys.stderr, flush=True)
     stopped_by: list[int] = []
     # uvicorn re-raises the signal that stopped it once it has shut down gracefully; these
     # handlers receive it, so a SIGTERM ends the process with status 0, not -15.

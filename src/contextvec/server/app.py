@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import asynccontextmanager
 
 import anyio
@@ -15,6 +15,8 @@ from contextvec.encoders.base import Encoder
 from contextvec.engine.worker import WorkerThread
 from contextvec.server import schemas
 from contextvec.server.errors import APIError, install_error_handlers
+from contextvec.server.explore import Explorer, ExploreSettings
+from contextvec.server.explore_routes import bound_schema, install_explorer
 from contextvec.server.hot import HotRoute, HotRoutes
 from contextvec.server.middleware import OPEN_PATHS, ApiKey, BodyReader, RequestContext
 from contextvec.server.service import Call, Service
@@ -43,19 +45,17 @@ def _json(payload: bytes) -> Response:
     return Response(payload, media_type="application/json")
 
 
-def _call(request: Request) -> Call:
-    return Call(request.scope.get("state", {}).get("request_id", "-"), request.receive)
-
-
 async def _health(body: None, call: Call) -> bytes:
     return HEALTH
 
 
 def create_app(encoder: Encoder, settings: ServerSettings | None = None,
                is_stopping: Callable[[], bool] = lambda: False, grace_period: float = 30.0,
-               worker: WorkerThread | None = None) -> ASGIApp:
+               worker: WorkerThread | None = None, explore: ExploreSettings | None = None,
+               compare: Sequence[tuple[str, Encoder]] = ()) -> ASGIApp:
     """The ASGI app serving ``encoder``: ``/v1/embed``, ``/v1/embeddings``, ``/v1/models``,
-    ``/health``, ``/ready``, ``/metrics`` and ``/openapi.json``.
+    ``/health``, ``/ready``, ``/metrics`` and ``/openapi.json``; with ``explore``, the explorer
+    page at ``/`` and its ``/v1/explore`` endpoints too.
 
     Args:
         encoder: the model to serve, loaded, in eval mode and warmed by the caller.
@@ -64,13 +64,20 @@ def create_app(encoder: Encoder, settings: ServerSettings | None = None,
         grace_period: seconds the engine gets on shutdown to finish the queued work.
         worker: the thread that loaded and warmed ``encoder``, to run the forward passes on
             too (a new one if None; ``contextvec.engine.worker`` says why one thread).
+        explore: the explorer's corpus and reports (None: no page, no explorer endpoints).
+            Its corpus is embedded here, by every model, before the app is returned.
+        compare: ``(id, encoder)`` of other models the explorer shows beside ``encoder``
+            (loaded and warmed on ``worker`` by the caller).
 
     Returns:
         The ASGI application; its lifespan starts and stops the engine, so run it under an
         ASGI server with lifespan on (uvicorn's default).
     """
     settings = settings or ServerSettings()
+    worker = worker or WorkerThread()
     service = Service(encoder, settings, is_stopping, worker)
+    explorer = None if explore is None else Explorer.prepare(
+        service, [(settings.model_name, encoder), *compare], explore, worker)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -90,13 +97,13 @@ def create_app(encoder: Encoder, settings: ServerSettings | None = None,
     @app.post("/v1/embed", response_model=schemas.EmbedResponse, responses=errors(*keyed, *WORK))
     async def embed(body: schemas.EmbedRequest, request: Request) -> Response:
         """Per-token vectors of each sentence (or pooled ones), shaped like ``contextvec embed``."""
-        return _json(await service.embed(body, _call(request)))
+        return _json(await service.embed(body, Call.of(request)))
 
     @app.post("/v1/embeddings", response_model=schemas.EmbeddingsResponse,
               responses=errors(400, *keyed, *WORK))
     async def embeddings(body: schemas.EmbeddingsRequest, request: Request) -> Response:
         """OpenAI-compatible: one pooled vector per input, with the server's layer mix."""
-        return _json(await service.embeddings(body, _call(request)))
+        return _json(await service.embeddings(body, Call.of(request)))
 
     @app.get("/v1/models", response_model=schemas.ModelList, responses=errors(*keyed))
     async def models() -> dict:
@@ -124,7 +131,9 @@ def create_app(encoder: Encoder, settings: ServerSettings | None = None,
         """Prometheus text format (not JSON)."""
         return Response(service.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
-    app.openapi = lambda: _openapi(app, service, settings)
+    if explorer is not None:
+        install_explorer(app, explorer, errors, keyed, WORK)
+    app.openapi = lambda: _openapi(app, service, settings, explorer)
     hot = HotRoutes(app, {("POST", "/v1/embed"): HotRoute(schemas.EmbedRequest, service.embed),
                           ("POST", "/v1/embeddings"): HotRoute(schemas.EmbeddingsRequest, service.embeddings),
                           ("GET", "/health"): HotRoute(None, _health)})
@@ -134,7 +143,7 @@ def create_app(encoder: Encoder, settings: ServerSettings | None = None,
     return RequestContext(wrapped, service.metrics)
 
 
-def _openapi(app: FastAPI, service: Service, settings: ServerSettings) -> dict:
+def _openapi(app: FastAPI, service: Service, settings: ServerSettings, explorer: Explorer | None) -> dict:
     """FastAPI's schema with this server's bounds: the limits it was started with and the
     model's layers and dimensions, so that every request the schema allows is one it takes."""
     if app.openapi_schema is None:
@@ -152,6 +161,8 @@ def _openapi(app: FastAPI, service: Service, settings: ServerSettings) -> dict:
         texts["maxItems"] = settings.openai_max_inputs
         integer = next(b for b in openai["dimensions"]["anyOf"] if b.get("type") == "integer")
         integer.update(minimum=service.openai_dim, maximum=service.openai_dim)
+        if explorer is not None:
+            bound_schema(schema, explorer, settings)
         if settings.api_key:
             schema["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
             for path, operations in schema["paths"].items():

@@ -16,8 +16,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from contextvec.server.errors import error_bytes
 from contextvec.server.metrics import Metrics
 
-OPEN_PATHS = {"/health"}
-"""Paths that need no API key (liveness probes)."""
+OPEN_PATHS = {"/health", "/"}
+"""Paths that need no API key: liveness probes, and the explorer page (it holds no data; every
+call it makes needs the key)."""
+
+OPEN_PREFIX = "/static/"
+"""The explorer page's files (script, style, charting library): no API key needed either."""
 
 
 async def send_json(send: Send, status: int, body: bytes,
@@ -74,7 +78,8 @@ class ApiKey:
         self.expected = api_key.encode("utf-8")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] not in OPEN_PATHS:
+        path = scope.get("path", "")
+        if scope["type"] == "http" and path not in OPEN_PATHS and not path.startswith(OPEN_PREFIX):
             scheme, _, token = dict(scope["headers"]).get(b"authorization", b"").partition(b" ")
             # The scheme is case-insensitive (RFC 9110); the key is compared in constant time.
             if scheme.lower() != b"bearer" or not hmac.compare_digest(token.strip(), self.expected):

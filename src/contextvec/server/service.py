@@ -18,6 +18,7 @@ import anyio
 import numpy as np
 import orjson
 from pydantic import ValidationError
+from starlette.requests import Request
 from starlette.types import Receive
 
 from contextvec.encoders.base import Encoder
@@ -46,6 +47,11 @@ class Call:
 
     request_id: str
     receive: Receive
+
+    @classmethod
+    def of(cls, request: Request) -> Call:
+        """The call of a request a FastAPI route received."""
+        return cls(request.scope.get("state", {}).get("request_id", "-"), request.receive)
 
 
 class Service:

@@ -1,0 +1,128 @@
+"""Request and response bodies of the explorer's endpoints (``/v1/explore...``), strict like the
+rest of the API (:mod:`contextvec.server.schemas`)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, Field, StrictBool, StrictStr
+
+from contextvec.server.schemas import Integer, NonBlank, Strict, TokenizerName
+
+Word = Annotated[StrictStr, Field(min_length=1, max_length=100, pattern=r"^\S+$")]
+"""One token: no spaces (the server's tokenizers never make a token with one)."""
+
+MAX_OCCURRENCES = 64
+"""Occurrences compared at most: a matrix of 64 x 64 per layer is as much as a page shows."""
+
+MAX_TOP_K = 50
+
+
+class ModelInfo(BaseModel):
+    id: str
+    num_layers: int
+    dim: int
+    layer_names: list[str]
+
+
+class CorpusInfo(BaseModel):
+    source: str
+    sentences: int
+    tokens: int
+
+
+class ReportInfo(BaseModel):
+    """A run's learned mixes and per-layer scores (``contextvec.tasks.layer_report``)."""
+
+    source: str
+    kind: str
+    title: str
+    metric: str | None
+    mixes: list[dict]
+    scores: list[dict]
+    baselines: dict[str, float]
+
+
+class ExploreInfo(BaseModel):
+    models: list[ModelInfo]
+    corpus: CorpusInfo
+    reports: list[ReportInfo]
+
+
+class SimilarityRequest(BaseModel):
+    """``POST /v1/explore/similarity``: one word's occurrences in a few sentences, compared."""
+
+    model_config = Strict
+    sentences: list[StrictStr | list[StrictStr]] = Field(
+        min_length=1, description="strings (split by `tokenizer`) or token lists")
+    word: Word = Field(description=f"the token to compare (at least 2, at most {MAX_OCCURRENCES} "
+                                   "occurrences)")
+    model: StrictStr | None = Field(None, description="a model id of GET /v1/explore (default: the first)")
+    ignore_case: StrictBool = False
+    tokenizer: TokenizerName | None = None
+
+
+class Occurrence(BaseModel):
+    sentence: int
+    position: int
+    tokens: list[str]
+
+
+class PairOut(BaseModel):
+    first: int
+    second: int
+    similarity: float
+
+
+class LayerSimilarity(BaseModel):
+    layer: int
+    name: str
+    matrix: list[list[float]]
+    closest: PairOut
+    farthest: PairOut
+
+
+class SimilarityResponse(BaseModel):
+    """``occurrences``: the first ``MAX_OCCURRENCES`` compared (of ``total``); ``layers`` is
+    empty when the word occurs fewer than twice (nothing to compare)."""
+
+    model: str
+    word: str
+    total: int
+    occurrences: list[Occurrence]
+    layers: list[LayerSimilarity]
+
+
+class NearestRequest(BaseModel):
+    """``POST /v1/explore/nearest``: a word of a sentence, its nearest contexts in the corpus."""
+
+    model_config = Strict
+    sentence: NonBlank | Annotated[list[StrictStr], Field(min_length=1)] = Field(
+        description="a string with a word (split by `tokenizer`) or a token list")
+    position: Integer = Field(ge=0, description="the word's token index")
+    top_k: Integer = Field(5, ge=1, le=MAX_TOP_K, description="contexts per layer")
+    model: StrictStr | None = None
+    ignore_case: StrictBool = False
+    tokenizer: TokenizerName | None = None
+
+
+class Context(Occurrence):
+    similarity: float
+
+
+class LayerContexts(BaseModel):
+    layer: int
+    name: str
+    contexts: list[Context]
+
+
+class NearestResponse(BaseModel):
+    """``occurrences``: the word's in the corpus; ``layers`` is empty when it has none (but in
+    the query's own sentence)."""
+
+    model: str
+    tokens: list[str]
+    position: int
+    word: str
+    occurrences: int
+    layers: list[LayerContexts]
