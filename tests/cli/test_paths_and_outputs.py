@@ -330,7 +330,7 @@ def test_task_inputs_that_are_not_files_are_named(tmp_path, capsys, monkeypatch,
 ])
 def test_a_feature_cache_folder_is_checked(tmp_path, own_tiny_dir, monkeypatch, given, message):
     """`--cache-dir ""` used to fill the current folder; a file gave "[Errno 17] File exists"."""
-    from contextvec.tasks.features import cached_features
+    from contextvec.features import cached_features
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "afile").write_text("keep")

@@ -1,6 +1,6 @@
 """``contextvec experiment``: the ELMo paper's analyses on a task (layers, placement, sample
 efficiency) and CoVe's Table 2 (representations) as tables, JSON and PNG figures in one output
-directory; see tasks/experiments/."""
+directory; see experiments/."""
 
 from __future__ import annotations
 
@@ -17,8 +17,7 @@ import torch
 
 from contextvec.cli import common
 from contextvec.cli import task_options as opts
-from contextvec.io.word_vectors import FORMATS, WordVectors
-from contextvec.tasks.experiments import (
+from contextvec.experiments import (
     DEFAULT_FRACTIONS,
     RunSpec,
     layers_plan,
@@ -27,6 +26,7 @@ from contextvec.tasks.experiments import (
     run_experiment,
     sample_efficiency_plan,
 )
+from contextvec.io.word_vectors import FORMATS, WordVectors
 from contextvec.tasks.models import ModelSettings
 from contextvec.tasks.spec import TASKS, get_task
 from contextvec.tasks.train import TrainSettings
@@ -153,7 +153,7 @@ def run(args: argparse.Namespace) -> None:
     print("wrote " + ", ".join(str(path) for path in result.files))
 
 
-# -- experiment representations: CoVe's Table 2 (tasks/experiments/representations.py) ----------
+# -- experiment representations: CoVe's Table 2 (experiments/representations.py) ----------
 
 REP_TASKS = tuple(name for name in TASKS if not get_task(name).tagging)
 DEFAULT_COVE = "cove-en-multi30k"
@@ -178,7 +178,7 @@ _max_train.__name__ = "a positive integer or 'all'"
 
 
 def _add_representations_parser(experiments: argparse._SubParsersAction) -> None:
-    from contextvec.tasks.experiments.representations import REPRESENTATIONS
+    from contextvec.experiments.representations import REPRESENTATIONS
 
     p = experiments.add_parser("representations", help=REP_HELP, description=f"{REP_HELP}. {REP_RUNS}")
     p.add_argument("task", choices=REP_TASKS, help="the sentence classification task")
@@ -258,8 +258,8 @@ def _minilm() -> str | None:
 def _rep_encoders(args: argparse.Namespace, names: list[str], cove_path: str) -> tuple[dict, dict]:
     """(encoders by name, their paths) for the representations ``names`` need."""
     import contextvec
-    from contextvec.encoders.cove import load_cove_encoder
-    from contextvec.tasks.experiments.representations import REPRESENTATIONS, CoveContext
+    from contextvec.encoders.cove import CoveContext, load_cove_encoder
+    from contextvec.experiments.representations import REPRESENTATIONS
 
     wanted = {REPRESENTATIONS[n].encoder for n in names} - {None}
     paths = {"cove": cove_path, "elmo": _model_path(args.elmo, None, "elmo"),
@@ -300,8 +300,8 @@ def _table_id(args: argparse.Namespace, model: ModelSettings, train: TrainSettin
 
 
 def run_representations_command(args: argparse.Namespace) -> None:
-    from contextvec.tasks.experiments.rep_runner import run_representations, shared_gpu_hint
-    from contextvec.tasks.experiments.representations import check_representations
+    from contextvec.experiments.rep_runner import run_representations, shared_gpu_hint
+    from contextvec.experiments.representations import check_representations
     from contextvec.tasks.split import subsample
 
     if args.resume and args.overwrite:

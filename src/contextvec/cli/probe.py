@@ -8,7 +8,7 @@ import time
 from contextvec.cli import common
 from contextvec.cli import task_options as opts
 from contextvec.cli.probe_wsd import add_wsd_parsers
-from contextvec.tasks.probes import ProbeSettings, format_table, probe_tagging
+from contextvec.probes.linear import ProbeSettings, format_table, probe_tagging
 from contextvec.tasks.readers.conllu import TAG_COLUMNS, read_conllu
 
 HELP = "linear probes of each frozen layer and of a learned scalar mix"

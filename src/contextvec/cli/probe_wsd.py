@@ -74,9 +74,9 @@ def add_wsd_parsers(tasks: argparse._SubParsersAction) -> None:
 
 
 def run_wsd(args: argparse.Namespace) -> None:
-    from contextvec.tasks.semcor import read_raganato, read_semcor
-    from contextvec.tasks.wordnet import load_wordnet
-    from contextvec.tasks.wsd import FeatureOptions, evaluate_wsd, format_table
+    from contextvec.probes.semcor import read_raganato, read_semcor
+    from contextvec.probes.wordnet import load_wordnet
+    from contextvec.probes.wsd import FeatureOptions, evaluate_wsd, format_table
 
     started = time.perf_counter()
     inputs = [args.train, *opts.check_inputs(args, "eval", "gold")]
@@ -127,7 +127,7 @@ def read_corpus(path: str | Path, max_sentences: int | None = None) -> list[list
 
 
 def run_neighbours(args: argparse.Namespace) -> None:
-    from contextvec.tasks.neighbours import (
+    from contextvec.probes.neighbours import (
         layer0_vectors,
         mark,
         nearest_contexts,

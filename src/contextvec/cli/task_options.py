@@ -24,9 +24,9 @@ from contextvec.cli.common import (
     positive_int,
 )
 from contextvec.cli.common import seed as seed_type
+from contextvec.features import CACHE_ENV, DTYPES
 from contextvec.io.atomic import atomic_path
 from contextvec.io.text_lines import read_once
-from contextvec.tasks.features import CACHE_ENV, DTYPES
 from contextvec.tasks.spec import TASK_SPECS
 
 

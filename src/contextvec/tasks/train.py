@@ -6,7 +6,7 @@
 are attached, so every fraction and seed shares one feature-cache entry.
 
 **Contextual features.** :func:`attach_features` computes the frozen encoder's layers once per
-split through the disk cache of :mod:`contextvec.tasks.features` and keeps them in memory in the
+split through the disk cache of :mod:`contextvec.features` and keeps them in memory in the
 cache's dtype (only the fixed combination when ``layers`` is not ``mix``), so an epoch runs only the
 task model.
 
@@ -29,8 +29,9 @@ import torch
 
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.bert.combine import combine_layers
+from contextvec.encoders.fingerprint import model_identity
+from contextvec.features import FeatureFile, cached_features
 from contextvec.io.word_vectors import WordVectors
-from contextvec.tasks.features import FeatureFile, cached_features, model_identity
 from contextvec.tasks.fit import (
     FitSettings,
     TaskReport,

@@ -6,7 +6,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from contextvec.tasks.experiments.plans import RunSpec
+from contextvec.experiments.plans import RunSpec
 
 MIX_NAMES = ("input", "output")
 """Names of the mixes in ``TaskReport.mixes`` order (placement ``input+output`` has both)."""

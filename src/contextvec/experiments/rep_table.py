@@ -11,10 +11,10 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
+from contextvec.experiments.representations import POOL_PREFIX, REPRESENTATIONS
+from contextvec.experiments.tables import write_text
 from contextvec.extras import needs
 from contextvec.io.atomic import atomic_path
-from contextvec.tasks.experiments.representations import POOL_PREFIX, REPRESENTATIONS
-from contextvec.tasks.experiments.tables import write_text
 from contextvec.tasks.spec import TASKS
 
 with needs("tasks"):

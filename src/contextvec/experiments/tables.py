@@ -6,9 +6,9 @@ import csv
 from collections.abc import Sequence
 from pathlib import Path
 
+from contextvec.experiments.plans import percent
+from contextvec.experiments.summary import ConfigSummary, FinishedRun
 from contextvec.io.atomic import atomic_path
-from contextvec.tasks.experiments.plans import percent
-from contextvec.tasks.experiments.summary import ConfigSummary, FinishedRun
 
 
 def write_text(path: Path, text: str) -> None:

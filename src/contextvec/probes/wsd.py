@@ -4,20 +4,20 @@ For each encoder layer separately:
 
 1. **Centroids.** Every sense-annotated span of the training corpus (SemCor) is embedded in its
    sentence; a span's vector is the mean of its tokens' vectors (multiword expressions, see
-   :mod:`contextvec.tasks.semcor`). A sense key's centroid is the mean of the vectors of its spans
+   :mod:`contextvec.probes.semcor`). A sense key's centroid is the mean of the vectors of its spans
    (a span with several gold keys counts for each).
 2. **Prediction.** An evaluation instance (lemma + POS) is embedded the same way; among its lemma's
    WordNet senses *that have a centroid*, the one of highest cosine similarity wins (ties: the
    earlier WordNet sense). If none of its senses was seen in training, WordNet's first sense is
    the answer; if WordNet has no sense for it, there is no answer.
-3. **Scoring** as Raganato et al.'s scorer (:func:`~contextvec.tasks.metrics.wsd_score`): an
+3. **Scoring** as Raganato et al.'s scorer (:func:`~contextvec.probes.scoring.wsd_score`): an
    answer is correct if it is one of the gold keys;
    precision = correct / answered, recall = correct / instances, F1 their harmonic mean. With the
    fallback nearly every instance is answered, so P, R and F1 nearly coincide.
 
 The WordNet first-sense baseline alone is scored beside the layers.
 
-Vectors come from the feature cache of :mod:`contextvec.tasks.features` (the encoder runs once per
+Vectors come from the feature cache of :mod:`contextvec.features` (the encoder runs once per
 model and data; later runs read the cache) or straight from the encoder (``FeatureOptions.cache``
 False: nothing stored). Either way they are streamed in blocks of sentences and summed into the
 centroids with ``index_add``, so memory holds the centroids, not the corpus's vectors. Prediction
@@ -38,10 +38,11 @@ import torch
 from tqdm import tqdm
 
 from contextvec.encoders.base import Encoder
-from contextvec.tasks.features import cached_features, model_identity
-from contextvec.tasks.metrics import Score, wsd_score
-from contextvec.tasks.semcor import SenseSpan, WsdCorpus
-from contextvec.tasks.wordnet import SenseInventory
+from contextvec.encoders.fingerprint import model_identity
+from contextvec.features import cached_features
+from contextvec.probes.scoring import Score, wsd_score
+from contextvec.probes.semcor import SenseSpan, WsdCorpus
+from contextvec.probes.wordnet import SenseInventory
 
 BLOCK_TOKENS = 16384  # tokens per block of vectors summed at once: bounds memory
 SCORE_ROWS = 1024  # instances per similarity matmul: bounds the (rows, candidate senses) matrix

@@ -9,8 +9,9 @@ word vectors; only what is added to them differs (:data:`REPRESENTATIONS`):
   was trained with, or ``--word-vectors``);
 - ``words+char``: + character n-gram embeddings trained with the task (Hashimoto et al. 2016);
 - ``words+cove``: + CoVe, the MT-LSTM's top biLSTM layer. CoVe's encoder layers are
-  ``[GloVe(w); biLSTM_k(w)]`` (docs/cove.md); :class:`CoveContext` drops the word-vector half, so
-  the BCN reads ``[GloVe(w); CoVe(w)]`` with the word vectors once, as the paper's ``w~``;
+  ``[GloVe(w); biLSTM_k(w)]`` (docs/cove.md); :class:`~contextvec.encoders.cove.CoveContext`
+  drops the word-vector half, so the BCN reads ``[GloVe(w); CoVe(w)]`` with the word vectors once,
+  as the paper's ``w~``;
 - ``words+cove+char``;
 - ``words+elmo``: + ELMo, a learned scalar mix of all its layers at the BCN input;
 - ``words+bert``: + BERT (frozen), the sum of its last four layers.
@@ -24,9 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from contextvec.encoders.base import Encoder, EncoderOutput
-from contextvec.encoders.cove.encoder import CoveEncoder
-from contextvec.tasks.experiments.plans import RunSpec
+from contextvec.experiments.plans import RunSpec
 from contextvec.tasks.models import ModelSettings
 from contextvec.tasks.train import TrainSettings
 
@@ -55,26 +54,6 @@ REPRESENTATIONS: dict[str, Representation] = {r.name: r for r in (
     Representation("words+bert", "bert", "sum_last_4"),
 )}
 ENCODER_NAMES = ("cove", "elmo", "bert")
-
-
-class CoveContext(Encoder):
-    """A CoVe encoder's context vectors without the word vector in front: layer k is the k-th
-    MT-LSTM layer's output ``biLSTM_k(w)`` (k = 1..L; the top one is CoVe(w))."""
-
-    def __init__(self, cove: CoveEncoder) -> None:
-        super().__init__()
-        self.inner = cove
-        self.word_dim = cove.config.input_dim
-        self.num_layers = cove.num_layers - 1  # layer 0 has no context vector
-        self.output_dim = cove.output_dim - self.word_dim
-
-    @property
-    def config(self):  # noqa: ANN201 - the inner MT-LSTM config (part of the fingerprint)
-        return self.inner.config
-
-    def forward(self, sentences: Sequence[Sequence[str]]) -> EncoderOutput:
-        layers, mask = self.inner(sentences)
-        return EncoderOutput(layers[1:, :, :, self.word_dim:], mask)
 
 
 def check_representations(names: Sequence[str]) -> list[str]:

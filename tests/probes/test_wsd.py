@@ -23,10 +23,10 @@ from conftest import SHARED
 
 from contextvec.cli.probe_wsd import add_wsd_parsers
 from contextvec.encoders.base import Encoder, EncoderOutput
-from contextvec.tasks import wsd as wsd_module
-from contextvec.tasks.metrics import wsd_score as score
-from contextvec.tasks.neighbours import mark, nearest_contexts, nearest_words
-from contextvec.tasks.semcor import (
+from contextvec.probes import wsd as wsd_module
+from contextvec.probes.neighbours import mark, nearest_contexts, nearest_words
+from contextvec.probes.scoring import wsd_score as score
+from contextvec.probes.semcor import (
     SenseSpan,
     WsdCorpus,
     WsdSentence,
@@ -36,8 +36,8 @@ from contextvec.tasks.semcor import (
     parse_semcor,
     read_semcor,
 )
-from contextvec.tasks.wordnet import WordNetMissingError, load_wordnet, wordnet_dir, wordnet_pos
-from contextvec.tasks.wsd import (
+from contextvec.probes.wordnet import WordNetMissingError, load_wordnet, wordnet_dir, wordnet_pos
+from contextvec.probes.wsd import (
     FeatureOptions,
     evaluate_wsd,
     instance_vectors,

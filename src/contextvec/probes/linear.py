@@ -34,7 +34,8 @@ from tqdm import tqdm
 
 from contextvec.embedder.scalar_mix import ScalarMix
 from contextvec.encoders.base import Encoder
-from contextvec.tasks.features import load_features, model_identity
+from contextvec.encoders.fingerprint import model_identity
+from contextvec.features import load_features
 from contextvec.tasks.split import TaggedCorpus
 
 MIX = "mix"

@@ -18,13 +18,12 @@ import pytest
 import torch
 from conftest import need_shared, shared_file
 
-import contextvec.tasks.experiments.rep_runner as rep_runner
+import contextvec.experiments.rep_runner as rep_runner
 from contextvec.cli.main import main
-from contextvec.encoders.cove import MTLSTM, CoveEncoder, MTLSTMConfig, save_cove_encoder
-from contextvec.tasks.experiments.rep_table import results_markdown
-from contextvec.tasks.experiments.representations import (
+from contextvec.encoders.cove import MTLSTM, CoveContext, CoveEncoder, MTLSTMConfig, save_cove_encoder
+from contextvec.experiments.rep_table import results_markdown
+from contextvec.experiments.representations import (
     REPRESENTATIONS,
-    CoveContext,
     pool_plan,
     representations_plan,
 )
@@ -285,7 +284,7 @@ def test_workers_get_the_encoders_on_the_cpu():
 
 
 def test_jobs_sharing_a_gpu_get_the_mps_hint_until_mps_runs(tmp_path, monkeypatch):
-    from contextvec.tasks.experiments.rep_runner import shared_gpu_hint
+    from contextvec.experiments.rep_runner import shared_gpu_hint
 
     monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", str(tmp_path))
     assert "nvidia-cuda-mps-control -d" in shared_gpu_hint("cuda", 4)
@@ -297,7 +296,7 @@ def test_jobs_sharing_a_gpu_get_the_mps_hint_until_mps_runs(tmp_path, monkeypatc
 
 WORKERS_SCRIPT = """
 import multiprocessing, os, time
-from contextvec.tasks.experiments.rep_runner import exit_with_parent
+from contextvec.experiments.rep_runner import exit_with_parent
 
 def init(parent):
     exit_with_parent(parent, 0.1)

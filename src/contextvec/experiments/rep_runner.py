@@ -23,18 +23,18 @@ import torch
 from tqdm import tqdm
 
 from contextvec.encoders.base import Encoder
-from contextvec.io.word_vectors import WordVectors
-from contextvec.tasks.experiments.plans import RunSpec
-from contextvec.tasks.experiments.rep_table import write_outputs
-from contextvec.tasks.experiments.representations import (
+from contextvec.encoders.fingerprint import model_identity
+from contextvec.experiments.plans import RunSpec
+from contextvec.experiments.rep_table import write_outputs
+from contextvec.experiments.representations import (
     EXPERIMENT,
     POOL_PREFIX,
     Representation,
     pool_plan,
     representations_plan,
 )
-from contextvec.tasks.experiments.store import ResultStore, run_key, split_identity
-from contextvec.tasks.features import model_identity
+from contextvec.experiments.store import ResultStore, run_key, split_identity
+from contextvec.io.word_vectors import WordVectors
 from contextvec.tasks.models import ModelSettings
 from contextvec.tasks.split import Split
 from contextvec.tasks.train import TrainSettings, attach_features, train_task
@@ -201,7 +201,7 @@ def run_representations(
     """Train the unfinished BCN runs of ``names`` x ``seeds`` (then, with ``pool_baseline``, the
     pooling classifier on the best representation) and write the table over every stored run.
 
-    ``encoders``: by name (``cove``: a :class:`~.representations.CoveContext`, ``elmo``,
+    ``encoders``: by name (``cove``: a :class:`~contextvec.encoders.cove.CoveContext`, ``elmo``,
     ``bert``), those the representations need; ``table_id``: the shared settings' hash (runs of
     other ``table_id`` stay in ``results.json`` but not in the table).
     """
@@ -263,7 +263,7 @@ def run_representations(
 
 def table_records(store: ResultStore, table_id: str) -> list[dict]:
     """The stored runs of the table ``table_id``, as the table and
-    [`best_representation`][contextvec.tasks.experiments.rep_runner.best_representation] read
+    [`best_representation`][contextvec.experiments.rep_runner.best_representation] read
     them; of two runs of one (task, config, seed) (e.g. on other data), the one finished last."""
     latest: dict[tuple, dict] = {}
     for record in sorted(store.records, key=lambda r: r.get("finished", "")):

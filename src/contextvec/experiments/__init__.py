@@ -22,7 +22,7 @@ baseline. :func:`~contextvec.tasks.train.train_task` cuts train to the run's fra
 
 **Resumable.** ``results.json`` in the output directory is rewritten atomically after every
 finished run. Each run is stored with its key: task, hashes of the data splits (tokens and
-labels), the encoder's weight hash (:func:`~contextvec.tasks.features.model_identity`; none for
+labels), the encoder's weight hash (:func:`~contextvec.features.model_identity`; none for
 baseline runs) and all model and training settings. A rerun with the same output directory
 skips every run whose key is already there, so an interrupted experiment continues where it
 stopped; runs stored under other keys (e.g. an earlier ``--epochs``) are kept in
@@ -33,7 +33,7 @@ Outputs (:mod:`.plots` draws the figures): ``results.csv`` (one row per run),
 ``<experiment>.png`` and ``layer_weights.png`` (ELMo Figure 2), all written atomically.
 """
 
-from contextvec.tasks.experiments.plans import (
+from contextvec.experiments.plans import (
     BASELINE,
     DEFAULT_FRACTIONS,
     EXPERIMENTS,
@@ -45,16 +45,16 @@ from contextvec.tasks.experiments.plans import (
     placement_plan,
     sample_efficiency_plan,
 )
-from contextvec.tasks.experiments.runner import (
+from contextvec.experiments.runner import (
     RESULTS_CSV,
     RESULTS_MD,
     WEIGHTS_PNG,
     ExperimentResult,
     run_experiment,
 )
-from contextvec.tasks.experiments.store import RESULTS_JSON, ResultStore, run_key, split_identity
-from contextvec.tasks.experiments.summary import MIX_NAMES, ConfigSummary, FinishedRun, summarise
-from contextvec.tasks.experiments.tables import results_markdown
+from contextvec.experiments.store import RESULTS_JSON, ResultStore, run_key, split_identity
+from contextvec.experiments.summary import MIX_NAMES, ConfigSummary, FinishedRun, summarise
+from contextvec.experiments.tables import results_markdown
 
 __all__ = ["BASELINE", "DEFAULT_FRACTIONS", "EXPERIMENTS", "MIX_NAMES", "RESULTS_CSV", "RESULTS_JSON",
            "RESULTS_MD", "WEIGHTS_PNG", "WITH", "WITHOUT", "ConfigSummary", "ExperimentResult", "FinishedRun",

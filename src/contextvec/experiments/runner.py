@@ -10,11 +10,11 @@ from pathlib import Path
 from tqdm import tqdm
 
 from contextvec.encoders.base import Encoder
-from contextvec.tasks.experiments.plans import EXPERIMENTS, RunSpec
-from contextvec.tasks.experiments.store import RESULTS_JSON, ResultStore, run_key, split_identity
-from contextvec.tasks.experiments.summary import ConfigSummary, FinishedRun, summarise
-from contextvec.tasks.experiments.tables import results_markdown, write_csv, write_text
-from contextvec.tasks.features import model_identity
+from contextvec.encoders.fingerprint import model_identity
+from contextvec.experiments.plans import EXPERIMENTS, RunSpec
+from contextvec.experiments.store import RESULTS_JSON, ResultStore, run_key, split_identity
+from contextvec.experiments.summary import ConfigSummary, FinishedRun, summarise
+from contextvec.experiments.tables import results_markdown, write_csv, write_text
 from contextvec.tasks.split import Split
 from contextvec.tasks.train import attach_features, train_task
 
@@ -67,12 +67,12 @@ def run_experiment(
     overwrite: bool = False,
 ) -> ExperimentResult:
     """Run the plan's unfinished runs, then write the tables and figures (see
-    :mod:`contextvec.tasks.experiments`).
+    :mod:`contextvec.experiments`).
 
     ``header``: extra JSON fields for ``results.json`` (e.g. the command's settings);
     ``overwrite``: ignore the runs stored in ``output_dir`` (they are replaced), run everything.
     """
-    from contextvec.tasks.experiments.plots import plot_layer_weights, plot_scores  # matplotlib only here
+    from contextvec.experiments.plots import plot_layer_weights, plot_scores  # matplotlib only here
 
     if experiment not in EXPERIMENTS:
         raise ValueError(f"unknown experiment {experiment!r}; choose from {', '.join(EXPERIMENTS)}")

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from contextvec.experiments.plans import percent
+from contextvec.experiments.summary import ConfigSummary
 from contextvec.extras import needs
 from contextvec.io.atomic import atomic_path
-from contextvec.tasks.experiments.plans import percent
-from contextvec.tasks.experiments.summary import ConfigSummary
 
 with needs("tasks"):
     from matplotlib.backends.backend_agg import FigureCanvasAgg

@@ -8,8 +8,8 @@ import json
 import pytest
 from conftest import SHARED, need_shared
 
-import contextvec.tasks.experiments as experiments
-import contextvec.tasks.experiments.runner as runner
+import contextvec.experiments as experiments
+import contextvec.experiments.runner as runner
 from contextvec.cli.main import main
 from contextvec.tasks.models import ModelSettings
 from contextvec.tasks.train import TrainSettings

@@ -13,11 +13,12 @@ import torch
 from conftest import SHARED, need_shared
 from tolerance import FP16_EPS, assert_reordered_close, elmo_terms
 
+from contextvec import features
 from contextvec.cli.main import main
 from contextvec.encoders.bilm import PRESETS, ElmoBiLM, ElmoEncoder
-from contextvec.tasks import features
-from contextvec.tasks.features import FeatureFile, cached_features, model_identity
-from contextvec.tasks.probes import (
+from contextvec.encoders.fingerprint import model_identity
+from contextvec.features import FeatureFile, cached_features
+from contextvec.probes.linear import (
     ProbeSettings,
     SplitData,
     encode_tags,

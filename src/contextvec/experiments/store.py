@@ -15,8 +15,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+from contextvec.experiments.plans import RunSpec
 from contextvec.io.atomic import atomic_path, file_lock
-from contextvec.tasks.experiments.plans import RunSpec
 from contextvec.tasks.split import Split
 
 RESULTS_JSON = "results.json"
