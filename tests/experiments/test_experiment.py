@@ -9,7 +9,7 @@ import pytest
 from conftest import SHARED, need_shared
 
 import contextvec.experiments as experiments
-import contextvec.experiments.runner as runner
+import contextvec.experiments.workers as workers
 from contextvec.cli.main import main
 from contextvec.tasks.models import ModelSettings
 from contextvec.tasks.train import TrainSettings
@@ -53,7 +53,7 @@ def _outputs(out, experiment: str) -> tuple[list[dict], str, dict]:
 def _count_train_task(monkeypatch, fail_at: int | None = None) -> list[str]:
     """Count (and optionally interrupt) the experiment's calls of train_task."""
     calls: list[str] = []
-    real = runner.train_task
+    real = workers.train_task
 
     def counted(*args, **kwargs):
         calls.append(args[4].placement)
@@ -61,7 +61,7 @@ def _count_train_task(monkeypatch, fail_at: int | None = None) -> list[str]:
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(runner, "train_task", counted)
+    monkeypatch.setattr(workers, "train_task", counted)
     return calls
 
 

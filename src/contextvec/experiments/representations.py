@@ -53,7 +53,6 @@ REPRESENTATIONS: dict[str, Representation] = {r.name: r for r in (
     Representation("words+elmo", "elmo"),
     Representation("words+bert", "bert", "sum_last_4"),
 )}
-ENCODER_NAMES = ("cove", "elmo", "bert")
 
 
 def check_representations(names: Sequence[str]) -> list[str]:
@@ -72,8 +71,25 @@ def bcn_settings(representation: Representation, base: ModelSettings, char_dim: 
                    layers=representation.layers, char_ngram_dim=char_dim if representation.char_ngrams else 0)
 
 
+@dataclass(frozen=True)
+class RepresentationSettings:
+    """The runs of one task's part of the table: ``names`` x ``seeds`` BCN runs on the shared
+    hyper-parameters (``model``, ``train``); ``char_dim``: the n-gram embeddings' size of the
+    ``+char`` rows; ``pool_baseline``: then the pooling classifier on the best representation;
+    ``table_id``: the shared settings' hash (runs of another stay in ``results.json``, not in
+    the table)."""
+
+    names: tuple[str, ...]
+    seeds: tuple[int, ...]
+    model: ModelSettings
+    train: TrainSettings
+    table_id: str
+    char_dim: int = 100
+    pool_baseline: bool = False
+
+
 def representations_plan(names: Sequence[str], base: ModelSettings, train: TrainSettings,
-                         seeds: Sequence[int], char_dim: int = 100) -> list[tuple[Representation, RunSpec]]:
+                         seeds: Sequence[int], char_dim: int = 100) -> list[RunSpec]:
     """One BCN run per (representation, seed), representations in table order."""
     if not seeds:
         raise ValueError("give at least one seed")
@@ -83,13 +99,18 @@ def representations_plan(names: Sequence[str], base: ModelSettings, train: Train
     for name in check_representations(names):
         rep = REPRESENTATIONS[name]
         model = bcn_settings(rep, base, char_dim)
-        out += [(rep, RunSpec(name, model, replace(train, seed=seed))) for seed in seeds]
+        out += [RunSpec(name, model, replace(train, seed=seed), rep.encoder) for seed in seeds]
     return out
 
 
 def pool_plan(best: str, base: ModelSettings, train: TrainSettings, seeds: Sequence[int],
-              char_dim: int = 100) -> list[tuple[Representation, RunSpec]]:
+              char_dim: int = 100) -> list[RunSpec]:
     """The pooling classifier on the representation ``best`` (same inputs, same training)."""
     rep = REPRESENTATIONS[best]
     model = replace(bcn_settings(rep, base, char_dim), classifier="pool")
-    return [(rep, RunSpec(POOL_PREFIX + best, model, replace(train, seed=seed))) for seed in seeds]
+    return [RunSpec(POOL_PREFIX + best, model, replace(train, seed=seed), rep.encoder) for seed in seeds]
+
+
+def representation_of(spec: RunSpec) -> str:
+    """The representation a run of the table reads (a pooling run's too)."""
+    return spec.config.removeprefix(POOL_PREFIX)

@@ -1,127 +1,146 @@
-"""Running an experiment's plan: one feature pass, the unfinished runs, then tables and figures."""
+"""The one runner of every experiment: features once per (encoder, layers), the plan's unfinished
+runs (in this process or ``jobs`` worker processes, :mod:`.workers`), each stored in
+``results.json`` as it finishes, then the entry's tables and figures."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tqdm import tqdm
 
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.fingerprint import model_identity
-from contextvec.experiments.plans import EXPERIMENTS, RunSpec
-from contextvec.experiments.store import RESULTS_JSON, ResultStore, run_key, split_identity
-from contextvec.experiments.summary import ConfigSummary, FinishedRun, summarise
-from contextvec.experiments.tables import results_markdown, write_csv, write_text
+from contextvec.experiments.entry import Experiment, RunContext
+from contextvec.experiments.plans import RunSpec
+from contextvec.experiments.store import ResultStore, run_key, split_identity
+from contextvec.experiments.summary import FinishedRun
+from contextvec.experiments.workers import RunInputs, run_jobs, source
+from contextvec.io.word_vectors import WordVectors
 from contextvec.tasks.split import Split
-from contextvec.tasks.train import attach_features, train_task
+from contextvec.tasks.train import attach_features
 
-RESULTS_CSV, RESULTS_MD = "results.csv", "results.md"
-WEIGHTS_PNG = "layer_weights.png"
+
+@dataclass(frozen=True)
+class RunnerSettings:
+    """How an experiment's runs are carried out: none of these changes a result.
+
+    ``overwrite``: ignore the runs stored in ``output_dir`` (they are replaced), run everything;
+    ``jobs``: runs trained at once, in worker processes of ``threads`` torch threads each."""
+
+    output_dir: Path
+    cache_dir: str | Path | None = None
+    feature_dtype: str = "float32"
+    jobs: int = 1
+    threads: int = 1
+    progress: bool = True
+    overwrite: bool = False
+    log: Callable[[str], None] = tqdm.write
+
+
+@dataclass
+class ExperimentData:
+    """What every run reads: the task's splits, the encoders by the names the plan's runs give
+    (:attr:`RunSpec.encoder`) and, for models on fixed word vectors, the vectors."""
+
+    task: str
+    train: Split
+    dev: Split
+    test: Split | None = None
+    encoders: dict[str, Encoder] = field(default_factory=dict)
+    vectors: WordVectors | None = None
 
 
 @dataclass
 class ExperimentResult:
-    """What :func:`run_experiment` did: the runs (plan order), summaries and files written."""
+    """What :func:`run_experiment` did: runs trained now and reused, the files written, the
+    tables (``markdown``: ``results.md``; ``lines``: the summary a command prints), seconds."""
 
     experiment: str
     metric: str
-    runs: list[FinishedRun]
-    summary: list[ConfigSummary]
-    files: list[Path]
+    trained: int
     reused: int
+    files: list[Path]
+    markdown: str
+    lines: list[str]
     runtime_s: dict[str, float]
 
 
-def _features_for(split: Split | None, spec: RunSpec) -> Split | None:
-    """The split as ``spec`` consumes it: all layers, the top layer, or no features."""
-    if split is None:
-        return None
-    if not spec.contextual:
-        features = None
-    elif spec.model_settings.layers == "last":
-        features = [f[-1:] for f in split.features]  # views, no copy
-    elif spec.model_settings.layers == "mix":
-        features = split.features
-    else:
-        raise ValueError(f"experiments use layers mix or last, not {spec.model_settings.layers!r}")
-    return Split(split.sentences, split.labels, split.source, features)
-
-
-def run_experiment(
-    experiment: str,
-    plan: Sequence[RunSpec],
-    task: str,
-    train: Split,
-    dev: Split,
-    test: Split | None,
-    output_dir: str | Path,
-    encoder: Encoder | None = None,
-    header: dict | None = None,
-    cache_dir: str | Path | None = None,
-    feature_dtype: str = "float32",
-    progress: bool = True,
-    log: Callable[[str], None] = tqdm.write,
-    overwrite: bool = False,
-) -> ExperimentResult:
-    """Run the plan's unfinished runs, then write the tables and figures (see
-    :mod:`contextvec.experiments`).
-
-    ``header``: extra JSON fields for ``results.json`` (e.g. the command's settings);
-    ``overwrite``: ignore the runs stored in ``output_dir`` (they are replaced), run everything.
-    """
-    from contextvec.experiments.plots import plot_layer_weights, plot_scores  # matplotlib only here
-
-    if experiment not in EXPERIMENTS:
-        raise ValueError(f"unknown experiment {experiment!r}; choose from {', '.join(EXPERIMENTS)}")
-    if any(spec.contextual for spec in plan) and encoder is None:
-        raise ValueError("runs with contextual vectors need an encoder")
-    started = time.perf_counter()
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    data = {name: None if s is None else split_identity(s) for name, s in
-            (("train", train), ("dev", dev), ("test", test))}
-    model_id = model_identity(encoder) if encoder is not None else None
-    keys = [run_key(spec, task, data, model_id) for spec in plan]
-    store = ResultStore(output_dir, experiment, {"task": task, **(header or {})}, fresh=overwrite)
-    pending = [spec for spec, key in zip(plan, keys, strict=True) if store.find(key) is None]
-    feature_s = 0.0
-    if any(spec.contextual for spec in pending):
-        feature_s = attach_features(encoder, [s for s in (train, dev, test) if s is not None],
-                                    cache_dir=cache_dir, dtype=feature_dtype, progress=progress)
-    run_s = 0.0
-    bar = tqdm(total=len(plan), desc=experiment, unit="run", disable=not progress)
-    for spec, key in zip(plan, keys, strict=True):
-        if store.find(key) is not None:
-            bar.update()
+def _attach(inputs: RunInputs, specs: Sequence[RunSpec], data: ExperimentData,
+            settings: RunnerSettings) -> float:
+    """Features for every source the runs need and ``inputs.splits`` lacks; returns seconds."""
+    seconds = 0.0
+    for src in dict.fromkeys(source(spec) for spec in specs):
+        if src in inputs.splits:
             continue
-        bar.set_postfix_str(spec.name)
-        run_started = time.perf_counter()
-        report, _ = train_task(task, _features_for(train, spec), _features_for(dev, spec),
-                               _features_for(test, spec), spec.model_settings, spec.train_settings,
-                               encoder if spec.contextual else None)
-        seconds = round(time.perf_counter() - run_started, 3)
-        run_s += seconds
-        store.add({"run": spec.name, "config": spec.config, "key": key, "runtime_s": seconds,
-                   "report": report.to_dict()})
-        store.save(keys)  # after every run: an interruption loses at most the current one
-        log(f"{spec.name}: dev {report.metric} {report.dev[report.metric]:.4f}, {seconds:.1f} s")
-        bar.update()
-    bar.close()
+        copies = tuple(None if s is None else Split(s.sentences, s.labels, s.source)
+                       for s in (data.train, data.dev, data.test))
+        if src is not None:
+            name, layers = src
+            seconds += attach_features(inputs.encoders[name], [s for s in copies if s is not None],
+                                       layers=layers, cache_dir=settings.cache_dir,
+                                       dtype=settings.feature_dtype, progress=settings.progress)
+        inputs.splits[src] = copies
+    return seconds
 
-    runs = [FinishedRun(spec, store.find(key)) for spec, key in zip(plan, keys, strict=True)]
-    metric = runs[0].report["metric"]
-    summary = summarise(runs)
-    files = [output_dir / name for name in (RESULTS_JSON, RESULTS_CSV, RESULTS_MD,
-                                            f"{experiment}.png", WEIGHTS_PNG)]
-    write_csv(files[1], runs, metric)
-    write_text(files[2], results_markdown(experiment, runs, summary, metric))
-    plot_scores(experiment, summary, metric, files[3])
-    plot_layer_weights(summary, files[4])
-    runtime = {"features": round(feature_s, 3), "runs": round(run_s, 3),
-               "all_runs": round(sum(run.record["runtime_s"] for run in runs), 3),
-               "total": round(time.perf_counter() - started, 3)}
-    store.save(keys, {"metric": metric, "summary": [asdict(s) for s in summary], "runtime_s": runtime})
-    return ExperimentResult(experiment, metric, runs, summary, files, len(plan) - len(pending), runtime)
+
+def run_experiment(experiment: Experiment, data: ExperimentData, settings: RunnerSettings,
+                   header: dict) -> ExperimentResult:
+    """Run the plan's unfinished runs (then the entry's follow-up runs), then write its tables.
+
+    ``header``: fields of ``results.json`` beside the runs (the settings the runs were given).
+    Finished runs are stored after each one, so a rerun continues where an interrupted one stopped.
+    """
+    started = time.perf_counter()
+    plan = experiment.plan()
+    missing = sorted({s.encoder for s in plan if s.contextual and s.encoder not in data.encoders})
+    if missing:
+        raise ValueError(f"runs with contextual vectors need encoders {missing}: not given")
+    output_dir = Path(settings.output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    ids = {name: None if s is None else split_identity(s)
+           for name, s in (("train", data.train), ("dev", data.dev), ("test", data.test))}
+    model_ids = {name: model_identity(encoder) for name, encoder in data.encoders.items()}
+    store = ResultStore(output_dir, experiment.name, header, fresh=settings.overwrite)
+    inputs = RunInputs(data.task, {}, data.encoders, data.vectors, settings.threads)
+    keys: list[dict] = []
+    seconds = {"features": 0.0, "runs": 0.0}
+    trained = 0
+
+    def key(spec: RunSpec) -> dict:
+        return run_key(spec, data.task, ids, model_ids.get(spec.encoder) if spec.contextual else None)
+
+    def done(spec: RunSpec, report: dict, runtime: float) -> None:
+        nonlocal trained
+        record = experiment.record(RunContext(data.task, spec, key(spec), runtime, report))
+        store.add(record)
+        store.save(keys)  # after every run: an interruption loses at most the runs in flight
+        seconds["runs"] += runtime
+        trained += 1
+        metric = report["metric"]
+        settings.log(f"{record['run']}: dev {metric} {report['dev'][metric]:.4f}, {runtime:.1f} s")
+
+    def run_batch(batch: list[RunSpec]) -> None:
+        keys.extend(key(spec) for spec in batch)
+        pending = [spec for spec in batch if store.find(key(spec)) is None]
+        seconds["features"] += _attach(inputs, pending, data, settings)
+        run_jobs(inputs, pending, settings.jobs, done, settings.progress, experiment.name)
+
+    run_batch(plan)
+    if follow_up := experiment.follow_up(store, data.task):
+        run_batch(follow_up)
+    # Under the directory's lock: the outputs cover exactly the runs saved, and of several
+    # commands adding to one directory at once, the last to finish writes the complete table.
+    with store.locked():
+        store.save(keys)
+        runs = [FinishedRun(spec, store.find(key(spec))) for spec in plan]
+        tables = experiment.write(output_dir, store, runs, header)
+        runtime = {"features": round(seconds["features"], 3), "runs": round(seconds["runs"], 3),
+                   "all_runs": round(sum(run.record["runtime_s"] for run in runs), 3),
+                   "total": round(time.perf_counter() - started, 3)}
+        if tables.extra is not None:
+            store.save(keys, {**tables.extra, "runtime_s": runtime})
+    return ExperimentResult(experiment.name, tables.metric, trained, len(keys) - trained, tables.files,
+                            tables.markdown, tables.lines, runtime)
