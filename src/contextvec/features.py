@@ -48,6 +48,24 @@ from contextvec.io.shards import ShardDir
 CACHE_ENV = "CONTEXTVEC_CACHE"
 FORMAT_VERSION = 1
 DTYPES = ("float32", "float16")
+
+
+@dataclass(frozen=True)
+class FeatureSettings:
+    """How a job computes and keeps frozen features: the cache's directory (None: the default,
+    :func:`default_cache_dir`), its storage dtype, and sentences per encoder batch."""
+
+    cache_dir: str | os.PathLike | None = None
+    dtype: str = "float32"
+    batch_size: int = 64
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            raise ValueError(f"feature dtype must be one of {', '.join(DTYPES)}, not {self.dtype!r}")
+        if self.batch_size < 1:
+            raise ValueError(f"the encoder batch size must be >= 1, not {self.batch_size}")
+
+
 def default_cache_dir() -> Path:
     """``$CONTEXTVEC_CACHE`` if set and not empty, else ``~/.cache/contextvec/features``."""
     env = os.environ.get(CACHE_ENV)

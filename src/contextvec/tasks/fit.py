@@ -47,6 +47,11 @@ class FitSettings:
             raise ValueError(f"lr and clip must be > 0: {self}")
 
 
+def eval_batch_size(settings: FitSettings) -> int:
+    """Sentences per batch when scoring: no gradients are kept, so at least 64."""
+    return max(settings.batch_size, 64)
+
+
 @dataclass
 class TaskReport:
     """What ``train-task`` writes as JSON."""

@@ -35,6 +35,7 @@ from contextvec.io.word_vectors import WordVectors
 from contextvec.tasks.fit import (
     FitSettings,
     TaskReport,
+    eval_batch_size,
     fit,
     runtime_summary,
     seed_everything,
@@ -202,6 +203,8 @@ def train_task(
     vectors: WordVectors | None = None,
 ) -> tuple[TaskReport, NerTagger | SentenceClassifier]:
     """Train a task model, keep its best-on-dev weights, score dev (and test); see the module doc.
+    The model keeps what saving it needs: ``indexer``, ``seen_mentions`` (the entity mentions of
+    the training sentences it saw) and ``eval_batch_size``.
 
     Splits with ``features`` feed the precomputed layers to the model; without, the model runs
     the encoder itself (slow: every epoch re-encodes the data).
@@ -220,9 +223,11 @@ def train_task(
     prepared_train = PreparedSplit(train, indexer, train_labels)
     prepared_dev = PreparedSplit(dev, indexer, None)
     seen = spec.seen_mentions(train)
+    # What a saved model needs besides its weights: kept with the model, as its indexer.
+    model.seen_mentions, model.eval_batch_size = seen, eval_batch_size(settings)
 
     def evaluate(data: PreparedSplit) -> dict:
-        predicted = predict_split(model, data, max(settings.batch_size, 64), device)
+        predicted = predict_split(model, data, model.eval_batch_size, device)
         return spec.score(data.split, predicted, scheme, seen)
 
     def loss(ids: list[int]) -> torch.Tensor:
