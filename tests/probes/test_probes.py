@@ -17,7 +17,7 @@ from contextvec import features
 from contextvec.cli.main import main
 from contextvec.encoders.bilm import PRESETS, ElmoBiLM, ElmoEncoder
 from contextvec.encoders.fingerprint import model_identity
-from contextvec.features import FeatureFile, cached_features
+from contextvec.features import FeatureFile, FeatureSettings, cached_features
 from contextvec.probes.linear import (
     ProbeSettings,
     SplitData,
@@ -232,7 +232,7 @@ def test_probe_learns_a_tag_that_is_a_function_of_the_word(tmp_path):
     lexicon = {w: "ABC"[i % 3] for i, w in enumerate(words)}  # 4 words per tag
     train, dev = _synthetic(120, rng, lexicon), _synthetic(40, rng, lexicon)
     report = probe_tagging(_tiny_encoder(), train, dev, settings=ProbeSettings(epochs=15, batch_size=128),
-                           cache_dir=str(tmp_path), progress=False)
+                           features=FeatureSettings(cache_dir=str(tmp_path)), progress=False)
     by_name = {r.name: r for r in report.results}
     assert list(by_name) == ["layer 0", "layer 1", "layer 2", "mix"]
     assert report.majority["dev"] < 0.5

@@ -24,7 +24,7 @@ from conftest import SHARED
 from contextvec.cli.probe_wsd import add_wsd_parsers
 from contextvec.encoders.base import Encoder, EncoderOutput
 from contextvec.probes import wsd as wsd_module
-from contextvec.probes.neighbours import mark, nearest_contexts, nearest_words
+from contextvec.probes.neighbours import ContextSearch, mark, nearest_contexts, nearest_words
 from contextvec.probes.scoring import wsd_score as score
 from contextvec.probes.semcor import (
     SenseSpan,
@@ -402,7 +402,8 @@ def test_cli_neighbours_end_to_end(tiny_dir: Path, tmp_path: Path, capsys: pytes
 def test_nearest_contexts_on_controlled_vectors() -> None:
     encoder = TableEncoder({**TABLE, "play": (0, 0)})
     corpus = [s.split() for s in ("bank loan", "bank river", "the bank credit", "dog")]
-    contexts = nearest_contexts(encoder, ["bank", "stream"], 0, corpus, layer=1, top_k=2, progress=False)
+    contexts = nearest_contexts(encoder, ["bank", "stream"], 0, corpus,
+                                ContextSearch(layer=1, top_k=2, progress=False))
     assert [(c.sentence, c.position) for c in contexts] == [(1, 0), (2, 1)]  # stream ~ river, then credit
     assert contexts[0].marked() == "[bank] river" and mark(["a", "b"], 1, "<", ">") == "a <b>"
     assert nearest_words("bank", ["bank", "river", "water"], np.array([[1, 1], [1, 0.1], [-1, 0]]), 1) == [

@@ -35,7 +35,7 @@ from tqdm import tqdm
 from contextvec.embedder.scalar_mix import ScalarMix
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.fingerprint import model_identity
-from contextvec.features import load_features
+from contextvec.features import FeatureSettings, load_features
 from contextvec.tasks.split import TaggedCorpus
 
 MIX = "mix"
@@ -258,20 +258,19 @@ def probe_tagging(
     dev: TaggedCorpus,
     test: TaggedCorpus | None = None,
     settings: ProbeSettings | None = None,
-    cache_dir: str | None = None,
-    feature_dtype: str = "float32",
-    embed_batch_size: int = 64,
+    features: FeatureSettings | None = None,
     progress: bool = True,
 ) -> ProbeReport:
     """Features (cached) -> linear probes per layer and on a scalar mix -> a :class:`ProbeReport`."""
     settings = settings or ProbeSettings()
+    features = features or FeatureSettings()
     started = time.perf_counter()
     vocabulary = tag_vocabulary(train.tags)
     model_id = model_identity(encoder)
     splits = {"train": train, "dev": dev, **({"test": test} if test is not None else {})}
     data = {
-        name: split_data(encoder, corpus, vocabulary, settings.device, cache_dir=cache_dir,
-                         dtype=feature_dtype, batch_size=embed_batch_size, progress=progress,
+        name: split_data(encoder, corpus, vocabulary, settings.device, cache_dir=features.cache_dir,
+                         dtype=features.dtype, batch_size=features.batch_size, progress=progress,
                          label=f"{name} {Path(corpus.source).name}", model_id=model_id)
         for name, corpus in splits.items()
     }
@@ -288,7 +287,7 @@ def probe_tagging(
         splits={name: {"source": c.source, "sentences": len(c), "tokens": c.num_tokens,
                        "unknown_tags": int((data[name].labels < 0).sum())}
                 for name, c in splits.items()},
-        settings={**asdict(settings), "feature_dtype": feature_dtype,
+        settings={**asdict(settings), "feature_dtype": features.dtype,
                   "num_layers": encoder.num_layers, "dim": encoder.output_dim},
         runtime_s={"features": round(features_done - started, 3),
                    "train": round(finished - features_done, 3),

@@ -11,6 +11,8 @@ word by itself), or a static embedding such as GloVe or word2vec.
 
 from __future__ import annotations
 
+import itertools
+import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -19,6 +21,7 @@ import numpy as np
 from tqdm import tqdm
 
 from contextvec.encoders.base import Encoder
+from contextvec.io.text_lines import open_text
 
 
 @dataclass(frozen=True)
@@ -64,42 +67,49 @@ def _unit(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.maximum(norms, 1e-12)
 
 
-def nearest_contexts(
-    encoder: Encoder,
-    query: Sequence[str],
-    position: int,
-    corpus: Sequence[Sequence[str]],
-    layer: int | None = None,
-    top_k: int = 5,
-    ignore_case: bool = False,
-    exclude_query: bool = True,
-    batch_size: int = 64,
-    progress: bool = True,
-) -> list[Context]:
+@dataclass(frozen=True)
+class ContextSearch:
+    """How :func:`nearest_contexts` searches: at ``layer`` (None: the top; negative: from the
+    top), the ``top_k`` nearest, the word matched in any case (``ignore_case``) or exactly,
+    ``batch_size`` corpus sentences per encoder batch."""
+
+    layer: int | None = None
+    top_k: int = 5
+    ignore_case: bool = False
+    batch_size: int = 64
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.top_k < 1 or self.batch_size < 1:
+            raise ValueError(f"top_k and batch_size must be >= 1: {self}")
+
+
+def nearest_contexts(encoder: Encoder, query: Sequence[str], position: int, corpus: Sequence[Sequence[str]],
+                     search: ContextSearch = ContextSearch()) -> list[Context]:
     """The ``top_k`` occurrences of ``query[position]`` in ``corpus`` nearest to it at ``layer``.
 
-    Only corpus sentences containing the word are embedded. With ``exclude_query`` a corpus
-    sentence identical to the query is skipped (it would trivially come first).
+    Only corpus sentences containing the word are embedded; a corpus sentence identical to the
+    query is skipped (it would trivially come first).
     """
     if not 0 <= position < len(query):
         raise ValueError(f"position {position} is outside the query's {len(query)} tokens")
-    layer = resolve_layer(encoder, layer)
+    layer = resolve_layer(encoder, search.layer)
     word = query[position]
-    found = occurrences(corpus, word, ignore_case)
-    if exclude_query:
-        found = [(i, j) for i, j in found if list(corpus[i]) != list(query)]
+    found = [(i, j) for i, j in occurrences(corpus, word, search.ignore_case)
+             if list(corpus[i]) != list(query)]
     if not found:
         raise ValueError(f"the corpus has no occurrence of {word!r} (other than the query sentence)")
     query_vector = _unit(encoder.embed([list(query)])[0][layer, position])
     sentence_ids = sorted({i for i, _ in found})
     vectors: dict[int, np.ndarray] = {}
-    with tqdm(total=len(sentence_ids), unit="sent", desc="embed contexts", disable=not progress) as bar:
-        for row, array in encoder.embed_batches([list(corpus[i]) for i in sentence_ids], batch_size):
+    bar = tqdm(total=len(sentence_ids), unit="sent", desc="embed contexts", disable=not search.progress)
+    with bar:
+        for row, array in encoder.embed_batches([list(corpus[i]) for i in sentence_ids], search.batch_size):
             vectors[sentence_ids[row]] = array[layer]
             bar.update(1)
     matrix = _unit(np.stack([vectors[i][j] for i, j in found]))
     similarity = matrix @ query_vector
-    order = np.argsort(-similarity, kind="stable")[:top_k]
+    order = np.argsort(-similarity, kind="stable")[:search.top_k]
     return [Context(found[k][0], found[k][1], list(corpus[found[k][0]]), float(similarity[k])) for k in order]
 
 
@@ -133,3 +143,15 @@ def nearest_words(
     similarity[index[word]] = -np.inf
     order = np.argsort(-similarity, kind="stable")[:top_k]
     return [(words[k], float(similarity[k])) for k in order if np.isfinite(similarity[k])]
+
+
+def read_corpus(path: str | os.PathLike, max_sentences: int | None = None) -> list[list[str]]:
+    """Token lists of a one-sentence-per-line file (plain or ``.gz``); empty lines stay (as empty
+    lists) so that list index = line number - 1."""
+    if max_sentences is not None and max_sentences < 1:
+        raise ValueError(f"--max-sentences must be >= 1, not {max_sentences}")
+    with open_text(path) as f:
+        corpus = [line.split() for line in itertools.islice(f, max_sentences)]
+    if not any(corpus):
+        raise ValueError(f"{path}: no sentences (an empty file?)")
+    return corpus
