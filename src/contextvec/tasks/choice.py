@@ -69,4 +69,6 @@ class TaskFiles:
         return get_task(task).load_splits(self.train, self.dev, self.test, self.max_sentences)
 
     def as_dict(self) -> dict:
-        return {"train": self.train, "dev": self.dev, "test": self.test}
+        """The files as reports record them (paths as given, as text)."""
+        return {name: None if path is None else os.fspath(path)
+                for name, path in (("train", self.train), ("dev", self.dev), ("test", self.test))}

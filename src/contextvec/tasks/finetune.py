@@ -45,6 +45,8 @@ from contextvec.encoders.bert.finetune import (
 from contextvec.encoders.bert.tokenizer import WordPieces, WordPieceTokenizer
 from contextvec.tasks.fit import (
     FitSettings,
+    Objective,
+    Optimisation,
     TaskReport,
     eval_batch_size,
     fit,
@@ -191,10 +193,11 @@ def fine_tune(
     warmup_steps = round(settings.warmup * total_steps)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_linear_decay(warmup_steps, total_steps))
     result = fit(
-        model, lengths=encoded["train"].lengths, loss=lambda ids: encoded["train"].loss(model, ids, device),
-        dev_score=lambda: encoded["dev"].score(model, eval_batch, device, seen)[spec.metric],
-        metric=spec.metric, optimizer=optimizer, parameters=model.parameters(), settings=settings,
-        scheduler=scheduler,
+        model, lengths=encoded["train"].lengths,
+        objective=Objective(lambda ids: encoded["train"].loss(model, ids, device),
+                            lambda: encoded["dev"].score(model, eval_batch, device, seen)[spec.metric],
+                            spec.metric),
+        optimisation=Optimisation(optimizer, model.parameters(), scheduler), settings=settings,
     )
     started = time.perf_counter()
     dev_scores = encoded["dev"].score(model, eval_batch, device, seen)

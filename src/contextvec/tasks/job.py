@@ -140,7 +140,6 @@ def _task_model(settings: TrainTaskSettings, train: Split, dev: Split, test: Spl
             settings.save_model, settings.task, model, reported=_reported(report), encoder=encoder,
             encoder_ref=settings.encoder.reference() if contextual else None,
             features={"dtype": f.dtype, "embed_batch_size": f.batch_size},
-            eval_batch_size=model.eval_batch_size, seen_mentions=model.seen_mentions,
         ))
     report.extra.update({
         "model": settings.encoder.name if contextual else None, "contextual": contextual,
@@ -157,7 +156,6 @@ def _fine_tune(settings: TrainTaskSettings, train: Split, dev: Split, test: Spli
     if settings.save_model:
         saved = str(save_fine_tuned(
             settings.save_model, settings.task, model, base_model=model_dir, reported=_reported(report),
-            eval_batch_size=model.eval_batch_size, seen_mentions=model.seen_mentions,
         ))
     report.extra.update({"model": model_dir, "contextual": True, "fine_tune": True, "saved_model": saved})
     return report

@@ -34,6 +34,8 @@ from contextvec.features import FeatureFile, cached_features
 from contextvec.io.word_vectors import WordVectors
 from contextvec.tasks.fit import (
     FitSettings,
+    Objective,
+    Optimisation,
     TaskReport,
     eval_batch_size,
     fit,
@@ -235,9 +237,9 @@ def train_task(
 
     trainable = [p for p in model.parameters() if p.requires_grad]
     result = fit(
-        model, lengths=[len(s) for s in train.sentences], loss=loss,
-        dev_score=lambda: evaluate(prepared_dev)[spec.metric], metric=spec.metric,
-        optimizer=torch.optim.Adam(trainable, lr=settings.lr), parameters=trainable, settings=settings,
+        model, lengths=[len(s) for s in train.sentences],
+        objective=Objective(loss, lambda: evaluate(prepared_dev)[spec.metric], spec.metric),
+        optimisation=Optimisation(torch.optim.Adam(trainable, lr=settings.lr), trainable), settings=settings,
         patience=settings.patience, frozen_prefix=ENCODER_PREFIX,
     )
     started = time.perf_counter()
