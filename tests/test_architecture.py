@@ -13,8 +13,8 @@ LAYERS = {
     "extras": 0, "text": 0, "io": 1, "encoders": 2, "api": 3, "embedder": 3, "bulk": 4, "files": 4,
     "engine": 4, "export": 4, "features": 4,
     "tasks": 5, "training": 5, "allennlp": 5, "flair": 5, "distributed": 5,
-    "probes": 6, "experiments": 6,
-    "client": 7, "server": 7, "cli": 8,
+    "probes": 6, "experiments": 6, "jobs": 7,
+    "client": 8, "server": 8, "cli": 9,
 }
 
 

@@ -11,8 +11,8 @@ from contextvec.cli import common
 from contextvec.cli import task_options as opts
 from contextvec.cli.experiment_representations import add_representations_parser
 from contextvec.experiments import DEFAULT_FRACTIONS, RunnerSettings
-from contextvec.experiments.jobs import AnalysisSettings, run_analysis
-from contextvec.tasks.choice import EncoderChoice, TaskFiles
+from contextvec.jobs.choice import EncoderChoice, TaskFiles
+from contextvec.jobs.experiments import AnalysisSettings, run_analysis
 from contextvec.tasks.models import ModelSettings
 from contextvec.tasks.spec import TASKS, get_task
 from contextvec.tasks.train import TrainSettings

@@ -1,5 +1,5 @@
 """``contextvec experiment representations``: CoVe's Table 2, one task's runs added to one table
-over every task in --output-dir (experiments/jobs.py's run_representations does the job)."""
+over every task in --output-dir (jobs/experiments.py: run_representations does the job)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 from contextvec.cli import common
 from contextvec.cli import task_options as opts
 from contextvec.experiments import REPRESENTATIONS, RunnerSettings
-from contextvec.experiments.jobs import DEFAULT_COVE, RepresentationsSettings, run_representations
 from contextvec.experiments.workers import shared_gpu_hint
 from contextvec.io.word_vectors import FORMATS
-from contextvec.tasks.choice import TaskFiles
+from contextvec.jobs.choice import TaskFiles
+from contextvec.jobs.experiments import DEFAULT_COVE, RepresentationsSettings, run_representations
 from contextvec.tasks.spec import TASKS, get_task
 from contextvec.tasks.train import TrainSettings
 

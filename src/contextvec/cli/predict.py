@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TextIO
 
 from contextvec.cli import common
-from contextvec.tasks.predict import InputFormat, OutputFormat, PredictSettings, run_predict
+from contextvec.jobs.predict import InputFormat, OutputFormat, PredictSettings, run_predict
 
 HELP = "run a task model saved by train-task --save-model on new text or a task file"
 DESCRIPTION = HELP + """. INPUT: text, one sentence per line, or (--format task) the task's own

@@ -8,9 +8,9 @@ from contextvec.cli import common
 from contextvec.cli import task_options as opts
 from contextvec.cli.probe_wsd import add_wsd_parsers
 from contextvec.features import FeatureSettings
-from contextvec.probes.jobs import PosProbeSettings, run_pos_probe
+from contextvec.jobs.choice import EncoderChoice
+from contextvec.jobs.probes import PosProbeSettings, run_pos_probe
 from contextvec.probes.linear import ProbeSettings
-from contextvec.tasks.choice import EncoderChoice
 from contextvec.tasks.readers.conllu import TAG_COLUMNS
 
 HELP = "linear probes of each frozen layer and of a learned scalar mix"

@@ -9,10 +9,10 @@ from pathlib import Path
 from contextvec.cli import task_options as opts
 from contextvec.cli.common import add_model_arguments, check_output, positive_int
 from contextvec.io.atomic import atomic_path, output_target
-from contextvec.probes import jobs
+from contextvec.jobs import probes as jobs
+from contextvec.jobs.choice import EncoderChoice
 from contextvec.probes.neighbours import ContextSearch
 from contextvec.probes.wsd import FeatureOptions
-from contextvec.tasks.choice import EncoderChoice
 
 WSD_HELP = "word sense disambiguation by nearest sense centroids (ELMo 5.3): F1 per layer"
 NEIGHBOURS_HELP = "nearest contexts of a word in a corpus, beside its nearest words by static vectors"

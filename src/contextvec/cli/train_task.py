@@ -9,9 +9,9 @@ import argparse
 from contextvec.cli import common
 from contextvec.cli import task_options as opts
 from contextvec.features import FeatureSettings
-from contextvec.tasks.choice import EncoderChoice, TaskFiles
+from contextvec.jobs.choice import EncoderChoice, TaskFiles
+from contextvec.jobs.train_task import TrainMode, TrainTaskSettings, run_train_task
 from contextvec.tasks.finetune import FineTuneSettings
-from contextvec.tasks.job import TrainMode, TrainTaskSettings, run_train_task
 from contextvec.tasks.models import ModelSettings
 from contextvec.tasks.spec import TASK_SPECS, TASKS, get_task
 from contextvec.tasks.train import TrainSettings

@@ -13,7 +13,7 @@ import torch
 
 from contextvec.api import is_hf_bert_dir
 from contextvec.features import FeatureSettings
-from contextvec.tasks.choice import EncoderChoice, TaskFiles
+from contextvec.jobs.choice import EncoderChoice, TaskFiles
 from contextvec.tasks.finetune import FineTuneSettings, fine_tune
 from contextvec.tasks.fit import TaskReport
 from contextvec.tasks.models import ModelSettings, wanted_words

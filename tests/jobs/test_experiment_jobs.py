@@ -8,14 +8,14 @@ import torch
 
 from contextvec.encoders.cove import MTLSTM, MTLSTMConfig, save_cove_encoder
 from contextvec.experiments import RunnerSettings
-from contextvec.experiments.jobs import (
+from contextvec.jobs.choice import EncoderChoice, TaskFiles
+from contextvec.jobs.experiments import (
     Analysis,
     AnalysisSettings,
     RepresentationsSettings,
     run_analysis,
     run_representations,
 )
-from contextvec.tasks.choice import EncoderChoice, TaskFiles
 from contextvec.tasks.models import ModelSettings
 from contextvec.tasks.train import TrainSettings
 

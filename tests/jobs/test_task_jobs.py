@@ -9,11 +9,11 @@ import json
 import pytest
 
 from contextvec.features import FeatureSettings
-from contextvec.tasks.choice import EncoderChoice, TaskFiles
+from contextvec.jobs.choice import EncoderChoice, TaskFiles
+from contextvec.jobs.predict import PredictSettings, run_predict
+from contextvec.jobs.train_task import TrainMode, TrainTaskSettings, run_train_task
 from contextvec.tasks.finetune import FineTuneSettings
-from contextvec.tasks.job import TrainMode, TrainTaskSettings, run_train_task
 from contextvec.tasks.models import ModelSettings
-from contextvec.tasks.predict import PredictSettings, run_predict
 from contextvec.tasks.train import TrainSettings
 
 QUESTIONS = [("NUM:count", "how many {} are there ?"), ("LOC:city", "where is the {} city ?")]

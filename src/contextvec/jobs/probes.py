@@ -15,6 +15,7 @@ import torch
 
 from contextvec.features import FeatureSettings
 from contextvec.io.word_vectors import load_word_vectors
+from contextvec.jobs.choice import EncoderChoice
 from contextvec.probes.linear import ProbeReport, ProbeSettings, format_table, probe_tagging
 from contextvec.probes.neighbours import (
     Context,
@@ -31,7 +32,6 @@ from contextvec.probes.semcor import read_raganato, read_semcor
 from contextvec.probes.wordnet import load_wordnet
 from contextvec.probes.wsd import FeatureOptions, WsdReport, evaluate_wsd
 from contextvec.probes.wsd import format_table as wsd_table
-from contextvec.tasks.choice import EncoderChoice
 from contextvec.tasks.readers.conllu import TAG_COLUMNS, read_conllu
 
 

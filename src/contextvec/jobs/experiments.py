@@ -34,7 +34,7 @@ from contextvec.experiments.representations import (
 )
 from contextvec.experiments.runner import ExperimentData, ExperimentResult, RunnerSettings, run_experiment
 from contextvec.io.word_vectors import WordVectors
-from contextvec.tasks.choice import EncoderChoice, TaskFiles
+from contextvec.jobs.choice import EncoderChoice, TaskFiles
 from contextvec.tasks.models import ModelSettings
 from contextvec.tasks.spec import get_task
 from contextvec.tasks.split import Split, subsample

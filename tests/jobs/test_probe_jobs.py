@@ -8,7 +8,8 @@ import json
 import pytest
 
 from contextvec.features import FeatureSettings
-from contextvec.probes.jobs import (
+from contextvec.jobs.choice import EncoderChoice
+from contextvec.jobs.probes import (
     NeighboursSettings,
     PosProbeSettings,
     run_neighbours,
@@ -16,7 +17,6 @@ from contextvec.probes.jobs import (
 )
 from contextvec.probes.linear import ProbeSettings
 from contextvec.probes.neighbours import ContextSearch
-from contextvec.tasks.choice import EncoderChoice
 
 SENTENCES = [[("the", "DET"), ("dog", "NOUN"), ("runs", "VERB")],
              [("a", "DET"), ("cat", "NOUN"), ("sleeps", "VERB"), ("quietly", "ADV")],
