@@ -52,18 +52,24 @@ DTYPES = ("float32", "float16")
 
 @dataclass(frozen=True)
 class FeatureSettings:
-    """How a job computes and keeps frozen features: the cache's directory (None: the default,
-    :func:`default_cache_dir`), its storage dtype, and sentences per encoder batch."""
+    """How frozen features are computed and kept: the cache's directory (None: the default,
+    :func:`default_cache_dir`), its storage dtype; sentences per encoder batch (``batch_size``,
+    at most ``max_tokens`` tokens; None: no limit) and per stored chunk (``chunk_sentences``:
+    what an interrupted pass keeps)."""
 
     cache_dir: str | os.PathLike | None = None
     dtype: str = "float32"
     batch_size: int = 64
+    max_tokens: int | None = 4096
+    chunk_sentences: int = 1000
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
             raise ValueError(f"feature dtype must be one of {', '.join(DTYPES)}, not {self.dtype!r}")
         if self.batch_size < 1:
             raise ValueError(f"the encoder batch size must be >= 1, not {self.batch_size}")
+        if self.chunk_sentences < 1:
+            raise ValueError(f"chunk_sentences must be >= 1, not {self.chunk_sentences}")
 
 
 def default_cache_dir() -> Path:
@@ -178,11 +184,8 @@ def _merge(parts: ShardDir, n_chunks: int, output: Path, lengths: np.ndarray, at
 def cached_features(
     encoder: Encoder,
     sentences: Sequence[Sequence[str]],
-    cache_dir: str | os.PathLike | None = None,
-    dtype: str = "float32",
-    chunk_sentences: int = 1000,
-    batch_size: int = 64,
-    max_tokens: int | None = 4096,
+    settings: FeatureSettings | None = None,
+    *,
     progress: bool = True,
     label: str = "",
     model_id: str | None = None,
@@ -193,8 +196,8 @@ def cached_features(
     (e.g. the source file) and is not part of the key. ``model_id`` may pass a precomputed
     :func:`model_identity` to avoid rehashing the weights for every split.
     """
-    if chunk_sentences < 1:
-        raise ValueError(f"chunk_sentences must be >= 1, not {chunk_sentences}")
+    settings = settings or FeatureSettings()
+    cache_dir, dtype, chunk_sentences = settings.cache_dir, settings.dtype, settings.chunk_sentences
     model_id = model_id or model_identity(encoder)
     data_id = data_identity(sentences)
     key = cache_key(model_id, data_id, dtype)
@@ -227,7 +230,7 @@ def cached_features(
                     continue
                 batch = [list(s) for s in sentences[number * chunk:(number + 1) * chunk]]
                 arrays: list[np.ndarray] = [np.empty(0)] * len(batch)
-                for row, array in encoder.embed_batches(batch, batch_size, max_tokens):
+                for row, array in encoder.embed_batches(batch, settings.batch_size, settings.max_tokens):
                     arrays[row] = array
                     bar.update(1)
                 tokens += sum(len(s) for s in batch)
@@ -244,6 +247,7 @@ def cached_features(
     return output
 
 
-def load_features(encoder: Encoder, sentences: Sequence[Sequence[str]], **kwargs) -> FeatureFile:
+def load_features(encoder: Encoder, sentences: Sequence[Sequence[str]],
+                  settings: FeatureSettings | None = None, **kwargs) -> FeatureFile:
     """:func:`cached_features`, opened: a :class:`FeatureFile` (close it when done)."""
-    return FeatureFile.open(cached_features(encoder, sentences, **kwargs))
+    return FeatureFile.open(cached_features(encoder, sentences, settings, **kwargs))

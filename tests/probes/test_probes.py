@@ -104,7 +104,8 @@ def test_reader_on_ewt_counts_words_not_multiword_tokens():
 
 def test_cache_matches_embed_and_second_call_is_a_hit(tmp_path, monkeypatch):
     encoder = _tiny_encoder()
-    path = cached_features(encoder, SENTENCES, cache_dir=tmp_path, chunk_sentences=3, progress=False)
+    path = cached_features(encoder, SENTENCES, FeatureSettings(cache_dir=tmp_path, chunk_sentences=3),
+                           progress=False)
     expected = encoder.embed(SENTENCES)
     with FeatureFile.open(path) as f:
         assert (len(f), f.num_layers, f.dim) == (len(SENTENCES), 3, encoder.output_dim)
@@ -121,7 +122,7 @@ def test_cache_matches_embed_and_second_call_is_a_hit(tmp_path, monkeypatch):
         raise AssertionError("a cache hit must not run the encoder")
 
     monkeypatch.setattr(encoder, "embed_batches", fail)
-    assert cached_features(encoder, SENTENCES, cache_dir=tmp_path, progress=False) == path
+    assert cached_features(encoder, SENTENCES, FeatureSettings(cache_dir=tmp_path), progress=False) == path
 
 
 def test_two_callers_of_one_entry_compute_it_once(tmp_path):
@@ -138,7 +139,8 @@ def test_two_callers_of_one_entry_compute_it_once(tmp_path):
 
     encoder.embed_batches = counted
     threads = [threading.Thread(target=lambda: results.append(cached_features(
-        encoder, SENTENCES, cache_dir=tmp_path, chunk_sentences=3, progress=False))) for _ in range(2)]
+        encoder, SENTENCES, FeatureSettings(cache_dir=tmp_path, chunk_sentences=3), progress=False)))
+        for _ in range(2)]
     for t in threads:
         t.start()
     for t in threads:
@@ -149,17 +151,19 @@ def test_two_callers_of_one_entry_compute_it_once(tmp_path):
 
 def test_cache_key_depends_on_model_data_and_dtype(tmp_path):
     encoder = _tiny_encoder()
-    path = cached_features(encoder, SENTENCES, cache_dir=tmp_path, progress=False)
+    path = cached_features(encoder, SENTENCES, FeatureSettings(cache_dir=tmp_path), progress=False)
     other_data = [*SENTENCES[:-1], ["last", "one", "!"]]
-    assert cached_features(encoder, other_data, cache_dir=tmp_path, progress=False) != path
-    assert cached_features(_tiny_encoder(seed=1), SENTENCES, cache_dir=tmp_path, progress=False) != path
+    assert cached_features(encoder, other_data, FeatureSettings(cache_dir=tmp_path), progress=False) != path
+    cache = FeatureSettings(cache_dir=tmp_path)
+    assert cached_features(_tiny_encoder(seed=1), SENTENCES, cache, progress=False) != path
     # Token boundaries count: ["a b"] and ["a", "b"] are different data.
     assert features.data_identity([["a b"]]) != features.data_identity([["a", "b"]])
     before = model_identity(encoder)
     with torch.no_grad():
         encoder.bilm.token_encoder.char_embedding.weight[5, 0] += 1e-3
     assert model_identity(encoder) != before
-    half = cached_features(_tiny_encoder(), SENTENCES, cache_dir=tmp_path, dtype="float16", progress=False)
+    half = cached_features(_tiny_encoder(), SENTENCES, FeatureSettings(cache_dir=tmp_path, dtype="float16"),
+                           progress=False)
     assert half != path
     with FeatureFile.open(half) as f16, FeatureFile.open(path) as f32:
         assert f16.file["layers"].dtype == np.float16 and f16.all_layers().dtype == np.float32
@@ -188,7 +192,8 @@ def test_interrupted_run_leaves_no_final_file_and_resumes_from_finished_chunks(t
 
     monkeypatch.setattr(encoder, "embed_batches", crash_in_third_chunk)
     with pytest.raises(KeyboardInterrupt):
-        cached_features(encoder, SENTENCES, cache_dir=tmp_path, chunk_sentences=2, progress=False)
+        cached_features(encoder, SENTENCES, FeatureSettings(cache_dir=tmp_path, chunk_sentences=2),
+                        progress=False)
     key = features.cache_key(model_identity(encoder), features.data_identity(SENTENCES))
     parts = tmp_path / f"{key}.parts"
     assert not (tmp_path / f"{key}.h5").exists()
@@ -204,7 +209,8 @@ def test_interrupted_run_leaves_no_final_file_and_resumes_from_finished_chunks(t
 
     monkeypatch.setattr(encoder, "embed_batches", count)
     # A different chunk size on resume keeps the one the shards were written with.
-    path = cached_features(encoder, SENTENCES, cache_dir=tmp_path, chunk_sentences=5, progress=False)
+    path = cached_features(encoder, SENTENCES, FeatureSettings(cache_dir=tmp_path, chunk_sentences=5),
+                           progress=False)
     assert len(computed) == len(SENTENCES) - 4  # chunks 0 and 1 were not recomputed
     assert not parts.exists()
     with h5py.File(path, "r") as f:

@@ -244,11 +244,13 @@ def split_data(
     corpus: TaggedCorpus,
     vocabulary: Sequence[str],
     device: str = "cpu",
+    features: FeatureSettings | None = None,
     **cache_kwargs,
 ) -> SplitData:
-    """The corpus's cached features (computed on a miss) and class ids, as tensors."""
-    with load_features(encoder, corpus.sentences, **cache_kwargs) as features:
-        layers = torch.from_numpy(features.all_layers())
+    """The corpus's cached features (computed on a miss) and class ids, as tensors; ``cache_kwargs``:
+    :func:`~contextvec.features.cached_features`'s ``progress``, ``label`` and ``model_id``."""
+    with load_features(encoder, corpus.sentences, features, **cache_kwargs) as stored:
+        layers = torch.from_numpy(stored.all_layers())
     return SplitData(layers.to(device), encode_tags(corpus.tags, vocabulary).to(device))
 
 
@@ -269,8 +271,7 @@ def probe_tagging(
     model_id = model_identity(encoder)
     splits = {"train": train, "dev": dev, **({"test": test} if test is not None else {})}
     data = {
-        name: split_data(encoder, corpus, vocabulary, settings.device, cache_dir=features.cache_dir,
-                         dtype=features.dtype, batch_size=features.batch_size, progress=progress,
+        name: split_data(encoder, corpus, vocabulary, settings.device, features, progress=progress,
                          label=f"{name} {Path(corpus.source).name}", model_id=model_id)
         for name, corpus in splits.items()
     }

@@ -39,7 +39,7 @@ from tqdm import tqdm
 
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.fingerprint import model_identity
-from contextvec.features import cached_features
+from contextvec.features import FeatureSettings, cached_features
 from contextvec.probes.scoring import Score, wsd_score
 from contextvec.probes.semcor import SenseSpan, WsdCorpus
 from contextvec.probes.wordnet import SenseInventory
@@ -105,9 +105,9 @@ def iter_blocks(
     sentences' token vectors, concatenated in the order of the indices. Every sentence comes once."""
     lengths = [len(s) for s in sentences]
     if options.cache:
-        path = cached_features(encoder, sentences, options.cache_dir, options.dtype,
-                               batch_size=options.batch_size, max_tokens=options.max_tokens,
-                               progress=options.progress, label=label, model_id=model_id)
+        settings = FeatureSettings(options.cache_dir, options.dtype, options.batch_size, options.max_tokens)
+        path = cached_features(encoder, sentences, settings, progress=options.progress, label=label,
+                               model_id=model_id)
         offsets = np.concatenate([[0], np.cumsum(lengths)])
         with h5py.File(path, "r") as f:
             layers = f["layers"]

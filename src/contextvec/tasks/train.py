@@ -30,7 +30,7 @@ import torch
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.bert.combine import combine_layers
 from contextvec.encoders.fingerprint import model_identity
-from contextvec.features import FeatureFile, cached_features
+from contextvec.features import FeatureFile, FeatureSettings, cached_features
 from contextvec.io.word_vectors import WordVectors
 from contextvec.tasks.fit import (
     FitSettings,
@@ -113,9 +113,8 @@ def attach_features(
     started = time.perf_counter()
     model_id = model_identity(encoder)
     for split in splits:
-        path = cached_features(encoder, split.sentences, cache_dir=cache_dir, dtype=dtype,
-                               batch_size=batch_size, progress=progress, label=split.source,
-                               model_id=model_id)
+        path = cached_features(encoder, split.sentences, FeatureSettings(cache_dir, dtype, batch_size),
+                               progress=progress, label=split.source, model_id=model_id)
         with FeatureFile.open(path) as features:
             dataset = features.file["layers"]  # kept in the stored dtype: float16 halves the memory
             # Read only the layers the combination needs (BERT has 13).
