@@ -6,7 +6,7 @@ import csv
 import json
 
 import pytest
-from conftest import SHARED, need_shared
+from conftest import SHARED, need_shared, shared_file
 
 import contextvec.experiments as experiments
 import contextvec.experiments.workers as workers
@@ -17,8 +17,8 @@ from contextvec.tasks.train import TrainSettings
 TASKS = SHARED / "tasks"
 CONLL = ["--train", str(TASKS / "conll2003" / "eng.train.gz"),
          "--dev", str(TASKS / "conll2003" / "eng.testa.gz")]
-SST = ["--train", str(TASKS / "sst" / "trees" / "train.txt.gz"),
-       "--dev", str(TASKS / "sst" / "trees" / "dev.txt.gz")]
+SST = ["--train", str(shared_file("tasks/sst/trees/train.txt.gz")),  # 40 sentences: the excerpts serve
+       "--dev", str(shared_file("tasks/sst/trees/dev.txt.gz"))]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
