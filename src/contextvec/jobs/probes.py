@@ -30,7 +30,7 @@ from contextvec.probes.neighbours import (
 )
 from contextvec.probes.semcor import read_raganato, read_semcor
 from contextvec.probes.wordnet import load_wordnet
-from contextvec.probes.wsd import FeatureOptions, WsdReport, evaluate_wsd
+from contextvec.probes.wsd import VectorSource, WsdReport, evaluate_wsd
 from contextvec.probes.wsd import format_table as wsd_table
 from contextvec.tasks.readers.conllu import TAG_COLUMNS, read_conllu
 
@@ -104,7 +104,7 @@ class WsdSettings:
     max_train_sentences: int | None = None
     wordnet: str | os.PathLike | None = None
     encoder: EncoderChoice = field(default_factory=EncoderChoice)
-    features: FeatureOptions = field(default_factory=FeatureOptions)
+    vectors: VectorSource = field(default_factory=VectorSource)
     threads: int | None = None
 
 
@@ -142,7 +142,7 @@ def run_wsd(settings: WsdSettings) -> WsdResult:
     if settings.threads:
         torch.set_num_threads(settings.threads)
     encoder = settings.encoder.load()
-    report = evaluate_wsd(encoder, train, data, inventory, settings.features)
+    report = evaluate_wsd(encoder, train, data, inventory, settings.vectors)
     report.runtime_s["read_data_and_wordnet"] = round(loaded - started, 3)
     report.runtime_s["including_loading"] = round(time.perf_counter() - started, 3)
     report.extra.update({"task": "wsd", "model": settings.encoder.name, "num_layers": encoder.num_layers,

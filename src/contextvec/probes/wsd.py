@@ -18,7 +18,7 @@ For each encoder layer separately:
 The WordNet first-sense baseline alone is scored beside the layers.
 
 Vectors come from the feature cache of :mod:`contextvec.features` (the encoder runs once per
-model and data; later runs read the cache) or straight from the encoder (``FeatureOptions.cache``
+model and data; later runs read the cache) or straight from the encoder (``VectorSource.cache``
 False: nothing stored). Either way they are streamed in blocks of sentences and summed into the
 centroids with ``index_add``, so memory holds the centroids, not the corpus's vectors. Prediction
 gathers each instance's candidate scores from matmuls of the instance vectors with the candidate
@@ -49,16 +49,12 @@ SCORE_ROWS = 1024  # instances per similarity matmul: bounds the (rows, candidat
 
 
 @dataclass(frozen=True)
-class FeatureOptions:
-    """Where vectors come from: the feature cache (``cache``; ``cache_dir`` None = the default
-    directory, ``dtype`` its storage precision) or the encoder directly; ``batch_size`` and
-    ``max_tokens`` are the encoder's batching."""
+class VectorSource:
+    """Where vectors come from: the feature cache (``cache``) or the encoder directly; either way
+    computed as ``features`` says (its cache folder and dtype, the encoder's batching)."""
 
+    features: FeatureSettings = FeatureSettings()
     cache: bool = True
-    cache_dir: str | None = None
-    dtype: str = "float32"
-    batch_size: int = 64
-    max_tokens: int | None = 4096
     progress: bool = True
 
 
@@ -97,7 +93,7 @@ class SpanEntries:
 def iter_blocks(
     encoder: Encoder,
     sentences: Sequence[Sequence[str]],
-    options: FeatureOptions,
+    options: VectorSource,
     label: str = "",
     model_id: str | None = None,
 ) -> Iterator[tuple[list[int], np.ndarray]]:
@@ -105,8 +101,7 @@ def iter_blocks(
     sentences' token vectors, concatenated in the order of the indices. Every sentence comes once."""
     lengths = [len(s) for s in sentences]
     if options.cache:
-        settings = FeatureSettings(options.cache_dir, options.dtype, options.batch_size, options.max_tokens)
-        path = cached_features(encoder, sentences, settings, progress=options.progress, label=label,
+        path = cached_features(encoder, sentences, options.features, progress=options.progress, label=label,
                                model_id=model_id)
         offsets = np.concatenate([[0], np.cumsum(lengths)])
         with h5py.File(path, "r") as f:
@@ -124,7 +119,8 @@ def iter_blocks(
     tokens = 0
     with tqdm(total=len(sentences), unit="sent", desc=f"embed {label}".strip(),
               disable=not options.progress) as bar:
-        for index, array in encoder.embed_batches(sentences, options.batch_size, options.max_tokens):
+        for index, array in encoder.embed_batches(sentences, options.features.batch_size,
+                                                  options.features.max_tokens):
             ids.append(index)
             arrays.append(array)
             tokens += array.shape[1]
@@ -186,7 +182,7 @@ def _embedded_subset(corpus: WsdCorpus) -> list[int]:
 def sense_centroids(
     encoder: Encoder,
     train: WsdCorpus,
-    options: FeatureOptions = FeatureOptions(),
+    options: VectorSource = VectorSource(),
     model_id: str | None = None,
 ) -> SenseCentroids:
     """Per-layer sense centroids of the training corpus (see the module docstring)."""
@@ -217,7 +213,7 @@ def sense_centroids(
 def instance_vectors(
     encoder: Encoder,
     data: WsdCorpus,
-    options: FeatureOptions = FeatureOptions(),
+    options: VectorSource = VectorSource(),
     model_id: str | None = None,
 ) -> tuple[list[SenseSpan], np.ndarray]:
     """The evaluation instances (spans, in order) and their unit vectors ``(num_layers, n, dim)``."""
@@ -334,7 +330,7 @@ def evaluate_wsd(
     train: WsdCorpus,
     data: WsdCorpus,
     inventory: SenseInventory,
-    options: FeatureOptions = FeatureOptions(),
+    options: VectorSource = VectorSource(),
 ) -> WsdReport:
     """Train sense centroids on ``train``, predict and score ``data`` (instances with gold keys)."""
     gold = {span.id or f"{i}": span.keys for i, (_, span) in enumerate(data.spans())}
