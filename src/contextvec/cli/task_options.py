@@ -16,7 +16,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from contextvec.api import DEFAULT_MODEL
 from contextvec.cli.common import (
     add_overwrite_argument,
     check_output,
@@ -128,18 +127,6 @@ def check_outputs(args: argparse.Namespace, inputs: Sequence[str | os.PathLike |
     for output in files:
         if output is not None:
             check_output(output, inputs=inputs, overwrite=args.overwrite)
-
-
-def model_name(args: argparse.Namespace) -> str:
-    return args.model or args.options_file or f"bundled {DEFAULT_MODEL}"
-
-
-def finish(args: argparse.Namespace, table: str, runtime: str, result: dict) -> None:
-    """Print a command's results table and runtime line, then write ``--output`` if given."""
-    print(table)
-    print(f"runtime: {runtime}")
-    if args.output:
-        write_json(args.output, result)
 
 
 def write_json(path: str | os.PathLike, result: dict) -> None:
