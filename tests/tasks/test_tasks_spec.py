@@ -94,3 +94,11 @@ def test_fit_stops_early_and_restores_the_best_weights(scores, patience, best, e
     assert model.w.item() == weights[best - 1]  # the weights scored at the best epoch
     assert [row["dev_accuracy"] for row in result.curve] == scores[:epochs_run]
     assert not model.training
+
+
+def test_model_settings_take_what_is_given_and_the_tasks_defaults_for_the_rest():
+    ner, sst2 = get_task("ner").model_settings(), get_task("sst2").model_settings(dropout=0.25, hidden=None)
+    assert (ner.word_dim, ner.char_cnn, ner.lstm_layers, ner.hidden) == (50, True, 2, 100)
+    assert (sst2.word_dim, sst2.char_cnn, sst2.lstm_layers, sst2.dropout) == (100, False, 1, 0.25)
+    assert get_task("sst2").model_settings(classifier="bcn").hidden == 300  # CoVe's BCN
+    assert get_task("sst2").model_settings(classifier="bcn", hidden=8).hidden == 8

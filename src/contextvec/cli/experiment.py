@@ -13,7 +13,6 @@ from contextvec.cli.experiment_representations import add_representations_parser
 from contextvec.experiments import DEFAULT_FRACTIONS, RunnerSettings
 from contextvec.jobs.choice import EncoderChoice, TaskFiles
 from contextvec.jobs.experiments import AnalysisSettings, run_analysis
-from contextvec.tasks.models import ModelSettings
 from contextvec.tasks.spec import TASKS, get_task
 from contextvec.tasks.train import TrainSettings
 
@@ -89,10 +88,8 @@ def settings(args: argparse.Namespace) -> AnalysisSettings:
     if args.resume and args.overwrite:
         raise ValueError("--resume reuses the finished runs in --output-dir, --overwrite discards them: "
                          "give one")
-    d = get_task(args.task).model_defaults
-    model = ModelSettings(word_dim=d["word_dim"], char_cnn=d["char_cnn"], lstm_layers=d["lstm_layers"],
-                          hidden=args.hidden or d["hidden"], placement=getattr(args, "placement", "input"),
-                          layer_norm=args.layer_norm)
+    model = get_task(args.task).model_settings(
+        hidden=args.hidden, placement=getattr(args, "placement", "input"), layer_norm=args.layer_norm)
     training = TrainSettings(epochs=args.epochs, patience=args.patience, lr=args.lr,
                              batch_size=args.batch_size, l2=getattr(args, "l2", TrainSettings.l2),
                              seed=args.seed, device=args.device, progress=not args.quiet)

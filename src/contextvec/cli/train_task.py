@@ -23,8 +23,6 @@ Contextual vectors: learned scalar mixes (or a fixed combination, --layers) of t
 layers at the biLSTM input (and output), computed once per dataset through the feature cache.
 --fine-tune instead trains the whole BERT of --model with a token (ner) or sequence classification
 head."""
-BCN_HIDDEN = 300
-"""The BCN's hidden size in CoVe (McCann et al. 2017, section 5)."""
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -73,12 +71,9 @@ def _layers(args: argparse.Namespace) -> str:
 
 
 def _model_settings(args: argparse.Namespace) -> ModelSettings:
-    d = get_task(args.task).model_defaults
-    pick = {name: d[name] if getattr(args, name) is None else getattr(args, name) for name in d}
-    bcn_hidden = BCN_HIDDEN if args.classifier == "bcn" and args.hidden is None else pick["hidden"]
-    return ModelSettings(
-        word_dim=pick["word_dim"], char_cnn=pick["char_cnn"], hidden=bcn_hidden, classifier=args.classifier,
-        char_ngram_dim=args.char_ngrams, lstm_layers=pick["lstm_layers"], dropout=args.dropout,
+    return get_task(args.task).model_settings(
+        word_dim=args.word_dim, char_cnn=args.char_cnn, hidden=args.hidden, classifier=args.classifier,
+        char_ngram_dim=args.char_ngrams, lstm_layers=args.lstm_layers, dropout=args.dropout,
         placement="none" if args.no_contextual else args.placement, layer_norm=args.layer_norm,
         mix_dropout=args.mix_dropout, layers=_layers(args), tag_scheme=args.tag_scheme,
         constrained=not args.no_constraints)
