@@ -74,8 +74,8 @@ def test_a_command_without_its_extra_names_the_extra(tmp_path, module, extra, ar
 
 @pytest.mark.parametrize(("module", "extra", "code"), [
     ("flair", "flair", "import contextvec.flair"),
-    ("nltk", "tasks", "from contextvec.tasks.wordnet import WordNet\nWordNet('/nonexistent')"),
-    ("matplotlib", "tasks", "import contextvec.tasks.experiments.plots"),
+    ("nltk", "tasks", "from contextvec.probes.wordnet import WordNet\nWordNet('/nonexistent')"),
+    ("matplotlib", "tasks", "import contextvec.experiments.plots"),
     ("orjson", "server", "import contextvec.server.app"),
 ])
 def test_python_imports_without_their_extra_raise_one_line(module, extra, code):

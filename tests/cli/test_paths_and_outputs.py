@@ -330,11 +330,12 @@ def test_task_inputs_that_are_not_files_are_named(tmp_path, capsys, monkeypatch,
 ])
 def test_a_feature_cache_folder_is_checked(tmp_path, own_tiny_dir, monkeypatch, given, message):
     """`--cache-dir ""` used to fill the current folder; a file gave "[Errno 17] File exists"."""
-    from contextvec.tasks.features import cached_features
+    from contextvec.features import FeatureSettings, cached_features
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "afile").write_text("keep")
     with pytest.raises(OSError if given else ValueError) as caught:
-        cached_features(contextvec.load(own_tiny_dir), [["a", "b"]], cache_dir=given, progress=False)
+        cached_features(contextvec.load(own_tiny_dir), [["a", "b"]], FeatureSettings(cache_dir=given),
+                        progress=False)
     assert message in str(caught.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]

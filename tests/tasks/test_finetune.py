@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import SHARED, need_shared
+from conftest import SHARED, need_shared, shared_file
 from safetensors.torch import save_file
 from tolerance import assert_reordered_close, bert_terms
 
@@ -453,8 +453,8 @@ def test_cli_layers_sum_last_4(tmp_path, bert_dir):
 
 
 def test_cli_fine_tune_errors(tmp_path, tiny_dir, bert_dir, capsys):
-    need_shared(SST_TRAIN, SST_DEV)
-    data = ["train-task", "sst2", "--train", str(SST_TRAIN), "--dev", str(SST_DEV), "--max-sentences", "5"]
+    train, dev = shared_file("tasks/sst/trees/train.txt.gz"), shared_file("tasks/sst/trees/dev.txt.gz")
+    data = ["train-task", "sst2", "--train", str(train), "--dev", str(dev), "--max-sentences", "5"]
     assert main([*data, "--fine-tune", "--model", str(tiny_dir), "--quiet"]) == 2
     assert "not a Hugging Face BERT directory" in capsys.readouterr().err
     assert main([*data, "--fine-tune", "--quiet"]) == 2

@@ -16,7 +16,7 @@ from torch import nn
 
 from contextvec.cli.main import build_parser
 from contextvec.tasks import spec as spec_module
-from contextvec.tasks.fit import FitSettings, fit
+from contextvec.tasks.fit import FitSettings, Objective, Optimisation, fit
 from contextvec.tasks.models import ModelSettings
 from contextvec.tasks.spec import TASK_SPECS, TASKS, get_task
 from contextvec.tasks.split import Split
@@ -86,11 +86,19 @@ def test_fit_stops_early_and_restores_the_best_weights(scores, patience, best, e
         weights.append(model.w.item())
         return next(dev)
 
-    result = fit(model, lengths=[1, 1, 1], loss=lambda ids: (model.w - 10.0) ** 2, dev_score=dev_score,
-                 metric="accuracy", optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
-                 parameters=model.parameters(), settings=FitSettings(epochs=6, batch_size=1, progress=False),
-                 patience=patience)
+    result = fit(model, lengths=[1, 1, 1],
+                 objective=Objective(lambda ids: (model.w - 10.0) ** 2, dev_score, "accuracy"),
+                 optimisation=Optimisation(torch.optim.SGD(model.parameters(), lr=0.1), model.parameters()),
+                 settings=FitSettings(epochs=6, batch_size=1, progress=False), patience=patience)
     assert result.best_epoch == best and len(result.curve) == epochs_run
     assert model.w.item() == weights[best - 1]  # the weights scored at the best epoch
     assert [row["dev_accuracy"] for row in result.curve] == scores[:epochs_run]
     assert not model.training
+
+
+def test_model_settings_take_what_is_given_and_the_tasks_defaults_for_the_rest():
+    ner, sst2 = get_task("ner").model_settings(), get_task("sst2").model_settings(dropout=0.25, hidden=None)
+    assert (ner.word_dim, ner.char_cnn, ner.lstm_layers, ner.hidden) == (50, True, 2, 100)
+    assert (sst2.word_dim, sst2.char_cnn, sst2.lstm_layers, sst2.dropout) == (100, False, 1, 0.25)
+    assert get_task("sst2").model_settings(classifier="bcn").hidden == 300  # CoVe's BCN
+    assert get_task("sst2").model_settings(classifier="bcn", hidden=8).hidden == 8

@@ -23,8 +23,8 @@ import contextvec
 from contextvec.api import DEFAULT_MODEL, bundled_models
 from contextvec.bulk import BulkSettings, embed_to_hdf5
 from contextvec.cli.common import check_output, positive_int
+from contextvec.explore import contexts
 from contextvec.io.atomic import atomic_path
-from contextvec.tasks import contexts
 from contextvec.training.loop import TRAINING_RECORD
 
 HELP = "show contextual vectors at work on the bundled model (or --model)"

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import time
 
 from contextvec.cli import common
 from contextvec.cli import task_options as opts
 from contextvec.cli.probe_wsd import add_wsd_parsers
-from contextvec.tasks.probes import ProbeSettings, format_table, probe_tagging
-from contextvec.tasks.readers.conllu import TAG_COLUMNS, read_conllu
+from contextvec.features import FeatureSettings
+from contextvec.jobs.choice import EncoderChoice
+from contextvec.jobs.probes import PosProbeSettings, run_pos_probe
+from contextvec.probes.linear import ProbeSettings
+from contextvec.tasks.readers.conllu import TAG_COLUMNS
 
 HELP = "linear probes of each frozen layer and of a learned scalar mix"
 POS_HELP = "POS tagging probe on CoNLL-U files (UD): accuracy per layer and for the scalar mix"
@@ -46,25 +48,17 @@ def _add_training_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_pos(args: argparse.Namespace) -> None:
-    started = time.perf_counter()
+    job = PosProbeSettings(
+        args.train, args.dev, args.test, args.tag, args.max_sentences,
+        EncoderChoice(args.model, args.options_file, args.weight_file, args.device, args.precision),
+        ProbeSettings(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, seed=args.seed,
+                      weight_decay=args.weight_decay, device=args.device),
+        FeatureSettings(args.cache_dir, args.feature_dtype, args.embed_batch_size), not args.quiet,
+        args.threads)
     inputs = opts.check_inputs(args, "train", "dev", "test")
     opts.check_outputs(args, inputs, args.output)
-    splits = {
-        name: read_conllu(path, args.tag, args.max_sentences)
-        for name, path in (("train", args.train), ("dev", args.dev), ("test", args.test)) if path
-    }
-    encoder = common.load_model(args)
-    settings = ProbeSettings(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size,
-                             seed=args.seed, weight_decay=args.weight_decay, device=args.device)
     with opts.resumable_features():
-        report = probe_tagging(encoder, splits["train"], splits["dev"], splits.get("test"), settings,
-                               cache_dir=args.cache_dir, feature_dtype=args.feature_dtype,
-                               embed_batch_size=args.embed_batch_size, progress=not args.quiet)
-    report.runtime_s["including_loading"] = round(time.perf_counter() - started, 3)
-    report.extra.update({"task": "pos", "tag": args.tag, "model": opts.model_name(args)})
-    sizes = ", ".join(f"{k} {v['sentences']} sent / {v['tokens']} tok" for k, v in report.splits.items())
-    print(f"POS ({args.tag}) probe of {opts.model_name(args)}: {encoder.num_layers} layers x "
-          f"{encoder.output_dim} dims, {len(report.labels)} tags; {sizes}")
-    rt = report.runtime_s
-    opts.finish(args, format_table(report), f"features {rt['features']:.1f} s, probes {rt['train']:.1f} s, "
-                f"total {rt['including_loading']:.1f} s", report.to_dict())
+        result = run_pos_probe(job)
+    print("\n".join(result.lines()))
+    if args.output:
+        opts.write_json(args.output, result.report.to_dict())

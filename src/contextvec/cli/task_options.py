@@ -16,17 +16,22 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from contextvec.api import DEFAULT_MODEL
 from contextvec.cli.common import (
     add_overwrite_argument,
     check_output,
+    non_negative_float,
+    non_negative_int,
     positive_float,
     positive_int,
+    probability,
 )
 from contextvec.cli.common import seed as seed_type
+from contextvec.features import CACHE_ENV, DTYPES
 from contextvec.io.atomic import atomic_path
 from contextvec.io.text_lines import read_once
-from contextvec.tasks.features import CACHE_ENV, DTYPES
+from contextvec.io.word_vectors import FORMATS
+from contextvec.tasks.models import CLASSIFIERS, LAYERS
+from contextvec.tasks.schemes import SCHEMES
 from contextvec.tasks.spec import TASK_SPECS
 
 
@@ -124,18 +129,6 @@ def check_outputs(args: argparse.Namespace, inputs: Sequence[str | os.PathLike |
             check_output(output, inputs=inputs, overwrite=args.overwrite)
 
 
-def model_name(args: argparse.Namespace) -> str:
-    return args.model or args.options_file or f"bundled {DEFAULT_MODEL}"
-
-
-def finish(args: argparse.Namespace, table: str, runtime: str, result: dict) -> None:
-    """Print a command's results table and runtime line, then write ``--output`` if given."""
-    print(table)
-    print(f"runtime: {runtime}")
-    if args.output:
-        write_json(args.output, result)
-
-
 def write_json(path: str | os.PathLike, result: dict) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
@@ -152,3 +145,65 @@ def resumable_features(
     except KeyboardInterrupt:
         print(f"\ncontextvec: interrupted; {what}", file=sys.stderr)
         raise SystemExit(130) from None
+
+
+def layer_combination(text: str) -> str:
+    """argparse type of ``--layers``: the Python spelling (``sum_last_4``); the earlier
+    ``sum-last-4`` is still read."""
+    return text.replace("-", "_")
+
+
+DEFAULTS_BY_TASK = ", ".join(f"{name} {spec.model_defaults['word_dim']}" for name, spec in TASK_SPECS.items())
+
+
+def add_contextual_arguments(p: argparse.ArgumentParser) -> None:
+    """``train-task``'s contextual-vector options (which layers, where, how mixed) and the features'."""
+    ctx = p.add_argument_group("contextual vectors")
+    ctx.add_argument("--no-contextual", action="store_true",
+                     help="baseline without contextual vectors (no encoder is loaded)")
+    ctx.add_argument("--placement", choices=("input", "input+output"), default="input",
+                     help="where the mixes enter: [x; ELMo] at the biLSTM input, and [h; ELMo'] at "
+                     "its output (default: input)")
+    ctx.add_argument("--layer-norm", action="store_true",
+                     help="layer-normalise each layer before mixing (default: off)")
+    ctx.add_argument("--l2", type=non_negative_float, default=0.001,
+                     help="lambda of the L2 penalty on the mix weights "
+                     "(default: 0.001; 1.0 ~ equal average)")
+    ctx.add_argument("--mix-dropout", type=probability, default=0.5,
+                     help="dropout on each mix (default: 0.5)")
+    ctx.add_argument("--layers", type=layer_combination, choices=LAYERS,
+                     help="mix: learned scalar mixes of all layers (default); last, sum_last_4, "
+                     "concat_last_4: that fixed combination (BERT paper Table 7), no mix weights")
+    ctx.add_argument("--last-layer-only", action="store_true", help="the same as --layers last")
+    add_feature_arguments(ctx)
+
+
+def add_task_model_arguments(p: argparse.ArgumentParser) -> None:
+    """``train-task``'s frozen-feature task model options (defaults depend on the task)."""
+    m = p.add_argument_group("task model (defaults depend on the task)")
+    m.add_argument("--word-vectors", help="initialise word embeddings from a GloVe/word2vec file "
+                   "(looked up lowercased; default: random init)")
+    m.add_argument("--word-vectors-format", choices=FORMATS, default="auto",
+                   help="format of --word-vectors (default: auto)")
+    m.add_argument("--word-dim", type=positive_int,
+                   help=f"random word embedding size (default: {DEFAULTS_BY_TASK})")
+    m.add_argument("--char-cnn", action=argparse.BooleanOptionalAction,
+                   help="char CNN in the token representation (default: ner on, others off)")
+    m.add_argument("--char-ngrams", type=non_negative_int, default=0, metavar="DIM",
+                   help="add character n-gram embeddings of this size to each word (the mean of its 1- to "
+                   "4-grams, trained with the task; Hashimoto et al. 2016, CoVe's 'Char': 100) "
+                   "(default: 0, none)")
+    m.add_argument("--hidden", type=positive_int,
+                   help="biLSTM units per direction (default: 100; --classifier bcn: 300)")
+    m.add_argument("--lstm-layers", type=positive_int, help="biLSTM layers (default: ner 2, others 1)")
+    m.add_argument("--dropout", type=probability, default=0.5,
+                   help="dropout in the task model (default: 0.5)")
+    m.add_argument("--classifier", choices=CLASSIFIERS, default="pool",
+                   help="sentence tasks: pool = biLSTM + max/mean pooling + MLP; bcn = CoVe's biattentive "
+                   "classification network (hidden 300 unless --hidden; contextual vectors at its input) "
+                   "(default: pool)")
+    m.add_argument("--tag-scheme", choices=SCHEMES, default="bio",
+                   help="NER tags the model predicts (bio = IOB2; bioul = BIOES, as allennlp's NER); "
+                   "scoring is on IOB2 always (default: bio)")
+    m.add_argument("--no-constraints", action="store_true",
+                   help="NER: no transition constraints in the CRF (default: constrained)")

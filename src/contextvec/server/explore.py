@@ -3,7 +3,7 @@ reports it charts (the page at ``/`` calls them; :mod:`contextvec.server.explore
 
 Every forward pass goes through the server's engine, a second model's too (its own runner on the
 same worker thread: one queue and one OpenMP team for all torch work). The numbers come from
-:mod:`contextvec.tasks.contexts` and :mod:`contextvec.tasks.layer_report`, which work without HTTP.
+:mod:`contextvec.explore.contexts` and :mod:`contextvec.explore.layer_report`, which work without HTTP.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ import numpy as np
 from contextvec.encoders.base import Encoder
 from contextvec.engine.batcher import Runner
 from contextvec.engine.worker import WorkerThread
+from contextvec.explore.contexts import ContextIndex, layer_names, word_across_contexts
+from contextvec.explore.layer_report import read_layer_report
 from contextvec.io.text_lines import read_lines, scan_lines
+from contextvec.probes.neighbours import occurrences
 from contextvec.server import explore_schemas as es
 from contextvec.server.errors import APIError
 from contextvec.server.service import Call, Service
-from contextvec.tasks.contexts import ContextIndex, layer_names, word_across_contexts
-from contextvec.tasks.layer_report import read_layer_report
-from contextvec.tasks.neighbours import occurrences
 from contextvec.text.tokenize import Tokenizer
 
 SAMPLE_CORPUS = "explore_corpus.txt"

@@ -32,7 +32,7 @@ class CorpusInfo(BaseModel):
 
 
 class ReportInfo(BaseModel):
-    """A run's learned mixes and per-layer scores (``contextvec.tasks.layer_report``)."""
+    """A run's learned mixes and per-layer scores (``contextvec.explore.layer_report``)."""
 
     source: str
     kind: str

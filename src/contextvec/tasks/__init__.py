@@ -1,5 +1,5 @@
-"""Downstream tasks on frozen encoders: task data readers, a feature cache, linear probes, task
-models and their saved form (:func:`load_task_model`)."""
+"""Downstream tasks on frozen or fine-tuned encoders: the task table, task data readers, task
+models, the one fit loop and their saved form (:func:`load_task_model`)."""
 
 from __future__ import annotations
 

@@ -43,7 +43,16 @@ from contextvec.encoders.bert.finetune import (
     word_rows,
 )
 from contextvec.encoders.bert.tokenizer import WordPieces, WordPieceTokenizer
-from contextvec.tasks.fit import FitSettings, TaskReport, fit, runtime_summary, seed_everything
+from contextvec.tasks.fit import (
+    FitSettings,
+    Objective,
+    Optimisation,
+    TaskReport,
+    eval_batch_size,
+    fit,
+    runtime_summary,
+    seed_everything,
+)
 from contextvec.tasks.schemes import to_scheme
 from contextvec.tasks.spec import TaskSpec, get_task
 from contextvec.tasks.split import Split, subsample
@@ -174,7 +183,9 @@ def fine_tune(
     encoded = {"train": PieceSplit(train, tokenizer, spec, max_pieces, label_ids),
                "dev": PieceSplit(dev, tokenizer, spec, max_pieces)}
     seen = spec.seen_mentions(train)
-    eval_batch = max(settings.batch_size, 64)
+    eval_batch = eval_batch_size(settings)
+    # What a saved model needs besides its weights (as train_task's models keep it).
+    model.seen_mentions, model.eval_batch_size = seen, eval_batch
     device = settings.device
 
     optimizer = torch.optim.AdamW(bert_parameter_groups(model, settings.weight_decay), lr=settings.lr)
@@ -182,10 +193,11 @@ def fine_tune(
     warmup_steps = round(settings.warmup * total_steps)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_linear_decay(warmup_steps, total_steps))
     result = fit(
-        model, lengths=encoded["train"].lengths, loss=lambda ids: encoded["train"].loss(model, ids, device),
-        dev_score=lambda: encoded["dev"].score(model, eval_batch, device, seen)[spec.metric],
-        metric=spec.metric, optimizer=optimizer, parameters=model.parameters(), settings=settings,
-        scheduler=scheduler,
+        model, lengths=encoded["train"].lengths,
+        objective=Objective(lambda ids: encoded["train"].loss(model, ids, device),
+                            lambda: encoded["dev"].score(model, eval_batch, device, seen)[spec.metric],
+                            spec.metric),
+        optimisation=Optimisation(optimizer, model.parameters(), scheduler), settings=settings,
     )
     started = time.perf_counter()
     dev_scores = encoded["dev"].score(model, eval_batch, device, seen)

@@ -47,6 +47,11 @@ class FitSettings:
             raise ValueError(f"lr and clip must be > 0: {self}")
 
 
+def eval_batch_size(settings: FitSettings) -> int:
+    """Sentences per batch when scoring: no gradients are kept, so at least 64."""
+    return max(settings.batch_size, 64)
+
+
 @dataclass
 class TaskReport:
     """What ``train-task`` writes as JSON."""
@@ -106,28 +111,45 @@ def _restore(model: nn.Module, state: dict[str, torch.Tensor], frozen_prefix: st
         raise RuntimeError(f"restoring the best weights failed: missing {missing}, unexpected {unexpected}")
 
 
+@dataclass(frozen=True)
+class Objective:
+    """What a fit minimises and selects by: ``loss(ids)``, the loss of the batch of those training
+    items; ``dev_score()``, the dev ``metric`` (higher is better)."""
+
+    loss: Callable[[list[int]], torch.Tensor]
+    dev_score: Callable[[], float]
+    metric: str
+
+
+@dataclass(frozen=True)
+class Optimisation:
+    """How a fit steps: the optimizer, the ``parameters`` whose gradient norm is clipped, and an
+    optional learning-rate ``scheduler`` stepped after every batch."""
+
+    optimizer: torch.optim.Optimizer
+    parameters: Iterable[nn.Parameter]
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
+
+
 def fit(
     model: nn.Module,
     *,
     lengths: Sequence[int],
-    loss: Callable[[list[int]], torch.Tensor],
-    dev_score: Callable[[], float],
-    metric: str,
-    optimizer: torch.optim.Optimizer,
-    parameters: Iterable[nn.Parameter],
+    objective: Objective,
+    optimisation: Optimisation,
     settings: FitSettings,
     patience: int | None = None,
-    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
     frozen_prefix: str | None = None,
 ) -> FitResult:
     """Train ``model`` (see the module docstring); it ends in eval mode with the best weights.
 
-    ``lengths``: the size of each training item (tokens or pieces) for batching; ``loss(ids)``:
-    the loss of the batch of those items; ``dev_score()``: the dev ``metric`` (higher is better);
-    ``parameters``: what is clipped; ``frozen_prefix``: state-dict keys never trained, so never
-    copied as "best weights"; ``patience`` None runs every epoch.
+    ``lengths``: the size of each training item (tokens or pieces) for batching;
+    ``frozen_prefix``: state-dict keys never trained, so never copied as "best weights";
+    ``patience`` None runs every epoch.
     """
-    parameters = list(parameters)
+    loss, dev_score, metric = objective.loss, objective.dev_score, objective.metric
+    optimizer, scheduler = optimisation.optimizer, optimisation.scheduler
+    parameters = list(optimisation.parameters)
     rng = random.Random(settings.seed)
     best_score, best_epoch, best_state = -math.inf, 0, _snapshot(model, frozen_prefix)
     curve: list[dict] = []

@@ -7,14 +7,13 @@ strict IOB2 mode. With the default constrained CRF every prediction is a well-fo
 the two agree. ``by_mention`` splits the entities into those whose words were annotated as an
 entity somewhere in the training split (``seen``) and the rest (``unseen``), with P/R/F1 for
 each: pretrained representations help most on unseen mentions, and held-out sets differ in how
-many they have (Augenstein et al. 2017). Classification: accuracy. WSD: Raganato et al.'s scorer.
+many they have (Augenstein et al. 2017). Classification: accuracy.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 from contextvec.extras import needs
 from contextvec.tasks.schemes import iob1_to_iob2, to_scheme
@@ -80,29 +79,3 @@ def accuracy(gold: Sequence[str], predicted: Sequence[str]) -> dict:
     """Classification accuracy (and the counts behind it)."""
     correct = sum(g == p for g, p in zip(gold, predicted, strict=True))
     return {"accuracy": correct / len(gold), "correct": correct, "sentences": len(gold)}
-
-
-@dataclass(frozen=True)
-class Score:
-    """Raganato-style scores of one system on one evaluation set."""
-
-    precision: float
-    recall: float
-    f1: float
-    correct: int
-    answered: int
-    total: int
-
-
-def wsd_score(predictions: Mapping[str, str | None], gold: Mapping[str, Collection[str]]) -> Score:
-    """Score single-key ``predictions`` (instance id -> key, None = no answer) against ``gold``
-    (id -> keys). Every gold instance counts in recall; a prediction for an unknown id is an error."""
-    if extra := set(predictions) - set(gold):
-        raise ValueError(f"{len(extra)} predictions for instances without gold keys, e.g. {min(extra)}")
-    answered = sum(predictions.get(i) is not None for i in gold)
-    correct = sum(predictions.get(i) is not None and predictions[i] in keys for i, keys in gold.items())
-    total = len(gold)
-    precision = correct / answered if answered else 0.0
-    recall = correct / total if total else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return Score(precision, recall, f1, correct, answered, total)

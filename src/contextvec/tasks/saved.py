@@ -105,11 +105,10 @@ def save_task_model(
     encoder: Encoder | None = None,
     encoder_ref: dict | None = None,
     features: dict | None = None,
-    eval_batch_size: int = 64,
-    seen_mentions: Iterable[str] | None = None,
 ) -> Path:
     """Write a frozen-feature task model (from :func:`~contextvec.tasks.train.train_task`, which
-    keeps its :class:`~contextvec.tasks.models.Indexer` as ``model.indexer``) to ``directory``.
+    keeps with it its :class:`~contextvec.tasks.models.Indexer`, the mentions it saw in training
+    and its evaluation batch size) to ``directory``.
 
     ``reported``: the dev (and test) scores training reported; ``encoder``/``encoder_ref``: the
     encoder and how to load it again (:func:`encoder_reference`), None for a model without
@@ -135,7 +134,7 @@ def save_task_model(
             "encoder": None if encoder is None else {**(encoder_ref or {}),
                                                      "fingerprint": model_identity(encoder)},
             "features": features or {"dtype": "float32", "embed_batch_size": 64},
-        }, eval_batch_size, reported, seen_mentions)
+        }, model.eval_batch_size, reported, model.seen_mentions)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return directory
@@ -148,11 +147,10 @@ def save_fine_tuned(
     *,
     base_model: str,
     reported: dict,
-    eval_batch_size: int = 64,
-    seen_mentions: Iterable[str] | None = None,
 ) -> Path:
-    """Write a fine-tuned BERT (:func:`~contextvec.tasks.finetune.fine_tune`) as an HF directory
-    with the tokenizer of ``base_model``, plus ``task.json``."""
+    """Write a fine-tuned BERT (:func:`~contextvec.tasks.finetune.fine_tune`, which keeps with it
+    the mentions it saw in training and its evaluation batch size) as an HF directory with the
+    tokenizer of ``base_model``, plus ``task.json``."""
     directory, tmp = _staging(directory)
     try:
         model.save_pretrained(tmp, tokenizer_dir=base_model)
@@ -160,7 +158,7 @@ def save_fine_tuned(
             "kind": "fine-tune", "task": task, "labels": list(model.labels),
             "model_settings": {"tag_scheme": "bio"},
             "encoder": {**encoder_reference(base_model), "fingerprint": None},
-        }, eval_batch_size, reported, seen_mentions)
+        }, model.eval_batch_size, reported, model.seen_mentions)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return directory

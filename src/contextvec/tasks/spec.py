@@ -41,6 +41,14 @@ class TaskSpec:
     carves_dev: bool = False
     """No dev file needed: a seeded 10% of train is the dev set (TREC has no dev split)."""
 
+    def model_settings(self, **given: object) -> ModelSettings:
+        """The frozen-feature model's settings: those ``given`` (None: not given), this task's
+        ``model_defaults`` for the rest; the BCN's hidden size is CoVe's unless given."""
+        chosen = {name: value for name, value in given.items() if value is not None}
+        if chosen.get("classifier") == "bcn":
+            chosen.setdefault("hidden", BCN_HIDDEN)
+        return ModelSettings(**{**self.model_defaults, **chosen})
+
     def model_class(self, settings: ModelSettings) -> type[TaskModelBase]:
         """The frozen-feature model of ``settings``: the task's, or the BCN (``classifier="bcn"``)."""
         if settings.classifier == "pool":
@@ -98,6 +106,8 @@ def _read_trec(fine: bool, path: str | os.PathLike, max_sentences: int | None) -
     return read_trec(path, max_sentences, fine)
 
 
+BCN_HIDDEN = 300
+"""The BCN's hidden size in CoVe (McCann et al. 2017, section 5)."""
 # Model defaults: the NER tagger of Lample et al. / Peters et al. (small), and a simple classifier
 # (no char CNN: sentence labels depend little on spelling).
 _TAGGER = MappingProxyType({"word_dim": 50, "char_cnn": True, "lstm_layers": 2, "hidden": 100})

@@ -6,7 +6,7 @@
 are attached, so every fraction and seed shares one feature-cache entry.
 
 **Contextual features.** :func:`attach_features` computes the frozen encoder's layers once per
-split through the disk cache of :mod:`contextvec.tasks.features` and keeps them in memory in the
+split through the disk cache of :mod:`contextvec.features` and keeps them in memory in the
 cache's dtype (only the fixed combination when ``layers`` is not ``mix``), so an epoch runs only the
 task model.
 
@@ -29,11 +29,15 @@ import torch
 
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.bert.combine import combine_layers
+from contextvec.encoders.fingerprint import model_identity
+from contextvec.features import FeatureFile, FeatureSettings, cached_features
 from contextvec.io.word_vectors import WordVectors
-from contextvec.tasks.features import FeatureFile, cached_features, model_identity
 from contextvec.tasks.fit import (
     FitSettings,
+    Objective,
+    Optimisation,
     TaskReport,
+    eval_batch_size,
     fit,
     runtime_summary,
     seed_everything,
@@ -109,9 +113,8 @@ def attach_features(
     started = time.perf_counter()
     model_id = model_identity(encoder)
     for split in splits:
-        path = cached_features(encoder, split.sentences, cache_dir=cache_dir, dtype=dtype,
-                               batch_size=batch_size, progress=progress, label=split.source,
-                               model_id=model_id)
+        path = cached_features(encoder, split.sentences, FeatureSettings(cache_dir, dtype, batch_size),
+                               progress=progress, label=split.source, model_id=model_id)
         with FeatureFile.open(path) as features:
             dataset = features.file["layers"]  # kept in the stored dtype: float16 halves the memory
             # Read only the layers the combination needs (BERT has 13).
@@ -201,6 +204,8 @@ def train_task(
     vectors: WordVectors | None = None,
 ) -> tuple[TaskReport, NerTagger | SentenceClassifier]:
     """Train a task model, keep its best-on-dev weights, score dev (and test); see the module doc.
+    The model keeps what saving it needs: ``indexer``, ``seen_mentions`` (the entity mentions of
+    the training sentences it saw) and ``eval_batch_size``.
 
     Splits with ``features`` feed the precomputed layers to the model; without, the model runs
     the encoder itself (slow: every epoch re-encodes the data).
@@ -219,9 +224,11 @@ def train_task(
     prepared_train = PreparedSplit(train, indexer, train_labels)
     prepared_dev = PreparedSplit(dev, indexer, None)
     seen = spec.seen_mentions(train)
+    # What a saved model needs besides its weights: kept with the model, as its indexer.
+    model.seen_mentions, model.eval_batch_size = seen, eval_batch_size(settings)
 
     def evaluate(data: PreparedSplit) -> dict:
-        predicted = predict_split(model, data, max(settings.batch_size, 64), device)
+        predicted = predict_split(model, data, model.eval_batch_size, device)
         return spec.score(data.split, predicted, scheme, seen)
 
     def loss(ids: list[int]) -> torch.Tensor:
@@ -229,9 +236,9 @@ def train_task(
 
     trainable = [p for p in model.parameters() if p.requires_grad]
     result = fit(
-        model, lengths=[len(s) for s in train.sentences], loss=loss,
-        dev_score=lambda: evaluate(prepared_dev)[spec.metric], metric=spec.metric,
-        optimizer=torch.optim.Adam(trainable, lr=settings.lr), parameters=trainable, settings=settings,
+        model, lengths=[len(s) for s in train.sentences],
+        objective=Objective(loss, lambda: evaluate(prepared_dev)[spec.metric], spec.metric),
+        optimisation=Optimisation(torch.optim.Adam(trainable, lr=settings.lr), trainable), settings=settings,
         patience=settings.patience, frozen_prefix=ENCODER_PREFIX,
     )
     started = time.perf_counter()

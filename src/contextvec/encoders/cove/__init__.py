@@ -1,6 +1,7 @@
 """CoVe (McCann et al. 2017): the encoder of an attentional En->De translation model (the
 MT-LSTM, a biLSTM over fixed word vectors), reused as context vectors."""
 
+from contextvec.encoders.cove.context import CoveContext
 from contextvec.encoders.cove.encoder import CoveEncoder
 from contextvec.encoders.cove.loader import (
     MODEL_TYPE,
@@ -17,6 +18,7 @@ __all__ = [
     "MODEL_TYPE",
     "MODEL_TYPES",
     "MTLSTM",
+    "CoveContext",
     "CoveEncoder",
     "MTLSTMConfig",
     "Seq2Seq",

@@ -1,0 +1,108 @@
+"""A word across contexts and its nearest corpus contexts, per layer, on the bundled model
+(``contextvec.explore.contexts``), checked against cosines computed here from ``Encoder.embed``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tolerance import FP16_EPS, FP32_EPS, assert_reordered_close
+
+import contextvec
+from contextvec.explore.contexts import ContextIndex, layer_names, word_across_contexts
+
+SENTENCES = [s.split() for s in (
+    "We had a picnic on the bank of the river .",
+    "The boat drifted slowly towards the muddy bank .",
+    "She deposited the cheque at the bank before noon .",
+    "The bank on the other end of the street was robbed .",
+)]
+CORPUS = [s.split() for s in (
+    "We walked along the bank of the river at sunset .",
+    "She opened a savings account at the bank near her office .",
+    "The children fished from the grassy bank of the stream .",
+    "Thieves broke into the bank and emptied the safe .",
+    "We had a picnic on the bank of the river .",
+    "The match ended in a draw after extra time .",
+)]
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    return contextvec.load("elmo-en-small")
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def test_every_pair_of_occurrences_has_the_cosine_of_their_vectors(encoder):
+    layers = encoder.embed(SENTENCES)
+    result = word_across_contexts(layers, SENTENCES, "bank")
+    assert result.occurrences == [(0, 6), (1, 7), (2, 6), (3, 1)] and result.total == 4
+    expected = np.array([[[cosine(layers[i][k, p], layers[j][k, q]) for j, q in result.occurrences]
+                          for i, p in result.occurrences] for k in range(encoder.num_layers)])
+    # a cosine sums dim products, three times (the dot product and two norms)
+    assert_reordered_close(result.similarity, expected, terms=3 * encoder.output_dim)
+    assert np.allclose(result.similarity[0], 1.0, atol=encoder.output_dim * FP32_EPS)  # the char-CNN
+    river_money = result.similarity[:, 0, 2]
+    assert river_money[-1] < river_money[0] - 0.1  # the top layer tells the senses apart
+    for k in range(encoder.num_layers):
+        upper = expected[k][np.triu_indices(4, k=1)]
+        closest, farthest = result.closest[k], result.farthest[k]
+        assert closest.first < closest.second and farthest.first < farthest.second
+        assert closest.similarity == pytest.approx(upper.max(), abs=1e-5)
+        assert farthest.similarity == pytest.approx(upper.min(), abs=1e-5)
+    assert (result.farthest[-1].first, result.farthest[-1].second) in {(0, 3), (1, 3), (0, 2), (1, 2)}
+
+
+def test_case_and_a_limit_on_the_occurrences_compared(encoder):
+    sentences = [["Bank", "holidays"], ["the", "bank", "and", "the", "bank"], ["a", "BANK"]]
+    layers = encoder.embed(sentences)
+    assert word_across_contexts(layers, sentences, "bank").occurrences == [(1, 1), (1, 4)]
+    result = word_across_contexts(layers, sentences, "bank", ignore_case=True, most=3)
+    assert result.occurrences == [(0, 0), (1, 1), (1, 4)] and result.total == 4
+    assert result.similarity.shape == (encoder.num_layers, 3, 3)
+
+
+@pytest.mark.parametrize("sentences, message", [
+    ([["the", "bank"], ["a", "river"]], "'bank' occurs once in the sentences"),
+    ([["a", "river"]], "'bank' does not occur in the sentences"),
+])
+def test_a_word_that_occurs_less_than_twice_is_refused(encoder, sentences, message):
+    with pytest.raises(ValueError, match=message):
+        word_across_contexts(encoder.embed(sentences), sentences, "bank")
+
+
+def test_layer_names_say_what_each_layer_is(encoder):
+    assert layer_names(encoder) == ["0 char-CNN", "1 biLSTM-1", "2 biLSTM-2"]
+
+
+def test_nearest_contexts_rank_the_corpus_by_cosine_per_layer(encoder, tmp_path):
+    index = ContextIndex.build(encoder, CORPUS, cache_dir=tmp_path, progress=False, label="corpus")
+    assert index.num_tokens == sum(map(len, CORPUS)) and index.count("bank") == 5
+    query = SENTENCES[0]
+    vectors = encoder.embed([query] + CORPUS)
+    ranked = index.nearest(vectors[0][:, 6], "bank", top_k=3, skip=query)
+    bank = [(i, s.index("bank")) for i, s in enumerate(CORPUS) if "bank" in s and s != query]
+    for k, contexts in enumerate(ranked):
+        expected = sorted(((cosine(vectors[0][k, 6], vectors[1 + i][k, j]), i, j) for i, j in bank),
+                          key=lambda t: -t[0])
+        # the corpus's vectors are stored as float16: each element rounds once, the cosine moves
+        # by about float16's epsilon
+        assert_reordered_close(np.array([c.similarity for c in contexts]),
+                               np.array([e[0] for e in expected[:3]]), terms=2, eps=FP16_EPS)
+        assert len(contexts) == 3 and all(c.sentence != 4 for c in contexts)  # the query's own: skipped
+    top = ranked[-1][0]
+    assert CORPUS[top.sentence][top.position] == "bank" and "river" in CORPUS[top.sentence]
+    assert index.nearest(vectors[0][:, 6], "bank", top_k=9)[-1][0].sentence == 4  # not skipped
+    with pytest.raises(ValueError, match="'robbed' does not occur in the corpus"):
+        index.nearest(vectors[0][:, 6], "robbed")
+
+
+def test_the_corpus_vectors_are_cached(encoder, tmp_path):
+    first = ContextIndex.build(encoder, CORPUS, cache_dir=tmp_path, progress=False)
+    stamp = first.path.stat().st_mtime_ns
+    again = ContextIndex.build(encoder, CORPUS, cache_dir=tmp_path, progress=False)
+    assert again.path == first.path and again.path.stat().st_mtime_ns == stamp
+    assert np.array_equal(np.asarray(again.layers), np.asarray(first.layers))
+    assert ContextIndex.build(encoder, CORPUS[:2], cache_dir=tmp_path, progress=False).path != first.path
