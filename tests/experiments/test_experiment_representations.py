@@ -21,6 +21,7 @@ from conftest import need_shared, shared_file
 import contextvec.experiments.workers as workers
 from contextvec.cli.main import main
 from contextvec.encoders.cove import MTLSTM, CoveContext, CoveEncoder, MTLSTMConfig, save_cove_encoder
+from contextvec.encoders.fingerprint import model_identity
 from contextvec.experiments.rep_table import best_representation, results_markdown, table_records
 from contextvec.experiments.representations import (
     REPRESENTATIONS,
@@ -343,3 +344,13 @@ def test_workers_end_when_their_parent_is_killed(tmp_path):
         for pid in workers:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_cove_context_keeps_the_fingerprint_stored_runs_and_caches_know():
+    # The digest contextvec 0.2.0 gave this model, when CoveContext lived in tasks/experiments:
+    # results.json keys and feature caches made then must still match.
+    torch.manual_seed(0)
+    vectors = torch.randn(2, 6, generator=torch.Generator().manual_seed(1))
+    cove = CoveEncoder(MTLSTM(MTLSTMConfig(input_dim=6, hidden_size=3), ["a", "b"], vectors)).eval()
+    assert model_identity(CoveContext(cove)) == (
+        "d5861a2672dae7262977c2d9d83dd7b1b4e6d87f975e1ae6ef7395d1613a9d86")

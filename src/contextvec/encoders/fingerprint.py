@@ -19,7 +19,10 @@ _NOT_IDENTITY = frozenset({"training", "token_cache_size", "max_pieces_per_call"
 
 def _settings(encoder: Encoder) -> dict:
     """The encoder's output-relevant settings as JSON-able values."""
-    settings: dict = {"class": f"{type(encoder).__module__}.{type(encoder).__qualname__}"}
+    # A class that moved keeps the name it had (``fingerprint_class``), so that caches and stored
+    # runs made before the move still match.
+    name = getattr(type(encoder), "fingerprint_class", None)
+    settings: dict = {"class": name or f"{type(encoder).__module__}.{type(encoder).__qualname__}"}
     config = getattr(encoder, "config", None)
     if config is not None:
         settings["config"] = config.to_dict() if hasattr(config, "to_dict") else repr(config)

@@ -17,6 +17,10 @@ class CoveContext(Encoder):
     """A CoVe encoder's context vectors without the word vector in front: layer k is the k-th
     MT-LSTM layer's output ``biLSTM_k(w)`` (k = 1..L; the top one is CoVe(w))."""
 
+    # Where the class was defined first: the representations table's stored runs and feature
+    # caches are keyed by it.
+    fingerprint_class = "contextvec.tasks.experiments.representations.CoveContext"
+
     def __init__(self, cove: CoveEncoder) -> None:
         super().__init__()
         self.inner = cove
