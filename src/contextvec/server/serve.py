@@ -1,6 +1,8 @@
 """Running a server as one call (``contextvec serve``'s job, and its Python API): :func:`serve`
 takes one :class:`ServeSettings`, loads and warms the model (and the explorer's second model)
 within the start timeout, builds the app and runs it under uvicorn until SIGTERM or SIGINT.
+Importing this module without the ``server`` extra (uvicorn included) raises
+`contextvec.extras.MissingExtra` saying so.
 
 >>> from contextvec.api import ModelSpec                                # doctest: +SKIP
 >>> serve(ServeSettings(model=ModelSpec("path/to/model"), port=8081))   # doctest: +SKIP
@@ -27,8 +29,12 @@ from contextvec.encoders.bert.encoder import BertEncoder
 from contextvec.engine.worker import WorkerThread
 from contextvec.extras import needs
 from contextvec.io.sentence_transformers import SentencePipelineError, SentencePooling, read_sentence_pooling
+from contextvec.server.app import create_app
 from contextvec.server.explore import ExploreSettings
 from contextvec.server.settings import ServerSettings
+
+with needs("server"):  # the package checks the app's packages; serving needs uvicorn too
+    import uvicorn
 
 WARMUP = ["The", "quick brown fox jumps over the lazy dog .",
           " ".join(["Contextual representations of every layer for every word ."] * 4)]
@@ -177,16 +183,10 @@ def serve(settings: ServeSettings, on_ready: Callable[[Started], None] = lambda 
         The signal that stopped the server.
 
     Raises:
-        MissingExtra: the ``server`` extra is not installed.
         RuntimeError: the model(s) not loaded and warmed within ``start_timeout``.
         ValueError: the address cannot be bound; a checkpoint's sentence pooling that cannot
             be served; ``openai_layers`` weights that do not fit the model.
     """
-    with needs("server"):
-        import uvicorn
-
-    from contextvec.server.app import create_app
-
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     start = time.perf_counter()
