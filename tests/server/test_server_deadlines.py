@@ -85,11 +85,11 @@ def test_server_process_that_exits_says_its_last_line():
 
 
 def test_serve_gives_up_on_a_model_that_never_loads(monkeypatch):
-    from contextvec.cli import serve
+    from contextvec.api import ModelSpec
 
     pytest.importorskip("uvicorn", reason="the server extra is not installed")
     released = threading.Event()
-    monkeypatch.setattr(serve, "load_model", lambda args: released.wait(60))
+    monkeypatch.setattr(ModelSpec, "load", lambda spec: released.wait(60))
     args = build_parser("serve").parse_args(["serve", "--start-timeout", "0.5"])
     try:
         with pytest.raises(RuntimeError) as error:

@@ -27,8 +27,15 @@ from contextvec.cli.main import main
 from contextvec.encoders.bert import BertEncoder, WordPieceTokenizer
 from contextvec.encoders.bert.heads import BertForPreTraining, load_pretraining_model
 from contextvec.training.bert.config import PRESETS
-from contextvec.training.bert.evaluate import evaluate
-from contextvec.training.bert.instances import IGNORE_INDEX, IS_NEXT, NOT_NEXT, Masker, collate
+from contextvec.training.bert.evaluate import EVAL_SEED, EvalSettings, evaluate
+from contextvec.training.bert.instances import (
+    IGNORE_INDEX,
+    IS_NEXT,
+    NOT_NEXT,
+    InstanceSettings,
+    Masker,
+    collate,
+)
 from contextvec.training.bert.stream import PretrainingStream
 from contextvec.training.bert.trainer import BertTrainer
 from contextvec.training.bert.wordpiece import SPECIAL_TOKENS
@@ -157,7 +164,8 @@ def test_whole_word_masking_masks_every_piece_of_a_word(corpus, tokenizer):
         candidates += len(ids) - 2
     assert 0.13 < predicted / candidates <= 0.15  # a word that would overshoot is skipped
     # The same on real text: a word's pieces (a piece and its ## pieces) go together.
-    stream = PretrainingStream([corpus / "valid.txt"], tokenizer, 64, whole_word_mask=True, loop=False)
+    stream = PretrainingStream([corpus / "valid.txt"], tokenizer, InstanceSettings(64, whole_word_mask=True),
+                               loop=False)
     continuation, special = stream.masker.continuation, stream.masker.special
     joined = 0
     for instance in stream:
@@ -220,7 +228,7 @@ def _contiguous(sentences: list[tuple[int, int]]) -> bool:
 
 def test_sentence_pairs_follow_documents(labelled):
     paths, tokenizer = labelled
-    stream = PretrainingStream(paths, tokenizer, max_seq_length=40, seed=3, loop=False)
+    stream = PretrainingStream(paths, tokenizer, InstanceSettings(max_seq_length=40, seed=3), loop=False)
     instances = list(stream)
     labels = Counter(i.nsp_label for i in instances)
     assert 0.4 < labels[NOT_NEXT] / len(instances) < 0.6, labels
@@ -246,17 +254,17 @@ def test_sentence_pairs_follow_documents(labelled):
 
 
 def test_stream_state_resumes_exactly(corpus, tokenizer):
-    settings = dict(max_seq_length=64, seed=7, pool_size=20)
-    straight = PretrainingStream([corpus / "small.txt"], tokenizer, **settings)
+    settings = InstanceSettings(max_seq_length=64, seed=7, pool_size=20)
+    straight = PretrainingStream([corpus / "small.txt"], tokenizer, settings)
     expected = [next(straight) for _ in range(160)]
     assert straight.epoch >= 1  # the run crosses an epoch boundary
-    first = PretrainingStream([corpus / "small.txt"], tokenizer, **settings)
+    first = PretrainingStream([corpus / "small.txt"], tokenizer, settings)
     head = [next(first) for _ in range(50)]
     buffer = io.BytesIO()
     torch.save(first.state(), buffer)  # as checkpoints store it
     buffer.seek(0)
     state = torch.load(buffer, weights_only=True)
-    rest = PretrainingStream([corpus / "small.txt"], tokenizer, **settings, state=state)
+    rest = PretrainingStream([corpus / "small.txt"], tokenizer, settings, state=state)
     assert head + [next(rest) for _ in range(110)] == expected
     batch = collate(expected[:4])
     assert batch.input_ids.shape[0] == 4 and batch.n_masked == sum(
@@ -293,7 +301,7 @@ def test_training_lowers_perplexity_and_saves_an_hf_bert(corpus, tmp_path, capsy
     untrained = BertForPreTraining(model.config)
     untrained.init_weights(0)
     before = evaluate(untrained, WordPieceTokenizer.from_directory(model_dir), [corpus / "valid.txt"],
-                      64, max_pairs=24)
+                      EvalSettings(InstanceSettings(64, seed=EVAL_SEED), max_pairs=24))
     assert before.perplexity > 700
     assert valid["perplexity"] < 0.6 * before.perplexity and valid["pairs"] > 50
     # eval-bert scores the same instances (fixed seed) with the saved model.

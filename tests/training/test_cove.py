@@ -32,7 +32,7 @@ from contextvec.io.word_vectors import (
 )
 from contextvec.training.loop import CHECKPOINT
 from contextvec.training.mt.config import MTTrainConfig
-from contextvec.training.mt.data import read_parallel
+from contextvec.training.mt.data import MTFiles, read_parallel
 from contextvec.training.mt.trainer import MTTrainer
 from contextvec.training.mt.translator import load_translator, perplexity, translate
 
@@ -172,9 +172,9 @@ def copy_model(tmp_path_factory):
         (root / f"valid.{side}").write_text("".join(lines[:30]), encoding="utf-8")
     config = MTTrainConfig(hidden_size=48, target_dim=16, dropout=0.0, batch_size=8, epochs=5,
                            lr=0.01, min_count=1, checkpoint_every=0, seed=0)
-    trainer = MTTrainer(config, root / "train.src", root / "train.tgt", root / "vectors.txt",
-                        root / "out", root / "valid.src", root / "valid.tgt", progress=False,
-                        log=lambda message: None)
+    files = MTFiles(root / "train.src", root / "train.tgt", root / "vectors.txt", root / "valid.src",
+                    root / "valid.tgt")
+    trainer = MTTrainer(config, files, root / "out", progress=False, log=lambda message: None)
     history = trainer.train()
     return root, trainer, history, sources
 
@@ -233,12 +233,12 @@ def test_resume_is_exact(tmp_path):
     _write_copy_task(tmp_path, n=60)
     config = MTTrainConfig(hidden_size=8, target_dim=8, dropout=0.3, batch_size=10, epochs=2,
                            lr=0.01, min_count=1, checkpoint_every=4, seed=3, trainable_unk=True)
-    files = (tmp_path / "train.src", tmp_path / "train.tgt", tmp_path / "vectors.txt")
-    valid = (tmp_path / "train.src", tmp_path / "train.tgt")
+    files = MTFiles(tmp_path / "train.src", tmp_path / "train.tgt", tmp_path / "vectors.txt",
+                    tmp_path / "train.src", tmp_path / "train.tgt")
 
     def trainer(out, on_step=None):
-        return MTTrainer(config, *files, tmp_path / out, *valid, progress=False,
-                         log=lambda message: None, on_step=on_step)
+        return MTTrainer(config, files, tmp_path / out, progress=False, log=lambda message: None,
+                         on_step=on_step)
 
     straight = trainer("straight")
     straight.train()
@@ -263,7 +263,7 @@ def test_resume_is_exact(tmp_path):
     assert [[h[k] for k in keys] for h in resumed.history] == [[h[k] for k in keys] for h in straight.history]
     changed = MTTrainConfig(**{**config.to_dict(), "lr": 0.5})
     with pytest.raises(ValueError, match="another training config \\(lr differ"):
-        MTTrainer(changed, *files, tmp_path / "resumed", *valid, progress=False,
+        MTTrainer(changed, files, tmp_path / "resumed", progress=False,
                   log=lambda message: None).train(resume=True)
 
 

@@ -90,6 +90,7 @@ MAX_VOCAB_SIZE = 2**20
 vocab_size = _number(int, lambda v: 0 < v <= MAX_VOCAB_SIZE, f"an integer in 1..{MAX_VOCAB_SIZE}")
 """Vocabulary sizes of trained WordPiece tokenizers: the tokenizers library reserves room for
 the whole size first, and a failed reservation aborts the process."""
+port_number = _number(int, lambda v: 0 <= v <= 65535, "a port number 0..65535")
 MAX_THREADS = 4096
 _threads = _number(int, lambda v: 0 < v <= MAX_THREADS, f"an integer in 1..{MAX_THREADS}")
 

@@ -11,7 +11,8 @@ from contextvec.encoders.bert.heads import load_pretraining_model
 from contextvec.encoders.bert.loader import HF_BERT
 from contextvec.encoders.bert.tokenizer import WordPieceTokenizer
 from contextvec.encoders.registry import refuse_other_kinds
-from contextvec.training.bert.evaluate import EVAL_SEED, evaluate
+from contextvec.training.bert.evaluate import EVAL_SEED, EvalSettings, evaluate
+from contextvec.training.bert.instances import InstanceSettings
 from contextvec.training.corpus import expand_paths
 
 HELP = "masked-LM accuracy and perplexity and NSP accuracy of a BERT with pretraining heads"
@@ -45,9 +46,10 @@ def run(args: argparse.Namespace) -> None:
     model = load_pretraining_model(model_dir).to(args.device)
     tokenizer = WordPieceTokenizer.from_directory(model_dir)
     length = args.max_seq_length or min(128, model.config.max_position_embeddings)
-    scores = evaluate(model, tokenizer, paths, length, args.batch_size, args.seed,
-                      args.masked_lm_prob, args.whole_word_mask, sentences=args.sentences,
-                      max_pairs=args.max_pairs, progress=not args.quiet)
+    instances = InstanceSettings(length, args.masked_lm_prob, args.whole_word_mask,
+                                 sentences=args.sentences, seed=args.seed)
+    settings = EvalSettings(instances, args.batch_size, args.max_pairs, progress=not args.quiet)
+    scores = evaluate(model, tokenizer, paths, settings)
     print(scores)
 
 

@@ -9,6 +9,7 @@ from contextvec.cli import common
 from contextvec.cli import training_options as options
 from contextvec.training.corpus import expand_paths
 from contextvec.training.mt.config import MTTrainConfig
+from contextvec.training.mt.data import MTFiles
 from contextvec.training.mt.trainer import MTTrainer
 
 HELP = "train CoVe's attentional seq2seq translation model (MT-LSTM encoder) on parallel files"
@@ -80,8 +81,8 @@ def run(args: argparse.Namespace) -> None:
     names = [f.name for f in MTTrainConfig.__dataclass_fields__.values()]
     config = MTTrainConfig(**{k: getattr(args, k) for k in names})
     start = time.perf_counter()
-    trainer = MTTrainer(config, args.train_src, args.train_tgt, args.word_vectors, args.output_dir,
-                        args.valid_src, args.valid_tgt, progress=not args.quiet, device=args.device)
+    files = MTFiles(args.train_src, args.train_tgt, args.word_vectors, args.valid_src, args.valid_tgt)
+    trainer = MTTrainer(config, files, args.output_dir, progress=not args.quiet, device=args.device)
     history = trainer.train(resume=args.resume)
     print(f"trained {trainer.step} steps in {time.perf_counter() - start:.0f} s")
     chosen = [h for h in history if h.get("best")]  # the last one flagged is the best

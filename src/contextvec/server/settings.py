@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from contextvec.encoders.outputs import Layers, Pooling, checked_choice
 from contextvec.io.sentence_transformers import SentencePooling
 
 
@@ -25,17 +26,22 @@ class ServerSettings:
         max_body_bytes: request body size in bytes (more: 413).
         tokenizer: how string sentences are split unless a request says: ``"whitespace"`` or
             ``"moses"``.
-        openai_layers: ``"top"``, ``"average"`` or scalar-mix weights (one per layer) for
-            ``/v1/embeddings``; None (with ``openai_pool`` None): the model's own sentence vector.
+        openai_layers: ``Layers.TOP``, ``Layers.AVERAGE`` (or their spellings) or scalar-mix
+            weights (one per layer) for ``/v1/embeddings``; None (with ``openai_pool`` None):
+            the model's own sentence vector.
         openai_gamma: the scale of the ``openai_layers`` mix.
-        openai_pool: pooling over the words for ``/v1/embeddings``: ``"mean"``, ``"max"`` or
-            ``"first"``; None: the model's own.
+        openai_pool: pooling over the words for ``/v1/embeddings`` (a ``Pooling`` or its
+            spelling); None: the model's own.
         openai_normalize: unit-length ``/v1/embeddings`` vectors, on top of any of these.
         openai_max_inputs: texts per ``/v1/embeddings`` request (OpenAI's limit).
         openai_sentence: a sentence-transformers checkpoint's declared pooling (read by
             ``contextvec.io.sentence_transformers.read_sentence_pooling``);
             None for a plain BERT (the mean of its pieces) and for ELMo and CoVe (the mean over
             the words of the average of all layers).
+
+    Raises:
+        ValueError: an ``openai_layers`` or ``openai_pool`` that is none of the choices
+            (``Layers.ALL`` is none: it is no sentence vector).
     """
 
     model_name: str = "elmo-en-small"
@@ -49,9 +55,21 @@ class ServerSettings:
     max_sentence_tokens: int = 512
     max_body_bytes: int = 4 * 1024 * 1024
     tokenizer: str = "whitespace"
-    openai_layers: str | tuple[float, ...] | None = None
+    openai_layers: Layers | tuple[float, ...] | None = None
     openai_gamma: float = 1.0
-    openai_pool: str | None = None
+    openai_pool: Pooling | None = None
     openai_normalize: bool = False
     openai_max_inputs: int = 2048
     openai_sentence: SentencePooling | None = None
+
+    def __post_init__(self) -> None:
+        if self.openai_pool is not None:
+            object.__setattr__(self, "openai_pool",
+                               checked_choice(Pooling, self.openai_pool, "openai_pool", none_too=True))
+        if isinstance(self.openai_layers, str):
+            if self.openai_layers not in (Layers.TOP, Layers.AVERAGE):  # ALL is no sentence vector
+                raise ValueError(f"openai_layers must be top, average or scalar-mix weights, "
+                                 f"not {self.openai_layers!r}")
+            object.__setattr__(self, "openai_layers", Layers(self.openai_layers))
+        elif self.openai_layers is not None:
+            object.__setattr__(self, "openai_layers", tuple(self.openai_layers))

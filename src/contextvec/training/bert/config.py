@@ -10,6 +10,7 @@ from typing import Any
 
 from contextvec.encoders.bert.config import BertConfig
 from contextvec.encoders.bilm.config import ConfigError
+from contextvec.training.bert.instances import InstanceSettings
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,11 @@ class BertTrainConfig:
             raise ConfigError("batch_size and max_steps must be >= 1, warmup_steps >= 0")
         if not 0.0 < self.masked_lm_prob < 1.0:
             raise ConfigError(f"masked_lm_prob must be in (0, 1), not {self.masked_lm_prob}")
+
+    def instances(self) -> InstanceSettings:
+        """How this run's training stream makes and masks its instances."""
+        return InstanceSettings(self.max_seq_length, self.masked_lm_prob, self.whole_word_mask,
+                                self.short_seq_prob, self.sentences, self.pool_size, self.seed)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -6,7 +6,7 @@ import math
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -15,11 +15,34 @@ from tqdm import tqdm
 
 from contextvec.encoders.bert.heads import BertForPreTraining
 from contextvec.encoders.bert.tokenizer import WordPieceTokenizer
-from contextvec.training.bert.instances import IGNORE_INDEX, collate
+from contextvec.training.bert.instances import IGNORE_INDEX, InstanceSettings, collate
 from contextvec.training.bert.stream import PretrainingStream
 
 EVAL_SEED = 12345
 """Masking and pairing seed of held-out evaluation: every model is scored on the same instances."""
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """How :func:`evaluate` scores a model.
+
+    Attributes:
+        instances: how the held-out pairs are made and masked (seeded by :data:`EVAL_SEED`
+            unless told).
+        batch_size: sentence pairs per forward pass.
+        max_pairs: stop after this many pairs (None: one whole pass).
+        progress: show a progress bar.
+    """
+
+    instances: InstanceSettings = field(default_factory=lambda: InstanceSettings(seed=EVAL_SEED))
+    batch_size: int = 32
+    max_pairs: int | None = None
+    progress: bool = False
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1 or (self.max_pairs is not None and self.max_pairs < 1):
+            raise ValueError(f"batch_size and max_pairs must be >= 1, not {self.batch_size} "
+                             f"and {self.max_pairs}")
 
 
 @dataclass
@@ -44,27 +67,21 @@ def evaluate(
     model: BertForPreTraining,
     tokenizer: WordPieceTokenizer,
     paths: Sequence[str | os.PathLike],
-    max_seq_length: int = 128,
-    batch_size: int = 32,
-    seed: int = EVAL_SEED,
-    masked_lm_prob: float = 0.15,
-    whole_word_mask: bool = False,
-    short_seq_prob: float = 0.1,
-    sentences: bool = True,
-    max_pairs: int | None = None,
-    progress: bool = False,
+    settings: EvalSettings | None = None,
 ) -> BertScores:
-    """Score a model on one pass over held-out files; masking and pairing are fixed by ``seed``,
-    so the same files and settings give the same instances for every model."""
+    """Score a model on one pass over held-out files; masking and pairing are fixed by the
+    instances' seed, so the same files and settings give the same instances for every model
+    (``settings`` None: the defaults of :class:`EvalSettings`)."""
+    settings = settings or EvalSettings()
+    batch_size, max_pairs = settings.batch_size, settings.max_pairs
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    stream = PretrainingStream(paths, tokenizer, max_seq_length, masked_lm_prob, whole_word_mask,
-                               short_seq_prob, seed=seed, loop=False, sentences=sentences)
+    stream = PretrainingStream(paths, tokenizer, settings.instances, loop=False)
     pad_id = padding_id(tokenizer)
     totals = torch.zeros(5, dtype=torch.float64)  # NLL, MLM correct, masked, NSP correct, pairs
     start, pieces = time.perf_counter(), 0  # for the tokens/s figure
-    bar = tqdm(desc="evaluating", unit="pair", disable=not progress)
+    bar = tqdm(desc="evaluating", unit="pair", disable=not settings.progress)
     try:
         while max_pairs is None or totals[4] < max_pairs:
             wanted = batch_size if max_pairs is None else min(batch_size, max_pairs - int(totals[4]))

@@ -1,5 +1,5 @@
-"""BERT pretraining instances: Google BERT's masking, the ``[CLS] A [SEP] B [SEP]`` instance,
-padded batches."""
+"""BERT pretraining instances: their settings, Google BERT's masking, the
+``[CLS] A [SEP] B [SEP]`` instance, padded batches."""
 
 from __future__ import annotations
 
@@ -16,6 +16,40 @@ IGNORE_INDEX = -100
 """The label of pieces that are not predicted (``torch.nn.functional.cross_entropy``'s default)."""
 IS_NEXT, NOT_NEXT = 0, 1
 """NSP labels as HF's ``BertForPreTraining`` reads them."""
+
+
+@dataclass(frozen=True)
+class InstanceSettings:
+    """How :class:`~contextvec.training.bert.stream.PretrainingStream` makes and masks its
+    instances (that module's docstring).
+
+    Attributes:
+        max_seq_length: pieces per instance, ``[CLS]`` and ``[SEP]`` included.
+        masked_lm_prob: share of the non-special pieces predicted.
+        whole_word_mask: choose a word's pieces together.
+        short_seq_prob: probability of a random shorter target length.
+        sentences: split lines into sentences (False: each line is one segment).
+        pool_size: runs in the reservoir that random B segments come from.
+        seed: the seed of everything random.
+
+    Raises:
+        ValueError: ``max_seq_length`` under 5 or ``pool_size`` under 1.
+    """
+
+    max_seq_length: int = 128
+    masked_lm_prob: float = 0.15
+    whole_word_mask: bool = False
+    short_seq_prob: float = 0.1
+    sentences: bool = True
+    pool_size: int = 1000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.max_seq_length < 5:
+            raise ValueError(f"max_seq_length must be >= 5 ([CLS] A [SEP] B [SEP]), "
+                             f"not {self.max_seq_length}")
+        if self.pool_size < 1:
+            raise ValueError(f"pool_size must be >= 1, not {self.pool_size}")
 
 
 class Masker:

@@ -47,7 +47,7 @@ from typing import IO, Any
 from contextvec.encoders.bert.tokenizer import WordPieceTokenizer
 from contextvec.io.text_lines import open_text
 from contextvec.text.tokenize import split_sentences
-from contextvec.training.bert.instances import IS_NEXT, NOT_NEXT, Instance, Masker
+from contextvec.training.bert.instances import IS_NEXT, NOT_NEXT, Instance, InstanceSettings, Masker
 
 
 class _Lines:
@@ -130,11 +130,11 @@ class _Documents:
 
 
 class PretrainingStream:
-    """Masked sentence-pair :class:`Instance` s from a document-structured corpus (module docstring).
+    """Masked sentence-pair :class:`Instance` s from a document-structured corpus (module docstring),
+    made as ``settings`` say (None: the defaults of :class:`InstanceSettings`).
 
     ``loop=True`` starts over at the end of the files (epochs) and never ends; else one pass.
-    ``sentences=False`` takes each line as one segment. ``pool_size`` bounds the reservoir of
-    runs that random B segments come from. ``state`` continues from :meth:`state`.
+    ``state`` continues from :meth:`state`.
 
     The reservoir is fed by a second reader of the same corpus that runs ahead of the one that
     makes the pairs: it starts by reading the first document and the start of the second, then
@@ -148,28 +148,19 @@ class PretrainingStream:
         self,
         paths: Sequence[str | os.PathLike],
         tokenizer: WordPieceTokenizer,
-        max_seq_length: int = 128,
-        masked_lm_prob: float = 0.15,
-        whole_word_mask: bool = False,
-        short_seq_prob: float = 0.1,
-        seed: int = 0,
+        settings: InstanceSettings | None = None,
         loop: bool = True,
-        sentences: bool = True,
-        pool_size: int = 1000,
         state: dict[str, Any] | None = None,
     ) -> None:
-        if max_seq_length < 5:
-            raise ValueError(f"max_seq_length must be >= 5 ([CLS] A [SEP] B [SEP]), not {max_seq_length}")
-        if pool_size < 1:
-            raise ValueError(f"pool_size must be >= 1, not {pool_size}")
+        settings = settings or InstanceSettings()
         self.paths = [Path(p) for p in paths]
         self.tokenizer = tokenizer
-        self.max_tokens = max_seq_length - 3
-        self.short_seq_prob = short_seq_prob
-        self.sentences = sentences
-        self.pool_size = pool_size
-        self.masker = Masker.for_tokenizer(tokenizer, masked_lm_prob, whole_word_mask)
-        self.rng = random.Random(seed)
+        self.max_tokens = settings.max_seq_length - 3
+        self.short_seq_prob = settings.short_seq_prob
+        self.sentences = settings.sentences
+        self.pool_size = settings.pool_size
+        self.masker = Masker.for_tokenizer(tokenizer, settings.masked_lm_prob, settings.whole_word_mask)
+        self.rng = random.Random(settings.seed)
         self.produced = 0
         self.doc_key: tuple[int, int] | None = None  # (epoch, document) that pairs come from
         self.pending: deque[list[int]] = deque()  # its segments read but not used (put back)

@@ -33,8 +33,15 @@ import torch.nn.functional as F
 from contextvec.encoders.bert.heads import BertForPreTraining, save_pretraining_model
 from contextvec.encoders.bert.tokenizer import VOCAB_TXT, WordPieceTokenizer
 from contextvec.training.bert.config import BertTrainConfig
-from contextvec.training.bert.evaluate import BertScores, batch_scores, evaluate, padding_id
-from contextvec.training.bert.instances import IGNORE_INDEX, collate
+from contextvec.training.bert.evaluate import (
+    EVAL_SEED,
+    BertScores,
+    EvalSettings,
+    batch_scores,
+    evaluate,
+    padding_id,
+)
+from contextvec.training.bert.instances import IGNORE_INDEX, InstanceSettings, collate
 from contextvec.training.bert.stream import PretrainingStream
 from contextvec.training.bert.wordpiece import copy_tokenizer_files, train_wordpiece
 from contextvec.training.corpus import expand_paths
@@ -189,11 +196,8 @@ class BertTrainer(TrainingLoop):
         """Train to ``max_steps``; returns the held-out scores when there are valid files."""
         c = self.config
         self.start(resume)
-        stream = self._stream = PretrainingStream(
-            self.train_paths, self.tokenizer, c.max_seq_length, c.masked_lm_prob, c.whole_word_mask,
-            c.short_seq_prob, seed=c.seed, loop=True, sentences=c.sentences, pool_size=c.pool_size,
-            state=self.data_state,
-        )
+        stream = self._stream = PretrainingStream(self.train_paths, self.tokenizer, c.instances(),
+                                                  loop=True, state=self.data_state)
         bar = self.progress_bar(total=c.max_steps, initial=self.step, desc="train-bert", unit="step")
         try:
             with StopRequest() as stop, bar:
@@ -211,10 +215,9 @@ class BertTrainer(TrainingLoop):
 
     def evaluate(self, paths: Sequence[str | os.PathLike]) -> BertScores:
         """Held-out scores of the current model with this run's data settings."""
-        c = self.config
-        return evaluate(self.model, self.tokenizer, paths, c.max_seq_length, c.batch_size,
-                        masked_lm_prob=c.masked_lm_prob, whole_word_mask=c.whole_word_mask,
-                        short_seq_prob=c.short_seq_prob, sentences=c.sentences)
+        # The held-out seed and reservoir size are eval-bert's, so its scores of the saved model match.
+        held_out = replace(self.config.instances(), seed=EVAL_SEED, pool_size=InstanceSettings.pool_size)
+        return evaluate(self.model, self.tokenizer, paths, EvalSettings(held_out, self.config.batch_size))
 
     def save_model(self) -> Path:
         directory = self.output / MODEL_DIR

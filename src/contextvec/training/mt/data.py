@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from contextvec.io.text_lines import read_lines as text_lines
@@ -14,6 +15,26 @@ from contextvec.text.tokenize import Tokenizer
 POOL_BATCHES = 50
 
 Pair = tuple[list[str], list[str]]
+
+
+@dataclass(frozen=True)
+class MTFiles:
+    """The files a translation training run reads: line-aligned training source and target,
+    the source side's fixed word vectors, and optionally line-aligned valid source and target.
+
+    Raises:
+        ValueError: a valid source without a valid target or the other way round.
+    """
+
+    train_source: str | os.PathLike
+    train_target: str | os.PathLike
+    word_vectors: str | os.PathLike
+    valid_source: str | os.PathLike | None = None
+    valid_target: str | os.PathLike | None = None
+
+    def __post_init__(self) -> None:
+        if (self.valid_source is None) != (self.valid_target is None):
+            raise ValueError("give both valid source and valid target, or neither")
 
 
 def read_lines(path: str | os.PathLike) -> list[str]:

@@ -43,7 +43,7 @@ from contextvec.io.word_vectors import load_word_vectors
 from contextvec.training.corpus import Vocabulary
 from contextvec.training.loop import CHECKPOINT, MODEL_DIR, StopRequest, TrainingLoop, mean_loss
 from contextvec.training.mt.config import MTTrainConfig
-from contextvec.training.mt.data import epoch_batches, read_parallel
+from contextvec.training.mt.data import MTFiles, epoch_batches, read_parallel
 from contextvec.training.mt.translator import (
     TARGET_VOCAB,
     batch_tensors,
@@ -57,7 +57,7 @@ from contextvec.training.mt.translator import (
 
 
 class MTTrainer(TrainingLoop):
-    """Train a :class:`Seq2Seq` on parallel files (see the module docstring); one process, on
+    """Train a :class:`Seq2Seq` on ``files`` (see the module docstring); one process, on
     ``device``. A resumed run may be given more ``epochs`` (or ``max_steps``), nothing else."""
 
     free_fields = ("epochs", "max_steps", "checkpoint_every")
@@ -66,12 +66,8 @@ class MTTrainer(TrainingLoop):
     def __init__(
         self,
         config: MTTrainConfig,
-        train_source: str | os.PathLike,
-        train_target: str | os.PathLike,
-        word_vectors: str | os.PathLike,
+        files: MTFiles,
         output_dir: str | os.PathLike,
-        valid_source: str | os.PathLike | None = None,
-        valid_target: str | os.PathLike | None = None,
         log: Callable[[str], None] = print,
         progress: bool = True,
         on_step: Callable[[MTTrainer], None] | None = None,
@@ -79,22 +75,19 @@ class MTTrainer(TrainingLoop):
     ) -> None:
         super().__init__(output_dir, log, progress, device=device, on_step=on_step)
         self.config = c = config
-        if (valid_source is None) != (valid_target is None):
-            raise ValueError("give both valid source and valid target, or neither")
-
-        vectors = load_word_vectors(word_vectors, max_words=c.max_word_vectors)
+        vectors = load_word_vectors(files.word_vectors, max_words=c.max_word_vectors)
         lowercase = c.lowercase
         if lowercase is None:  # lower-cased vectors: look words up lower-cased
             lowercase = all(w == w.lower() for w in vectors.words)
-        pairs = read_parallel(train_source, train_target, c.tokenizer)
+        pairs = read_parallel(files.train_source, files.train_target, c.tokenizer)
         if c.max_length is not None:
             kept = [p for p in pairs if max(len(p[0]), len(p[1])) <= c.max_length]
             log(f"left out {len(pairs) - len(kept):,} training pairs longer than {c.max_length} words")
             pairs = kept
         if not pairs:
-            raise ValueError(f"no training pairs in {train_source}")
-        self.valid = (read_parallel(valid_source, valid_target, c.tokenizer)
-                      if valid_source is not None and valid_target is not None else None)
+            raise ValueError(f"no training pairs in {files.train_source}")
+        self.valid = (read_parallel(files.valid_source, files.valid_target, c.tokenizer)
+                      if files.valid_source is not None and files.valid_target is not None else None)
 
         self.output.mkdir(parents=True, exist_ok=True)
         vocab_path = self.output / TARGET_VOCAB
@@ -106,7 +99,7 @@ class MTTrainer(TrainingLoop):
                 self.vocab.save(tmp)
         if (self.output / WORDS_FILE).is_file():
             if load_words(self.output) != vectors.words:
-                raise ValueError(f"{word_vectors} is not the word-vector file this run in "
+                raise ValueError(f"{files.word_vectors} is not the word-vector file this run in "
                                  f"{self.output} started with")
         else:
             save_words(vectors.words, self.output)
