@@ -24,21 +24,30 @@ what speeds it up, and float32 activations keep the error to the weights' roundi
   ``_weight_int8pack_mm`` runs slower than fp32 on AVX2 CPUs). Without VNNI
   (``avx512_vnni``/``avx_vnni``/``amx_int8``) the activations get 7 bits, not 8 (+-63, not +-127): AVX2's
   u8 x s8 pair sums saturate int16 at full range (fbgemm's ``reduce_range`` for the same reason).
+
+Which instructions each precision runs on here, and why: :mod:`contextvec.encoders.cpu`.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 import weakref
 from collections.abc import Callable
 from enum import StrEnum
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from contextvec.encoders.cpu import (  # noqa: F401  (the CPU checks, importable from here too)
+    BF16_FLAGS,
+    INT8_FLAGS,
+    InferencePath,
+    cpu_flags,
+    inference_paths,
+    native_bf16,
+    native_int8,
+)
 from contextvec.encoders.outputs import checked_choice
 
 
@@ -61,47 +70,8 @@ def as_precision(value: Precision | str) -> Precision:
     """``value`` as a :class:`Precision`; a ``ValueError`` naming the choices for any other."""
     return checked_choice(Precision, value, "precision")
 
-BF16_FLAGS = ("avx512_bf16", "amx_bf16")
-"""CPU flags of native bf16 matmuls: any one of them is enough."""
-
-INT8_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
-ISAS_WITHOUT_VNNI = ("SSE41", "AVX", "AVX2", "AVX512_CORE")
-"""oneDNN ISA caps (``ONEDNN_MAX_CPU_ISA``) under which its int8 kernels have no VNNI."""
-"""CPU flags of int8 dot products (reported by the benchmarks)."""
-
 Pack = Callable[[torch.Tensor], "LowPrecisionWeight"]
 """What ``pack_weights`` receives: float weight (out, in) -> its packed form."""
-
-
-@functools.cache
-def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> frozenset[str]:
-    """The flags of the first CPU in ``/proc/cpuinfo`` (empty where there is no such file)."""
-    try:
-        text = Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return frozenset()
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "flags":
-            return frozenset(value.split())
-    return frozenset()
-
-
-def native_int8() -> bool:
-    """Whether this CPU has int8 dot products (VNNI or AMX), so activations may use 8 bits.
-
-    oneDNN runs the int8 products and obeys ``ONEDNN_MAX_CPU_ISA`` (or ``DNNL_MAX_CPU_ISA``):
-    capped below VNNI, its kernels saturate 8-bit activations even on a CPU that has VNNI.
-    """
-    cap = os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or ""
-    if cap.upper() in ISAS_WITHOUT_VNNI:
-        return False
-    return any(flag in cpu_flags() for flag in INT8_FLAGS)
-
-
-def native_bf16() -> bool:
-    """Whether this CPU multiplies bf16 natively (``avx512_bf16`` or ``amx_bf16``)."""
-    return any(flag in cpu_flags() for flag in BF16_FLAGS)
 
 
 @functools.cache
@@ -116,10 +86,8 @@ def check_precision(precision: str, device: torch.device | str = "cpu") -> str:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
     device = torch.device(device)
     if precision == "bf16" and device.type == "cpu" and not native_bf16():
-        raise ValueError(
-            "precision bf16: this CPU has no native bf16 (neither avx512_bf16 nor amx_bf16 in "
-            "/proc/cpuinfo), where bf16 runs slower than fp32; use fp32 or int8"
-        )
+        reason = inference_paths(int8_exact=False)["bf16"].reason
+        raise ValueError(f"precision bf16: this CPU has {reason}; use fp32 or int8")
     if precision == "int8" and device.type != "cpu":
         raise ValueError(f"precision int8 runs on the CPU only, not on {device}; use bf16 or fp32")
     return precision
