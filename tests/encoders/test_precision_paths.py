@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -114,3 +115,21 @@ def test_info_reports_each_precisions_path(monkeypatch, capsys, own_tiny_dir, co
     paths = {p["precision"]: p for p in json.loads(capsys.readouterr().out)["inference"]}
     assert paths["fp32"]["available"] and not paths["int8"]["available"]
     assert "runs in fp32 only" in paths["int8"]["reason"]
+
+
+@pytest.mark.parametrize("bf16", [True, False])
+def test_int8_keeps_elmos_token_encoder_in_bf16_or_fp32(bf16, monkeypatch, own_tiny_dir):
+    """int8 rounds the LSTMs' matrices; the token encoder, whose rounding the LSTMs amplify
+    most, stays in bf16 where the CPU has it, else in fp32."""
+    monkeypatch.setattr(cpu_module, "cpu_flags", lambda: AVX512 if bf16 else AVX2)
+    assert inference_paths()["int8"].kept_precision == ("bf16" if bf16 else "fp32")
+    encoder = contextvec.load(own_tiny_dir, precision="int8")
+    weights = {name: t.dtype for name, t in encoder.state_dict().items()
+               if name.endswith("weight") and "embedding" not in name}
+    token = {dtype for name, dtype in weights.items() if "token_encoder" in name}
+    lstm = {dtype for name, dtype in weights.items() if "token_encoder" not in name}
+    assert token == {torch.bfloat16 if bf16 else torch.float32} and lstm == {torch.int8}
+    reference = contextvec.load(own_tiny_dir).embed([["A", "short", "sentence", "."]])
+    out = encoder.embed([["A", "short", "sentence", "."]])
+    # The token layer (layer 0) carries bf16's rounding, or none: int8's is in the LSTM layers.
+    assert np.array_equal(out[0][0], reference[0][0]) is not bf16

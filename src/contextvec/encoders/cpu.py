@@ -57,6 +57,9 @@ class InferencePath:
         engine: the library whose kernels run them.
         activation_bits: int8 only (else None): the width of the quantized activations.
         reason: why this path, in one line.
+        kept_precision: int8 only (else None): the precision of the layers that int8 leaves
+            alone (ELMo's token encoder, whose rounding the LSTMs amplify the most): ``"bf16"``
+            where bf16 is available, else ``"fp32"``.
     """
 
     precision: str
@@ -65,6 +68,7 @@ class InferencePath:
     engine: str
     activation_bits: int | None
     reason: str
+    kept_precision: str | None = None
 
 
 @functools.cache
@@ -162,7 +166,9 @@ def inference_paths(
     exact = vnni and (int8_sums_exact() if int8_exact is None else int8_exact)
     if vnni and not exact:
         why += ", yet the kernel's 8-bit sums were not exact here"
-    int8 = InferencePath("int8", True, kernel, "oneDNN int8 GEMM", 8 if exact else 7, f"{why}{capped}")
+    kept = "bf16" if bf16.available else "fp32"
+    int8 = InferencePath("int8", True, kernel, f"oneDNN int8 GEMM; ELMo's token encoder in {kept}",
+                         8 if exact else 7, f"{why}{capped}", kept)
     return {path.precision: path for path in (fp32, bf16, int8)}
 
 

@@ -307,8 +307,11 @@ def apply_precision(module: nn.Module, precision: str, *, check_cpu: bool = True
 
     ``"fp32"`` returns the module untouched. Otherwise every ``nn.Linear`` becomes a
     :class:`LowPrecisionLinear`, and every submodule with a ``pack_weights(pack)`` method packs
-    its own matrices with ``pack``. The result is for inference only (no gradients, no saving).
-    ``check_cpu=False`` skips the CPU check (to measure bf16's accuracy on any CPU).
+    its own matrices with ``pack``. Under ``"int8"``, a submodule whose class sets
+    ``int8_sensitive = True`` (ELMo's token encoder) gets the int8 path's ``kept_precision``
+    instead (bf16 where the CPU has it, else fp32). The result is for inference only (no
+    gradients, no saving). ``check_cpu=False`` skips the CPU check (to measure bf16's accuracy
+    on any CPU).
     """
     if precision == "fp32":
         return module
@@ -318,15 +321,24 @@ def apply_precision(module: nn.Module, precision: str, *, check_cpu: bool = True
         check_precision(precision, device)
     elif precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+    kept: set[int] = set()
+    if precision == "int8":
+        # Rounding where its error is amplified the most (the token vectors every LSTM step
+        # reads) costs more accuracy than int8 saves time there (it runs once per distinct token).
+        kept_precision = inference_paths()["int8"].kept_precision
+        for sub in list(module.modules()):
+            if getattr(sub, "int8_sensitive", False) and id(sub) not in kept:
+                apply_precision(sub, kept_precision, check_cpu=False)
+                kept.update(id(inner) for inner in sub.modules())
     # pack_weights first: a module may pack its own nn.Linear layers together (BERT's query,
     # key and value as one matrix), which must still be float when it does.
     for sub in list(module.modules()):
         pack_weights = getattr(sub, "pack_weights", None)
-        if callable(pack_weights):
+        if callable(pack_weights) and id(sub) not in kept:
             pack_weights(lambda weight: LowPrecisionWeight(weight, precision).to(device))
     for parent in list(module.modules()):
         for name, child in list(parent.named_children()):
-            if isinstance(child, nn.Linear):
+            if isinstance(child, nn.Linear) and id(parent) not in kept:
                 setattr(parent, name, LowPrecisionLinear(child, precision).to(device))
     module.precision = precision
     return module.eval().requires_grad_(False)
