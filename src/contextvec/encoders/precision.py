@@ -125,29 +125,40 @@ class LowPrecisionWeight(nn.Module):
         self.levels = 255 if native_int8() else 127
 
     def forward(self, x: torch.Tensor, bias: torch.Tensor | None = None,
-                gelu: str | None = None, float_output: bool = True) -> torch.Tensor:
+                gelu: str | None = None, float_output: bool = True,
+                add: torch.Tensor | None = None) -> torch.Tensor:
         """``x @ W.T``, plus ``bias`` (out,) if given (added in the same pass as the scales),
-        then GELU if ``gelu`` names its form (``"none"``: exact, or ``"tanh"``).
+        plus ``add`` (..., out) if given, then GELU if ``gelu`` names its form (``"none"``:
+        exact, or ``"tanh"``; not with ``add``).
 
-        bf16 through oneDNN adds the float32 bias and applies the GELU inside the matmul, on
-        its float32 sums, and rounds the result to bf16 once; elsewhere the bf16 product is
-        rounded first and the bias added in float32 after. ``float_output=False`` leaves
-        oneDNN's bf16 result in bf16 (the same values) for a caller that only multiplies it
-        by another bf16 matrix."""
+        bf16 through oneDNN adds the float32 bias (and ``add``) and applies the GELU inside the
+        matmul, on its float32 sums, and rounds the result to bf16 once; elsewhere the bf16
+        product is rounded first and the bias added in float32 after. ``float_output=False``
+        leaves oneDNN's bf16 result in bf16 (the same values) for a caller that only multiplies
+        it by another bf16 matrix."""
+        if add is not None and gelu is not None:
+            raise ValueError("LowPrecisionWeight: add and gelu do not go together")
         rows = x.reshape(-1, self.in_features)
         if rows.shape[0] == 0:
             out = x.new_zeros(0, self.out_features, dtype=torch.float32)
         elif self.precision == "bf16":
             rows = rows.to(torch.bfloat16)
             if self._packed is not None and rows.device.type == "cpu":
-                attr, algorithm = ("none", "") if gelu is None else ("gelu", gelu)
-                out = torch.ops.mkldnn._linear_pointwise(rows, self._packed, bias, attr, [], algorithm)
+                if add is not None:
+                    # An LSTM's gates: the state's product and the input projections summed in
+                    # the product's float32 accumulation, one rounding and one pass for both.
+                    other = add.reshape(-1, self.out_features).to(torch.bfloat16)
+                    out = torch.ops.mkldnn._linear_pointwise.binary(rows, other, self._packed, bias, "add")
+                else:
+                    attr, algorithm = ("none", "") if gelu is None else ("gelu", gelu)
+                    out = torch.ops.mkldnn._linear_pointwise(rows, self._packed, bias, attr, [], algorithm)
                 out = out.float() if float_output else out
                 return out.view(*x.shape[:-1], self.out_features)
             out = torch.mm(rows, self.weight.T).float()
             out = out if bias is None else out.add_(bias)
         else:
             out = self._int8_mm(rows.float().contiguous(), bias)
+        out = out if add is None else out.add_(add.reshape(-1, self.out_features))
         out = out if gelu is None else torch.ops.aten.gelu_(out, approximate=gelu)
         return out.view(*x.shape[:-1], self.out_features)
 

@@ -143,13 +143,15 @@ class ProjectedLSTMLayer(nn.Module):
             return _bmm(x, self._onednn.transposed(name, weight), bias, add)
         biases = [None] * n if bias is None else bias
         if self.packed is not None:
-            parts = [self.packed[name][first + d](x[d], biases[d], float_output=float_output)
+            # The packed weights add ``add`` in their own pass (bf16: inside the product).
+            adds = [None] * n if add is None else add
+            parts = [self.packed[name][first + d](x[d], biases[d], float_output=float_output, add=adds[d])
                      for d in range(n)]
         else:
             parts = [self._onednn.packed_linear(f"{name}.{first + d}", x[d], weight[first + d], biases[d])
                      for d in range(n)]
-        if add is not None:
-            return _stack_sum(parts, add)
+            if add is not None:
+                return _stack_sum(parts, add)
         # One direction's product as a view: stacking would copy it.
         return parts[0].unsqueeze(0) if n == 1 else torch.stack(parts)
 
