@@ -28,6 +28,7 @@ from checkpoints import require_minilm_dir as minilm_dir
 import contextvec
 from contextvec.api import DEFAULT_MODEL
 from contextvec.encoders.bilm import PRESETS, ElmoBiLM, ElmoEncoder
+from contextvec.encoders.bilm.char_cnn import CharCNN
 from contextvec.encoders.precision import apply_precision, cpu_flags, inference_paths
 
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "data" / "reference"
@@ -64,7 +65,11 @@ def main() -> None:
     parser.add_argument("--models", default=DEFAULT_MODELS, help=f"comma list of: {', '.join(MODELS)}")
     parser.add_argument("--precisions", default="bf16,int8")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--int8-token-encoder", action="store_true",
+                        help="int8 for ELMo's token encoder too (precision='int8' keeps it in bf16 or "
+                             "fp32), to measure what its rounding costs")
     args = parser.parse_args()
+    CharCNN.int8_sensitive = not args.int8_token_encoder
     torch.set_num_threads(args.threads)
     flags = sorted(f for f in cpu_flags() if "avx" in f or "amx" in f or "vnni" in f)
     int8 = inference_paths()["int8"]
