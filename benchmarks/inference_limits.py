@@ -333,8 +333,8 @@ def run_bert(args: argparse.Namespace, limits: dict[str, Limits]) -> None:
     lines = (REFERENCE / "bert-minilm" / "sentences.txt").read_text("utf-8").splitlines()
     lines = (lines * (args.n_sentences // len(lines) + 1))[: args.n_sentences]
     rates, flops = compare([line.split() for line in lines], 32, args.threads, args.passes)
-    print("each engine's matmul work (the padded batches' linear layers and attention products) "
-          "against its precision's square matmul:")
+    print("each engine's useful matmul work (linear layers and attention products over the real "
+          "pieces, padding left out) against its precision's square matmul:")
     engines = {"ORT fp32": "fp32", "ORT int8": "int8", **{f"contextvec {p}": p for p in limits}}
     for engine, precision in engines.items():
         if engine in rates and precision in limits:
