@@ -122,6 +122,23 @@ def test_low_precision_weight_matches_matmul(kind, int8_cpu):
     assert packed(torch.zeros(0, 48)).shape == (0, 37)
 
 
+@pytest.mark.parametrize("kind", ["bf16", "int8"])
+def test_low_precision_weight_adds_a_tensor_to_its_product(kind, int8_cpu):
+    """An LSTM's gates: the state's product plus the input projections (bf16: summed inside
+    oneDNN's product; bf16 input projections accepted)."""
+    weight, bias = torch.randn(64, 48), torch.randn(64)
+    x, add = torch.randn(5, 48), torch.randn(5, 64)
+    packed = LowPrecisionWeight(weight, kind)
+    expected = x @ weight.T + bias + add
+    for other in (add, add.bfloat16()):
+        out = packed(x, bias, add=other)
+        assert out.dtype == torch.float32
+        error = (out - expected).abs().max() / expected.abs().max()
+        assert error < LOW_PRECISION_ERROR[kind] + (BF16_EPS if other.dtype == torch.bfloat16 else 0)
+    with pytest.raises(ValueError, match="add and gelu"):
+        packed(x, add=add, gelu="tanh")
+
+
 def test_linear_bias_stays_float(int8_cpu):
     linear = nn.Linear(16, 8)
     packed = LowPrecisionLinear(linear, "int8")

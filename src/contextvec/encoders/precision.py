@@ -147,8 +147,11 @@ class LowPrecisionWeight(nn.Module):
                 if add is not None:
                     # An LSTM's gates: the state's product and the input projections summed in
                     # the product's float32 accumulation, one rounding and one pass for both.
-                    other = add.reshape(-1, self.out_features).to(torch.bfloat16)
-                    out = torch.ops.mkldnn._linear_pointwise.binary(rows, other, self._packed, bias, "add")
+                    # (oneDNN takes no float32 bias beside a bf16 addend: the bias joins it.)
+                    other = add.reshape(-1, self.out_features)
+                    other = other if bias is None else other.float() + bias
+                    out = torch.ops.mkldnn._linear_pointwise.binary(
+                        rows, other.to(torch.bfloat16), self._packed, None, "add")
                 else:
                     attr, algorithm = ("none", "") if gelu is None else ("gelu", gelu)
                     out = torch.ops.mkldnn._linear_pointwise(rows, self._packed, bias, attr, [], algorithm)
