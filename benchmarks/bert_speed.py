@@ -124,9 +124,10 @@ def main() -> None:
 
 
 def compare(words: list[list[str]], batch_size: int, threads: int, passes: int,
-            passive: bool = False) -> None:
+            passive: bool = False) -> tuple[dict[str, float], float]:
     """Time every engine on ``words`` in contextvec's length-sorted batches and print the table
-    and the accuracy lines (also run by ``inference_limits.py``)."""
+    and the accuracy lines (also run by ``inference_limits.py``). Returns each engine's
+    sentences/s and the FLOPs of one pass (:func:`matmul_flops` of every sentence's pieces)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import onnxruntime as ort
     import torch
@@ -208,7 +209,15 @@ def compare(words: list[list[str]], batch_size: int, threads: int, passes: int,
     for precision in precisions:
         vectors = [outputs[f"contextvec {precision}"][i] for i in order]
         print(f"{'contextvec ' + precision:16s} vs HF: {agreement(hf_words, vectors)}")
+    lengths = [int(n) for batch in encoded for n in batch["attention_mask"].sum(1)]
+    return rates, sum(matmul_flops(hf.config, length) for length in lengths)
 
 
-if __name__ == "__main__":
-    main()
+def matmul_flops(config, length: int) -> float:
+    """FLOPs of a BERT's matmuls over one sequence of ``length`` pieces (its real pieces, not
+    a batch's padding): every layer's query/key/value, attention output and feed-forward
+    products, and attention's two products (embeddings, softmax and layer norms left out)."""
+    hidden = config.hidden_size
+    linear = 4 * hidden * hidden + 2 * hidden * config.intermediate_size
+    attention = 2 * length * hidden
+    return 2.0 * config.num_hidden_layers * length * (linear + attention)

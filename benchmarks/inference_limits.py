@@ -5,18 +5,23 @@
 
 Prints, measured in the same run:
 
-1. the CPU (model name, the /proc/cpuinfo flags that matter: AVX-512, BF16, VNNI, AMX);
-2. the limits: GEMV bandwidth per weight dtype (a 16384 x 4096 weight times one vector, the
-   weight's bytes over the time; fp32 the faster of MKL's ``mm`` and oneDNN's packed GEMM, bf16
-   and int8 through the kernels ``precision=`` uses) and a
-   plain read of the fp32 weight; matmul peak per dtype (2048^3, fp32/bf16 ``torch.mm``, int8 the
-   oneDNN kernel);
+1. the CPU (model name, the /proc/cpuinfo flags that matter: AVX-512, BF16, VNNI, AMX) and each
+   precision's path on it (``contextvec.encoders.cpu.inference_paths``: AMX tiles, AVX-512
+   BF16/VNNI, AVX2, int8 activation bits);
+2. the limits, per precision, through the kernels ``precision=`` uses (fp32 the faster of MKL's
+   ``mm`` and oneDNN's packed GEMM, bf16 the faster of oneDNN's packed GEMM and ``torch.mm``, int8
+   oneDNN's int8 GEMM alone on codes quantized beforehand): GEMV bandwidth (a 16384 x 4096 weight
+   times one vector, the weight's bytes in that precision over the time), a plain read of the
+   fp32 weight, the square matmul (2048^3), and the LSTM's own products at batch 32 of each ELMo
+   config (state ``32 x proj @ proj x 4 cell`` and projection ``32 x cell @ cell x proj`` per
+   step, input ``2048 x proj @ proj x 4 cell`` once per batch), with the tokens/s those products
+   alone allow;
 3. ELMo small (reference weights) and original (random weights of the published
    2x4096_512_2048cnn_2xhighway dims) at batch 1 and 32 per precision: tokens/s, and the
-   fraction of the limit that bounds it: at batch 1 bandwidth (each token streams every LSTM's
+   fraction of its own precision's limit: at batch 1 bandwidth (each token streams every LSTM's
    recurrent and projection matrices; input projections run as one matmul per sentence), at
-   batch 32 the matmul peak (LSTM FLOPs per token over the dtype's peak; the char-CNN, run
-   once per distinct token, is left out of the count);
+   batch 32 the LSTM products' tokens/s (and, beside it, the LSTM FLOPs per token over the square
+   matmul; the char-CNN, run once per distinct token, is left out of the count);
    With allennlp importable (run under the environment of benchmarks/allennlp_env.sh with
    ``PYTHONPATH=src``), each row also gives x allennlp: allennlp 2.10.1's ``Elmo`` (fp32, its
    users' call ``elmo(batch_to_ids(batch))``, one representation, dropout 0) on the same weights
@@ -24,7 +29,9 @@ Prints, measured in the same run:
 4. BERT all-MiniLM-L6-v2: contextvec in each precision (all layers, word-aligned) against HF
    ``BertModel`` eager and ONNX Runtime fp32 and dynamic int8, on the same length-sorted batches,
    with each engine's agreement with HF (``bert_speed.compare``; needs ``transformers``, ``onnx``
-   and ``onnxruntime``, else the section says what is missing).
+   and ``onnxruntime``, else the section says what is missing), then each engine's matmul
+   GFLOP/s as a fraction of its precision's square matmul (ONNX Runtime's fp32 and int8 against
+   ours: the limits of the same instructions).
 
 bf16 runs only on a CPU with native bf16 (otherwise ``contextvec.load`` refuses it; the row says
 so). Sentences: the reference elmo-small / bert-minilm ``sentences.txt`` cycled. Each figure is
@@ -39,14 +46,15 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from checkpoints import minilm_dir
-from flops import lstm_flops, matmul_peak
+from flops import lstm_flops
 
 import contextvec
-from contextvec.encoders.bilm import PRESETS, ElmoBiLM, ElmoEncoder
+from contextvec.encoders.bilm import PRESETS, BiLMConfig, ElmoBiLM, ElmoEncoder
 from contextvec.encoders.bilm.loader import save_bilm_tf
 from contextvec.encoders.precision import (
     BF16_FLAGS,
@@ -56,6 +64,7 @@ from contextvec.encoders.precision import (
     PackedFloatWeights,
     apply_precision,
     cpu_flags,
+    inference_paths,
     native_bf16,
 )
 from contextvec.text.batching import length_batches
@@ -99,15 +108,29 @@ def print_cpu() -> None:
           f"int8 dot products ({'/'.join(INT8_FLAGS)}): {any(f in cpu_flags() for f in INT8_FLAGS)}\n")
 
 
-def gemvs(precision: str, weight: torch.Tensor) -> list[Callable[[], torch.Tensor]]:
-    """The GEMV kernels of ``precision``: fp32 both MKL's ``mm`` and oneDNN's packed GEMM (the
-    limit is the faster: it streams the weights faster than ``mm``), the others their one kernel."""
-    x = torch.randn(1, weight.shape[1])
+def products(precision: str, weight: torch.Tensor, rows: int) -> list[Callable[[], torch.Tensor]]:
+    """The kernels of ``precision`` for ``rows`` rows times ``weight (out, in)`` transposed, their
+    inputs made beforehand: fp32 MKL's ``mm`` and oneDNN's packed GEMM, bf16 oneDNN's packed GEMM
+    (``precision="bf16"``'s) and ``torch.mm``, int8 oneDNN's int8 GEMM alone on codes quantized
+    beforehand (``precision="int8"`` quantizes each call's input first). The limit is the fastest."""
+    x = torch.randn(rows, weight.shape[1])
     if precision == "fp32":
         packing = PackedFloatWeights()
         return [lambda: x @ weight.T, lambda: packing.linear("w", x, weight)]
-    packed = LowPrecisionWeight(weight, precision)
-    return [lambda: packed(x)]
+    if precision == "bf16":
+        packed, x16, w16 = LowPrecisionWeight(weight, "bf16"), x.bfloat16(), weight.bfloat16()
+        return [lambda: packed(x16, float_output=False), lambda: x16 @ w16.T]
+    n = weight.shape[0]
+    onednn = torch.ops.onednn.qlinear_prepack(LowPrecisionWeight(weight, "int8").weight, None)
+    codes = torch.randint(0, 256, x.shape, dtype=torch.uint8)
+    scales, zeros = torch.ones(n), torch.zeros(n, dtype=torch.long)
+    return [lambda: torch.ops.onednn.qlinear_pointwise(codes, 1.0, 128, onednn, scales, zeros, None, 1.0, 0,
+                                                       torch.float32, "none", [], "")]
+
+
+def gemvs(precision: str, weight: torch.Tensor) -> list[Callable[[], torch.Tensor]]:
+    """The GEMV kernels of ``precision`` (:func:`products` of one row)."""
+    return products(precision, weight, 1)
 
 
 def gemv_gbps(precision: str, weight: torch.Tensor, repeats: int,
@@ -119,28 +142,69 @@ def gemv_gbps(precision: str, weight: torch.Tensor, repeats: int,
     return weight.numel() * BYTES[precision] / seconds / 1e9
 
 
-def measure_limits(precisions: list[str], repeats: int, weight: torch.Tensor) -> dict[str, float]:
-    """Prints the GB/s of a GEMV over ``weight`` and returns the GFLOP/s of a square matmul, per
-    precision (batch 1 reads the bandwidth again before each pass: :func:`paired_passes`)."""
-    peak = {}
+def product_gflops(precision: str, rows: int, inputs: int, outputs: int, repeats: int) -> float:
+    """GFLOP/s of the fastest kernel of ``precision`` for ``(rows, inputs) @ (inputs, outputs)``."""
+    kernels = products(precision, torch.randn(outputs, inputs), rows)
+    with torch.no_grad():
+        seconds = min(best_seconds(kernel, repeats) for kernel in kernels)
+    return 2 * rows * inputs * outputs / seconds / 1e9
+
+
+def lstm_shapes(c: BiLMConfig, batch: int) -> dict[str, tuple[int, int, int, float]]:
+    """The LSTM's own products at ``batch`` sequences: name -> (rows, in, out, FLOPs per token
+    through every layer and direction). Input projections run once over a whole batch's tokens
+    (taken as 2048 rows); the state and projection products once per step, ``batch`` rows."""
+    per_token = 2.0 * 2 * c.n_layers
+    shapes = {
+        "input": (2048, c.projection_dim, 4 * c.lstm_dim, per_token * c.projection_dim * 4 * c.lstm_dim),
+        "state": (batch, c.projection_dim, 4 * c.lstm_dim, per_token * c.projection_dim * 4 * c.lstm_dim),
+    }
+    if c.lstm_projection:
+        flops = per_token * c.lstm_dim * c.projection_dim
+        shapes["projection"] = (batch, c.lstm_dim, c.projection_dim, flops)
+    return shapes
+
+
+@dataclass(frozen=True)
+class Limits:
+    """One precision's matmul limits: the square matmul's GFLOP/s and, per ELMo config, the
+    tokens/s the LSTM's own products allow at batch 32 (each product at its measured rate)."""
+
+    square: float
+    lstm_tokens: dict[str, float]
+
+
+def measure_limits(precisions: list[str], repeats: int, weight: torch.Tensor,
+                   configs: dict[str, BiLMConfig], batch: int = 32) -> dict[str, Limits]:
+    """Prints the GB/s of a GEMV over ``weight``, the GFLOP/s of a square matmul and of each
+    config's LSTM products, per precision, through the kernels that precision uses, and returns
+    the matmul limits (batch 1 reads its bandwidth again before each pass: :func:`paired_passes`)."""
+    limits = {}
     read = best_seconds(lambda: weight.sum(), repeats)
     size_bytes = weight.numel() * 4
     print(f"plain read of a {size_bytes / 1e6:.0f} MB fp32 matrix: {size_bytes / read / 1e9:.1f} GB/s")
-    size = 2048
-    square = torch.randn(size, size)
+    paths = inference_paths()
     for precision in precisions:
-        bandwidth = gemv_gbps(precision, weight, repeats)
-        if precision == "fp32":
-            peak[precision] = matmul_peak(torch.float32, size, repeats)
-        elif precision == "bf16":
-            peak[precision] = matmul_peak(torch.bfloat16, size, repeats)
-        else:
-            packed, x = LowPrecisionWeight(square, "int8"), torch.randn(size, size)
-            peak[precision] = 2 * size**3 / best_seconds(lambda: packed(x), repeats) / 1e9  # noqa: B023
-        print(f"{precision:>5}: GEMV {bandwidth:6.1f} GB/s   "
-              f"matmul {peak[precision]:7.1f} GFLOP/s")
+        path = paths[precision]
+        bits = f", {path.activation_bits}-bit activations" if path.activation_bits else ""
+        print(f"{precision:>5}: {path.kernel}{bits} via {path.engine}")
+        print(f"       GEMV (1 x {weight.shape[1]} @ {weight.shape[1]} x {weight.shape[0]}) "
+              f"{gemv_gbps(precision, weight, repeats):7.1f} GB/s")
+        square = product_gflops(precision, 2048, 2048, 2048, repeats)
+        print(f"       matmul 2048 x 2048 @ 2048 x 2048 {square:7.1f} GFLOP/s")
+        lstm_tokens = {}
+        for name, config in configs.items():
+            seconds_per_token = 0.0
+            for product, (rows, inputs, outputs, flops) in lstm_shapes(config, batch).items():
+                rate = product_gflops(precision, rows, inputs, outputs, repeats)
+                seconds_per_token += flops / (rate * 1e9)
+                print(f"       {name} LSTM {product:<10} {rows:>4} x {inputs} @ {inputs} x {outputs}"
+                      f" {rate:7.1f} GFLOP/s")
+            lstm_tokens[name] = 1 / seconds_per_token
+            print(f"       {name} LSTM products alone at batch {batch}: {lstm_tokens[name]:,.0f} tokens/s")
+        limits[precision] = Limits(square, lstm_tokens)
     print()
-    return peak
+    return limits
 
 
 def paired_passes(run: Callable[[], object], passes: int, before: Callable[[], None],
@@ -197,7 +261,8 @@ def streamed_bytes_per_token(encoder: ElmoEncoder, precision: str) -> float:
     return per_lstm * 2 * c.n_layers * BYTES[precision]
 
 
-def run_elmo(args: argparse.Namespace, precisions: list[str], peak: dict, probe: torch.Tensor) -> None:
+def run_elmo(args: argparse.Namespace, precisions: list[str], limits: dict[str, Limits],
+             probe: torch.Tensor) -> None:
     lines = (REFERENCE / "elmo-small" / "sentences.txt").read_text("utf-8").splitlines()
     sentences = [line.split() for line in lines * (args.n_sentences // len(lines) + 1)][: args.n_sentences]
     print(f"{'ELMo':<9} {'batch':>5} {'precision':<9} {'sents':>5} {'tokens/s':>9} {'x fp32':>7} "
@@ -237,10 +302,14 @@ def run_elmo(args: argparse.Namespace, precisions: list[str], peak: dict, probe:
                     what = (f"{limit:.0f} tokens/s (GEMV bandwidth read before each pass; passes "
                             f"{fractions[0]:.1%}-{fractions[-1]:.1%})")
                 else:
+                    # Against the LSTM's own products at this precision's rates; the square
+                    # matmul's peak beside it.
                     seconds = median_seconds(run, args.passes, encoder.clear_caches)
-                    flops = steps * lstm_flops(encoder.config)
-                    fraction = flops / seconds / 1e9 / peak[precision]
-                    what = f"{peak[precision]:.0f} GFLOP/s; occupancy {occupancy:.0%}"
+                    limit = limits[precision].lstm_tokens[name]
+                    fraction = steps / seconds / limit
+                    square = steps * lstm_flops(encoder.config) / seconds / 1e9 / limits[precision].square
+                    what = (f"{limit:,.0f} tokens/s (LSTM products at batch {batch_size}); "
+                            f"{square:.1%} of the square matmul; occupancy {occupancy:.0%}")
                 rate = n_tokens / seconds
                 base = rate if precision == "fp32" else base
                 ratio = f"{rate / base:6.2f}x" if base else "      -"
@@ -251,7 +320,7 @@ def run_elmo(args: argparse.Namespace, precisions: list[str], peak: dict, probe:
 
 
 
-def run_bert(args: argparse.Namespace) -> None:
+def run_bert(args: argparse.Namespace, limits: dict[str, Limits]) -> None:
     """BERT MiniLM in every precision against HF's ``BertModel`` and ONNX Runtime fp32/int8:
     ``bert_speed.compare`` on the reference sentences cycled to ``--n-sentences``."""
     missing = [m for m in ("transformers", "onnx", "onnxruntime") if importlib.util.find_spec(m) is None]
@@ -263,7 +332,15 @@ def run_bert(args: argparse.Namespace) -> None:
 
     lines = (REFERENCE / "bert-minilm" / "sentences.txt").read_text("utf-8").splitlines()
     lines = (lines * (args.n_sentences // len(lines) + 1))[: args.n_sentences]
-    compare([line.split() for line in lines], 32, args.threads, args.passes)
+    rates, flops = compare([line.split() for line in lines], 32, args.threads, args.passes)
+    print("each engine's useful matmul work (linear layers and attention products over the real "
+          "pieces, padding left out) against its precision's square matmul:")
+    engines = {"ORT fp32": "fp32", "ORT int8": "int8", **{f"contextvec {p}": p for p in limits}}
+    for engine, precision in engines.items():
+        if engine in rates and precision in limits:
+            gflops = flops * rates[engine] / len(lines) / 1e9
+            print(f"{engine:16s} {gflops:7.1f} GFLOP/s = {gflops / limits[precision].square:6.1%} "
+                  f"of the {precision} square matmul ({limits[precision].square:.0f} GFLOP/s)")
 
 
 def main() -> None:
@@ -282,13 +359,14 @@ def main() -> None:
     precisions = args.precisions.split(",")
     print_cpu()
     skip = set(args.skip.split(","))
-    limits = [p for p in precisions if p != "bf16" or native_bf16()]
+    measured = [p for p in precisions if p != "bf16" or native_bf16()]
     probe = torch.randn(16384, 4096)
-    peak = measure_limits(limits, args.repeats, probe)
+    configs = {name: elmo(name).config for name in args.configs.split(",")} if "elmo" not in skip else {}
+    limits = measure_limits(measured, args.repeats, probe, configs)
     if "elmo" not in skip:
-        run_elmo(args, precisions, peak, probe)
+        run_elmo(args, precisions, limits, probe)
     if "bert" not in skip:
-        run_bert(args)
+        run_bert(args, limits)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 
@@ -11,6 +11,7 @@ import torch
 
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.bilm.loader import load_bilm_tf_encoder
+from contextvec.encoders.cpu import InferencePath, Kernel, inference_paths
 from contextvec.encoders.family import Family
 from contextvec.encoders.fingerprint import model_identity
 from contextvec.encoders.precision import (
@@ -184,6 +185,10 @@ class ModelInfo:
     caches and saved task models compare (the same for a model and its native conversion)."""
     facts: tuple[tuple[str, str], ...]
     """Family-specific facts (vocabulary sizes, characters, LSTM sizes) as (name, value) pairs."""
+    inference: tuple[InferencePath, ...] = ()
+    """How each precision would run this model on this CPU: which instructions, and why
+    ([`inference_paths`][contextvec.encoders.cpu.inference_paths]; unavailable where the CPU or
+    the model's family refuses it)."""
 
 
 def model_info(model: str | os.PathLike | None = None) -> ModelInfo:
@@ -202,7 +207,18 @@ def model_info(model: str | os.PathLike | None = None) -> ModelInfo:
         num_layers=encoder.num_layers, output_dim=encoder.output_dim,
         parameters=sum(t.numel() for t in encoder.state_dict().values()),
         fingerprint=model_identity(encoder), facts=tuple(facts.items()),
+        inference=tuple(_model_paths(family)),
     )
+
+
+def _model_paths(family: Family) -> list[InferencePath]:
+    """This CPU's path per precision, the lower ones refused for a family that runs in fp32 only."""
+    paths = list(inference_paths().values())
+    if family.name in LOW_PRECISION_FAMILIES:
+        return paths
+    return [path if path.precision == "fp32" else
+            replace(path, available=False, kernel=Kernel.NONE, engine="", activation_bits=None,
+                    reason=f"{family.kind} runs in fp32 only") for path in paths]
 
 
 def save(encoder: Encoder, directory: str | os.PathLike) -> Path:

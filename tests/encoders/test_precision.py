@@ -10,6 +10,7 @@ from tolerance import BF16_EPS, assert_reordered_close, elmo_terms
 from torch import nn
 
 import contextvec
+from contextvec.encoders import cpu as cpu_module
 from contextvec.encoders import precision as precision_module
 from contextvec.encoders.precision import (
     LowPrecisionLinear,
@@ -35,12 +36,12 @@ SENTENCES = [
 @pytest.fixture
 def bf16_cpu(monkeypatch):
     """Pretend the CPU has native bf16 (the kernels run anywhere; only the check reads flags)."""
-    monkeypatch.setattr(precision_module, "cpu_flags", lambda: frozenset({"avx2", "avx512_bf16"}))
+    monkeypatch.setattr(cpu_module, "cpu_flags", lambda: frozenset({"avx2", "avx512_bf16"}))
 
 
 @pytest.fixture
 def no_bf16_cpu(monkeypatch):
-    monkeypatch.setattr(precision_module, "cpu_flags", lambda: frozenset({"avx2", "fma"}))
+    monkeypatch.setattr(cpu_module, "cpu_flags", lambda: frozenset({"avx2", "fma"}))
 
 
 @pytest.fixture(params=["detected", "7-bit"])
@@ -60,14 +61,14 @@ def cosines(a: list[np.ndarray], b: list[np.ndarray]) -> np.ndarray:
 @pytest.mark.parametrize("variable", ["ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"])
 def test_int8_activations_follow_onednns_isa_cap(monkeypatch, variable):
     """oneDNN capped below VNNI saturates 8-bit activations, whatever the CPU has."""
-    monkeypatch.setattr(precision_module, "cpu_flags", lambda: frozenset({"avx2", "avx512_vnni"}))
+    vnni = frozenset({"avx2", "avx512_vnni"})
     for name in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"):
         monkeypatch.delenv(name, raising=False)
-    assert precision_module.native_int8()
+    assert precision_module.inference_paths(vnni, int8_exact=True)["int8"].activation_bits == 8
     monkeypatch.setenv(variable, "avx2")
-    assert not precision_module.native_int8()
+    assert precision_module.inference_paths(vnni, int8_exact=True)["int8"].activation_bits == 7
     monkeypatch.setenv(variable, "AVX512_CORE_VNNI")
-    assert precision_module.native_int8()
+    assert precision_module.inference_paths(vnni, int8_exact=True)["int8"].activation_bits == 8
 
 
 def test_cpu_flags_parse_cpuinfo(tmp_path):
@@ -119,6 +120,23 @@ def test_low_precision_weight_matches_matmul(kind, int8_cpu):
     assert error < LOW_PRECISION_ERROR[kind]
     assert torch.all(out[..., 3] == 0)
     assert packed(torch.zeros(0, 48)).shape == (0, 37)
+
+
+@pytest.mark.parametrize("kind", ["bf16", "int8"])
+def test_low_precision_weight_adds_a_tensor_to_its_product(kind, int8_cpu):
+    """An LSTM's gates: the state's product plus the input projections (bf16: summed inside
+    oneDNN's product; bf16 input projections accepted)."""
+    weight, bias = torch.randn(64, 48), torch.randn(64)
+    x, add = torch.randn(5, 48), torch.randn(5, 64)
+    packed = LowPrecisionWeight(weight, kind)
+    expected = x @ weight.T + bias + add
+    for other in (add, add.bfloat16()):
+        out = packed(x, bias, add=other)
+        assert out.dtype == torch.float32
+        error = (out - expected).abs().max() / expected.abs().max()
+        assert error < LOW_PRECISION_ERROR[kind] + (BF16_EPS if other.dtype == torch.bfloat16 else 0)
+    with pytest.raises(ValueError, match="add and gelu"):
+        packed(x, add=add, gelu="tanh")
 
 
 def test_linear_bias_stays_float(int8_cpu):

@@ -24,21 +24,30 @@ what speeds it up, and float32 activations keep the error to the weights' roundi
   ``_weight_int8pack_mm`` runs slower than fp32 on AVX2 CPUs). Without VNNI
   (``avx512_vnni``/``avx_vnni``/``amx_int8``) the activations get 7 bits, not 8 (+-63, not +-127): AVX2's
   u8 x s8 pair sums saturate int16 at full range (fbgemm's ``reduce_range`` for the same reason).
+
+Which instructions each precision runs on here, and why: :mod:`contextvec.encoders.cpu`.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 import weakref
 from collections.abc import Callable
 from enum import StrEnum
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from contextvec.encoders.cpu import (  # noqa: F401  (the CPU checks, importable from here too)
+    BF16_FLAGS,
+    INT8_FLAGS,
+    InferencePath,
+    cpu_flags,
+    inference_paths,
+    native_bf16,
+    native_int8,
+)
 from contextvec.encoders.outputs import checked_choice
 
 
@@ -61,47 +70,8 @@ def as_precision(value: Precision | str) -> Precision:
     """``value`` as a :class:`Precision`; a ``ValueError`` naming the choices for any other."""
     return checked_choice(Precision, value, "precision")
 
-BF16_FLAGS = ("avx512_bf16", "amx_bf16")
-"""CPU flags of native bf16 matmuls: any one of them is enough."""
-
-INT8_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
-ISAS_WITHOUT_VNNI = ("SSE41", "AVX", "AVX2", "AVX512_CORE")
-"""oneDNN ISA caps (``ONEDNN_MAX_CPU_ISA``) under which its int8 kernels have no VNNI."""
-"""CPU flags of int8 dot products (reported by the benchmarks)."""
-
 Pack = Callable[[torch.Tensor], "LowPrecisionWeight"]
 """What ``pack_weights`` receives: float weight (out, in) -> its packed form."""
-
-
-@functools.cache
-def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> frozenset[str]:
-    """The flags of the first CPU in ``/proc/cpuinfo`` (empty where there is no such file)."""
-    try:
-        text = Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return frozenset()
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "flags":
-            return frozenset(value.split())
-    return frozenset()
-
-
-def native_int8() -> bool:
-    """Whether this CPU has int8 dot products (VNNI or AMX), so activations may use 8 bits.
-
-    oneDNN runs the int8 products and obeys ``ONEDNN_MAX_CPU_ISA`` (or ``DNNL_MAX_CPU_ISA``):
-    capped below VNNI, its kernels saturate 8-bit activations even on a CPU that has VNNI.
-    """
-    cap = os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or ""
-    if cap.upper() in ISAS_WITHOUT_VNNI:
-        return False
-    return any(flag in cpu_flags() for flag in INT8_FLAGS)
-
-
-def native_bf16() -> bool:
-    """Whether this CPU multiplies bf16 natively (``avx512_bf16`` or ``amx_bf16``)."""
-    return any(flag in cpu_flags() for flag in BF16_FLAGS)
 
 
 @functools.cache
@@ -116,10 +86,8 @@ def check_precision(precision: str, device: torch.device | str = "cpu") -> str:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
     device = torch.device(device)
     if precision == "bf16" and device.type == "cpu" and not native_bf16():
-        raise ValueError(
-            "precision bf16: this CPU has no native bf16 (neither avx512_bf16 nor amx_bf16 in "
-            "/proc/cpuinfo), where bf16 runs slower than fp32; use fp32 or int8"
-        )
+        reason = inference_paths(int8_exact=False)["bf16"].reason
+        raise ValueError(f"precision bf16: this CPU has {reason}; use fp32 or int8")
     if precision == "int8" and device.type != "cpu":
         raise ValueError(f"precision int8 runs on the CPU only, not on {device}; use bf16 or fp32")
     return precision
@@ -157,29 +125,43 @@ class LowPrecisionWeight(nn.Module):
         self.levels = 255 if native_int8() else 127
 
     def forward(self, x: torch.Tensor, bias: torch.Tensor | None = None,
-                gelu: str | None = None, float_output: bool = True) -> torch.Tensor:
+                gelu: str | None = None, float_output: bool = True,
+                add: torch.Tensor | None = None) -> torch.Tensor:
         """``x @ W.T``, plus ``bias`` (out,) if given (added in the same pass as the scales),
-        then GELU if ``gelu`` names its form (``"none"``: exact, or ``"tanh"``).
+        plus ``add`` (..., out) if given, then GELU if ``gelu`` names its form (``"none"``:
+        exact, or ``"tanh"``; not with ``add``).
 
-        bf16 through oneDNN adds the float32 bias and applies the GELU inside the matmul, on
-        its float32 sums, and rounds the result to bf16 once; elsewhere the bf16 product is
-        rounded first and the bias added in float32 after. ``float_output=False`` leaves
-        oneDNN's bf16 result in bf16 (the same values) for a caller that only multiplies it
-        by another bf16 matrix."""
+        bf16 through oneDNN adds the float32 bias (and ``add``) and applies the GELU inside the
+        matmul, on its float32 sums, and rounds the result to bf16 once; elsewhere the bf16
+        product is rounded first and the bias added in float32 after. ``float_output=False``
+        leaves oneDNN's bf16 result in bf16 (the same values) for a caller that only multiplies
+        it by another bf16 matrix."""
+        if add is not None and gelu is not None:
+            raise ValueError("LowPrecisionWeight: add and gelu do not go together")
         rows = x.reshape(-1, self.in_features)
         if rows.shape[0] == 0:
             out = x.new_zeros(0, self.out_features, dtype=torch.float32)
         elif self.precision == "bf16":
             rows = rows.to(torch.bfloat16)
             if self._packed is not None and rows.device.type == "cpu":
-                attr, algorithm = ("none", "") if gelu is None else ("gelu", gelu)
-                out = torch.ops.mkldnn._linear_pointwise(rows, self._packed, bias, attr, [], algorithm)
+                if add is not None:
+                    # An LSTM's gates: the state's product and the input projections summed in
+                    # the product's float32 accumulation, one rounding and one pass for both.
+                    # (oneDNN takes no float32 bias beside a bf16 addend: the bias joins it.)
+                    other = add.reshape(-1, self.out_features)
+                    other = other if bias is None else other.float() + bias
+                    out = torch.ops.mkldnn._linear_pointwise.binary(
+                        rows, other.to(torch.bfloat16), self._packed, None, "add")
+                else:
+                    attr, algorithm = ("none", "") if gelu is None else ("gelu", gelu)
+                    out = torch.ops.mkldnn._linear_pointwise(rows, self._packed, bias, attr, [], algorithm)
                 out = out.float() if float_output else out
                 return out.view(*x.shape[:-1], self.out_features)
             out = torch.mm(rows, self.weight.T).float()
             out = out if bias is None else out.add_(bias)
         else:
             out = self._int8_mm(rows.float().contiguous(), bias)
+        out = out if add is None else out.add_(add.reshape(-1, self.out_features))
         out = out if gelu is None else torch.ops.aten.gelu_(out, approximate=gelu)
         return out.view(*x.shape[:-1], self.out_features)
 
@@ -339,8 +321,11 @@ def apply_precision(module: nn.Module, precision: str, *, check_cpu: bool = True
 
     ``"fp32"`` returns the module untouched. Otherwise every ``nn.Linear`` becomes a
     :class:`LowPrecisionLinear`, and every submodule with a ``pack_weights(pack)`` method packs
-    its own matrices with ``pack``. The result is for inference only (no gradients, no saving).
-    ``check_cpu=False`` skips the CPU check (to measure bf16's accuracy on any CPU).
+    its own matrices with ``pack``. Under ``"int8"``, a submodule whose class sets
+    ``int8_sensitive = True`` (ELMo's token encoder) gets the int8 path's ``kept_precision``
+    instead (bf16 where the CPU has it, else fp32). The result is for inference only (no
+    gradients, no saving). ``check_cpu=False`` skips the CPU check (to measure bf16's accuracy
+    on any CPU).
     """
     if precision == "fp32":
         return module
@@ -350,15 +335,24 @@ def apply_precision(module: nn.Module, precision: str, *, check_cpu: bool = True
         check_precision(precision, device)
     elif precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+    kept: set[int] = set()
+    if precision == "int8":
+        # Rounding where its error is amplified the most (the token vectors every LSTM step
+        # reads) costs more accuracy than int8 saves time there (it runs once per distinct token).
+        kept_precision = inference_paths()["int8"].kept_precision
+        for sub in list(module.modules()):
+            if getattr(sub, "int8_sensitive", False) and id(sub) not in kept:
+                apply_precision(sub, kept_precision, check_cpu=False)
+                kept.update(id(inner) for inner in sub.modules())
     # pack_weights first: a module may pack its own nn.Linear layers together (BERT's query,
     # key and value as one matrix), which must still be float when it does.
     for sub in list(module.modules()):
         pack_weights = getattr(sub, "pack_weights", None)
-        if callable(pack_weights):
+        if callable(pack_weights) and id(sub) not in kept:
             pack_weights(lambda weight: LowPrecisionWeight(weight, precision).to(device))
     for parent in list(module.modules()):
         for name, child in list(parent.named_children()):
-            if isinstance(child, nn.Linear):
+            if isinstance(child, nn.Linear) and id(parent) not in kept:
                 setattr(parent, name, LowPrecisionLinear(child, precision).to(device))
     module.precision = precision
     return module.eval().requires_grad_(False)

@@ -48,6 +48,10 @@ class CharCNN(nn.Module):
     ``project=False``: its projection also reads word embeddings, outside this module.
     """
 
+    int8_sensitive = True
+    """``precision="int8"`` leaves this module in bf16 (or fp32): the LSTMs amplify its rounding
+    more than any other matrix's, and it runs once per distinct token, not once per step."""
+
     def __init__(
         self, config: BiLMConfig, *, n_characters: int = 262, padding_id: int | None = None,
         project: bool = True,

@@ -30,11 +30,12 @@ def _tanh(x: torch.Tensor) -> torch.Tensor:
 
 
 def _stack_sum(parts: list[torch.Tensor], other: torch.Tensor) -> torch.Tensor:
-    """``torch.stack(parts) + other``; without gradients each sum is written straight into the
-    result (one pass over the gates instead of two)."""
+    """``torch.stack(parts) + other`` in the parts' dtype (``other`` may be bf16 input
+    projections); without gradients each sum is written straight into the result (one pass over
+    the gates instead of two)."""
     if torch.is_grad_enabled():
         return torch.stack(parts) + other
-    out = torch.empty_like(other)
+    out = torch.empty_like(other, dtype=parts[0].dtype)
     for d, part in enumerate(parts):
         torch.add(part, other[d], out=out[d])
     return out
@@ -129,22 +130,30 @@ class ProjectedLSTMLayer(nn.Module):
     def _matmul(
         self, name: str, x: torch.Tensor, weight: torch.Tensor | None, per_direction: bool,
         bias: torch.Tensor | None = None, add: torch.Tensor | None = None, first: int = 0,
+        float_output: bool = True,
     ) -> torch.Tensor:
         """``x (directions, rows, in)`` times each direction's ``weight (directions, out, in)``
         transposed (``name``'s packed weights after :meth:`pack_weights`), plus ``bias
         (directions, out)`` or ``add (directions, rows, out)``; ``per_direction`` from
         :meth:`_per_direction`. Per direction, ``x`` holds the layer's directions ``first``,
-        ``first + 1``, ... (``bmm`` always takes them all)."""
+        ``first + 1``, ... (``bmm`` always takes them all). ``float_output=False`` lets bf16
+        weights hand over their bf16 products (the same values, half the bytes to read back)."""
         n = x.shape[0]
         if not per_direction:
             return _bmm(x, self._onednn.transposed(name, weight), bias, add)
         biases = [None] * n if bias is None else bias
         if self.packed is not None:
-            parts = [self.packed[name][first + d](x[d], biases[d]) for d in range(n)]
+            # The packed weights add ``add`` in their own pass (bf16: inside the product).
+            adds = [None] * n if add is None else add
+            parts = [self.packed[name][first + d](x[d], biases[d], float_output=float_output, add=adds[d])
+                     for d in range(n)]
         else:
             parts = [self._onednn.packed_linear(f"{name}.{first + d}", x[d], weight[first + d], biases[d])
                      for d in range(n)]
-        return torch.stack(parts) if add is None else _stack_sum(parts, add)
+            if add is not None:
+                return _stack_sum(parts, add)
+        # One direction's product as a view: stacking would copy it.
+        return parts[0].unsqueeze(0) if n == 1 else torch.stack(parts)
 
     def _step_matmul(
         self, name: str, weight: torch.Tensor | None, per_direction: bool, directions: slice,
@@ -249,8 +258,13 @@ class ProjectedLSTMLayer(nn.Module):
         time_major = inputs.transpose(1, 2).reshape(d, steps * batch, inputs.shape[-1])
         if sum(active) < steps * batch:
             time_major = time_major[:, running.flatten().nonzero().squeeze(1)]
-        x_proj = self._matmul("input_weight", time_major, self.input_weight,
-                              self._per_direction(self.input_weight, time_major.shape[1]), bias)
+        if self._per_direction(self.input_weight, time_major.shape[1]):
+            # Each direction's input projections kept apart, not stacked: a stack would copy the
+            # layer's largest activation (tokens x 4 cell per direction) once more.
+            x_proj = [self._matmul("input_weight", time_major[i : i + 1], self.input_weight, True,
+                                   bias[i : i + 1], first=i, float_output=False) for i in range(d)]
+        else:
+            x_proj = self._matmul("input_weight", time_major, self.input_weight, False, bias)
 
         final_h, final_c = torch.empty_like(h), torch.empty_like(c)
         outputs = inputs.new_zeros(d, steps, batch, self.projection_dim)
@@ -268,7 +282,11 @@ class ProjectedLSTMLayer(nn.Module):
             state_product = self._step_matmul("state_weight", state_weight, state_per_direction, g)
             project = (self._step_matmul("projection", self.projection, project_per_direction, g)
                        if projected else None)
-            self._recur(x_proj[g], (h[g], c[g]), active, starts, state_product, project,
+            if isinstance(x_proj, list):
+                x_g = x_proj[g.start] if g.stop - g.start == 1 else torch.cat(x_proj[g])
+            else:
+                x_g = x_proj[g]
+            self._recur(x_g, (h[g], c[g]), active, starts, state_product, project,
                         outputs[g], (final_h[g], final_c[g]))
         return outputs.transpose(1, 2), (final_h, final_c)
 

@@ -1,0 +1,185 @@
+"""What this CPU runs each precision on: its flags, oneDNN's ISA cap, and the kernel family chosen.
+
+oneDNN (torch's CPU matmuls for ``precision="bf16"`` and ``"int8"``, and the packed fp32 GEMM)
+dispatches at run time to the widest kernels the CPU has, below the cap that
+``ONEDNN_MAX_CPU_ISA`` (or ``DNNL_MAX_CPU_ISA``) sets. :func:`inference_paths` says, per precision,
+which family that is (AMX tiles, AVX-512 BF16/VNNI, AVX-VNNI, AVX-512, AVX2) and why, from
+``/proc/cpuinfo`` and the cap; ``contextvec info`` prints it. The int8 activations' width (8 or 7
+bits) is settled here too, and checked against the kernel itself once per process
+(:func:`int8_sums_exact`): a kernel without int8 dot products saturates 8-bit sums.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+import torch
+
+BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+"""CPU flags of native bf16 matmuls: any one of them is enough."""
+
+INT8_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
+"""CPU flags of int8 dot products (VNNI or AMX)."""
+
+ISA_ORDER = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI",
+             "AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX512_CORE_AMX", "AVX512_CORE_AMX_FP16")
+"""oneDNN's ISA caps (``ONEDNN_MAX_CPU_ISA``), narrowest first; a cap allows its own ISA and
+every one before it (``ALL``, ``DEFAULT`` or an unset cap allow all)."""
+
+
+class Kernel(StrEnum):
+    """The family of CPU instructions a precision's matmuls run on."""
+
+    AMX = "AMX tiles"
+    AVX512_BF16 = "AVX-512 BF16"
+    AVX512_VNNI = "AVX-512 VNNI"
+    AVX_VNNI = "AVX-VNNI"
+    AVX512 = "AVX-512"
+    AVX2 = "AVX2"
+    BASELINE = "SSE"
+    """Below AVX2: oneDNN's oldest kernels."""
+    NONE = "none"
+    """The precision is refused on this CPU."""
+
+
+@dataclass(frozen=True)
+class InferencePath:
+    """How one precision runs on this CPU (see :func:`inference_paths`).
+
+    Attributes:
+        precision: ``"fp32"``, ``"bf16"`` or ``"int8"``.
+        available: whether ``contextvec.load(precision=...)`` accepts it here.
+        kernel: the instruction family of its matmuls (:class:`Kernel`).
+        engine: the library whose kernels run them.
+        activation_bits: int8 only (else None): the width of the quantized activations.
+        reason: why this path, in one line.
+        kept_precision: int8 only (else None): the precision of the layers that int8 leaves
+            alone (ELMo's token encoder, whose rounding the LSTMs amplify the most): ``"bf16"``
+            where bf16 is available, else ``"fp32"``.
+    """
+
+    precision: str
+    available: bool
+    kernel: Kernel
+    engine: str
+    activation_bits: int | None
+    reason: str
+    kept_precision: str | None = None
+
+
+@functools.cache
+def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> frozenset[str]:
+    """The flags of the first CPU in ``/proc/cpuinfo`` (empty where there is no such file)."""
+    try:
+        text = Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "flags":
+            return frozenset(value.split())
+    return frozenset()
+
+
+def isa_cap() -> str:
+    """oneDNN's ISA cap from the environment, upper case ("" where none is set)."""
+    return (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "").upper()
+
+
+def _allows(cap: str, isa: str) -> bool:
+    """Whether oneDNN capped at ``cap`` may use ``isa`` (an unknown cap is taken as no cap)."""
+    return cap not in ISA_ORDER or ISA_ORDER.index(isa) <= ISA_ORDER.index(cap)
+
+
+@functools.cache
+def int8_sums_exact() -> bool:
+    """Whether oneDNN's int8 kernel sums 8-bit activations exactly on this CPU, checked once.
+
+    The worst case of an 8-bit code: every activation at +127 (uint8 255 around zero point 128)
+    times weights of +127 or -127, for one row and for 32 (oneDNN picks kernels by shape). A
+    kernel without VNNI or AMX adds u8 x s8 pairs in saturating int16 and gets it wrong.
+    """
+    if not torch.backends.mkldnn.is_available():
+        return False
+    columns, outputs = 256, 32
+    weight = torch.full((outputs, columns), 127, dtype=torch.int8)
+    weight[outputs // 2 :] = -127
+    packed = torch.ops.onednn.qlinear_prepack(weight, None)
+    for rows in (1, 32):
+        codes = torch.full((rows, columns), 255, dtype=torch.uint8)
+        out = torch.ops.onednn.qlinear_pointwise(
+            codes, 1.0, 128, packed, torch.ones(outputs), torch.zeros(outputs, dtype=torch.long),
+            None, 1.0, 0, torch.float32, "none", [], "",
+        )
+        if not torch.equal(out.double(), (codes.double() - 128) @ weight.double().T):
+            return False
+    return True
+
+
+def inference_paths(
+    flags: frozenset[str] | None = None, cap: str | None = None, int8_exact: bool | None = None,
+) -> dict[str, InferencePath]:
+    """The path of each precision (``"fp32"``, ``"bf16"``, ``"int8"``, in that order).
+
+    ``flags``: a CPU's ``/proc/cpuinfo`` flags (None: this CPU's); ``cap``: oneDNN's ISA cap
+    (None: the environment's); ``int8_exact``: whether the int8 kernel sums 8-bit activations
+    exactly (None: :func:`int8_sums_exact` on this CPU). int8 activations get 8 bits where the
+    flags and the cap give VNNI or AMX and the kernel's sums are exact, else 7.
+    """
+    flags = cpu_flags() if flags is None else flags
+    cap = isa_cap() if cap is None else cap.upper()
+    capped = f"; oneDNN capped at {cap}" if cap in ISA_ORDER else ""
+    avx512 = "avx512f" in flags and "avx512bw" in flags and _allows(cap, "AVX512_CORE")
+    avx2 = "avx2" in flags and _allows(cap, "AVX2")
+    amx_bf16 = "amx_bf16" in flags and _allows(cap, "AVX512_CORE_AMX")
+    amx_int8 = "amx_int8" in flags and _allows(cap, "AVX512_CORE_AMX")
+    wide = Kernel.AVX512 if avx512 else Kernel.AVX2 if avx2 else Kernel.BASELINE
+    tiles = "; AMX tiles take no float32" if amx_bf16 or amx_int8 else ""
+    fp32 = InferencePath("fp32", True, wide, "oneDNN packed sgemm, MKL sgemm", None,
+                         f"float32 FMA on {wide} vectors{capped}{tiles}")
+
+    if amx_bf16:
+        bf16 = InferencePath("bf16", True, Kernel.AMX, "oneDNN bf16 GEMM", None,
+                             f"amx_bf16: bf16 tiles, float32 accumulation{capped}")
+    elif "avx512_bf16" in flags and _allows(cap, "AVX512_CORE_BF16"):
+        bf16 = InferencePath("bf16", True, Kernel.AVX512_BF16, "oneDNN bf16 GEMM", None,
+                             f"avx512_bf16: bf16 pair dot products, float32 accumulation{capped}")
+    else:
+        why = ("neither avx512_bf16 nor amx_bf16 in /proc/cpuinfo" if not any(f in flags for f in BF16_FLAGS)
+               else f"oneDNN capped at {cap}, below its bf16 kernels")
+        bf16 = InferencePath("bf16", False, Kernel.NONE, "", None,
+                             f"no native bf16 ({why}), where bf16 runs emulated, slower than fp32")
+
+    if amx_int8:
+        kernel, why = Kernel.AMX, "amx_int8: int8 tiles, int32 sums"
+    elif "avx512_vnni" in flags and _allows(cap, "AVX512_CORE_VNNI"):
+        kernel, why = Kernel.AVX512_VNNI, "avx512_vnni: u8 x s8 dot products into int32"
+    elif "avx_vnni" in flags and _allows(cap, "AVX2_VNNI"):
+        kernel, why = Kernel.AVX_VNNI, "avx_vnni: u8 x s8 dot products into int32 at AVX2 width"
+    else:
+        kernel, why = wide, "no int8 dot products: u8 x s8 pairs sum in saturating int16"
+    vnni = kernel in (Kernel.AMX, Kernel.AVX512_VNNI, Kernel.AVX_VNNI)
+    exact = vnni and (int8_sums_exact() if int8_exact is None else int8_exact)
+    if vnni and not exact:
+        why += ", yet the kernel's 8-bit sums were not exact here"
+    kept = "bf16" if bf16.available else "fp32"
+    int8 = InferencePath("int8", True, kernel, f"oneDNN int8 GEMM; ELMo's token encoder in {kept}",
+                         8 if exact else 7, f"{why}{capped}", kept)
+    return {path.precision: path for path in (fp32, bf16, int8)}
+
+
+def native_int8() -> bool:
+    """Whether int8 activations get 8 bits here: int8 dot products (VNNI or AMX) within oneDNN's
+    ISA cap (capped below VNNI, its kernels saturate 8-bit activations even on a CPU that has
+    VNNI), and the kernel's sums checked exact."""
+    return inference_paths()["int8"].activation_bits == 8
+
+
+def native_bf16() -> bool:
+    """Whether this CPU multiplies bf16 natively (``avx512_bf16`` or ``amx_bf16``, within
+    oneDNN's ISA cap)."""
+    return inference_paths(int8_exact=False)["bf16"].available

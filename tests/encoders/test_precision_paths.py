@@ -1,0 +1,135 @@
+"""Each precision's inference path per CPU class (``contextvec.encoders.cpu.inference_paths``) and
+``contextvec info`` reporting it."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import contextvec
+from contextvec.cli.main import main
+from contextvec.encoders import cpu as cpu_module
+from contextvec.encoders.cove import MTLSTM, MTLSTMConfig, save_cove_encoder
+from contextvec.encoders.cpu import INT8_FLAGS, Kernel, cpu_flags, inference_paths, int8_sums_exact
+
+AVX2 = frozenset({"sse4_2", "avx", "avx2", "fma"})
+AVX512 = AVX2 | {"avx512f", "avx512bw", "avx512_vnni", "avx512_bf16"}  # Zen 4, Ice Lake, Cooper Lake
+AMX = AVX512 | {"amx_tile", "amx_bf16", "amx_int8"}  # Sapphire Rapids and later
+
+
+@pytest.fixture
+def cove_dir(tmp_path):
+    """A tiny CoVe model: a family that runs in fp32 only."""
+    torch.manual_seed(0)
+    words = ["the", "bank", "was", "."]
+    return save_cove_encoder(MTLSTM(MTLSTMConfig(input_dim=6, hidden_size=4), words,
+                                    torch.randn(len(words), 6)), tmp_path / "cove")
+
+
+@pytest.fixture(autouse=True)
+def no_isa_cap(monkeypatch):
+    for name in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def summary(flags: frozenset[str], cap: str | None = None, exact: bool = True) -> dict:
+    return {p.precision: (p.available, p.kernel, p.activation_bits)
+            for p in inference_paths(flags, cap, int8_exact=exact).values()}
+
+
+def test_amx_cpu_runs_bf16_and_int8_on_tiles():
+    assert summary(AMX) == {"fp32": (True, Kernel.AVX512, None), "bf16": (True, Kernel.AMX, None),
+                            "int8": (True, Kernel.AMX, 8)}
+    assert "AMX tiles take no float32" in inference_paths(AMX, int8_exact=True)["fp32"].reason
+
+
+def test_avx512_cpu_runs_bf16_and_vnni():
+    assert summary(AVX512) == {"fp32": (True, Kernel.AVX512, None),
+                               "bf16": (True, Kernel.AVX512_BF16, None),
+                               "int8": (True, Kernel.AVX512_VNNI, 8)}
+    # AVX-512 without BF16 or VNNI (Skylake-X): bf16 refused, int8 at 7 bits.
+    skylake = AVX2 | {"avx512f", "avx512bw"}
+    assert summary(skylake) == {"fp32": (True, Kernel.AVX512, None), "bf16": (False, Kernel.NONE, None),
+                                "int8": (True, Kernel.AVX512, 7)}
+
+
+def test_avx2_cpu_refuses_bf16_and_gives_int8_seven_bits():
+    assert summary(AVX2) == {"fp32": (True, Kernel.AVX2, None), "bf16": (False, Kernel.NONE, None),
+                             "int8": (True, Kernel.AVX2, 7)}
+    assert "neither avx512_bf16 nor amx_bf16" in inference_paths(AVX2)["bf16"].reason
+    # AVX-VNNI on AVX2 width (Alder Lake): 8 bits.
+    assert summary(AVX2 | {"avx_vnni"})["int8"] == (True, Kernel.AVX_VNNI, 8)
+
+
+def test_isa_cap_narrows_the_path():
+    assert summary(AMX, "avx512_core_vnni") == {"fp32": (True, Kernel.AVX512, None),
+                                                "bf16": (False, Kernel.NONE, None),
+                                                "int8": (True, Kernel.AVX512_VNNI, 8)}
+    assert summary(AMX, "AVX512_CORE_BF16")["bf16"] == (True, Kernel.AVX512_BF16, None)
+    assert summary(AMX, "AVX2")["int8"] == (True, Kernel.AVX2, 7)
+    assert "oneDNN capped at AVX2" in inference_paths(AMX, "avx2")["bf16"].reason
+    assert summary(AMX, "ALL") == summary(AMX)
+
+
+def test_int8_kernel_that_is_not_exact_gets_seven_bits():
+    int8 = inference_paths(AMX, int8_exact=False)["int8"]
+    assert (int8.kernel, int8.activation_bits) == (Kernel.AMX, 7)
+    assert "not exact" in int8.reason
+
+
+def test_int8_kernel_check_agrees_with_this_cpus_flags():
+    """oneDNN's int8 sums of saturating 8-bit codes are exact exactly where the CPU has VNNI/AMX."""
+    assert int8_sums_exact() == any(flag in cpu_flags() for flag in INT8_FLAGS)
+
+
+def test_bf16_refusal_gives_the_paths_reason(monkeypatch, own_tiny_dir):
+    monkeypatch.setattr(cpu_module, "cpu_flags", lambda: AVX512)
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE")
+    with pytest.raises(ValueError, match="precision bf16: this CPU has no native bf16 .oneDNN capped"):
+        contextvec.load(own_tiny_dir, precision="bf16")
+
+
+def test_info_reports_each_precisions_path(monkeypatch, capsys, own_tiny_dir, cove_dir):
+    monkeypatch.setattr(cpu_module, "cpu_flags", lambda: AVX2)
+    assert main(["info", str(own_tiny_dir)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("inference:"))
+    rows = (line.split(":", 1) for line in lines[start + 1 : start + 4])
+    shown = {name.strip(): value.strip() for name, value in rows}
+    assert shown["fp32"].startswith("AVX2, via oneDNN")
+    assert shown["bf16"].startswith("refused: no native bf16")
+    assert shown["int8"].startswith("AVX2, 7-bit activations, via oneDNN int8 GEMM")
+    assert lines[-1].startswith("fingerprint:")
+
+    monkeypatch.setattr(cpu_module, "cpu_flags", lambda: AMX)
+    assert main(["info", str(own_tiny_dir), "--json"]) == 0
+    paths = {p["precision"]: p for p in json.loads(capsys.readouterr().out)["inference"]}
+    assert [paths[p]["kernel"] for p in ("fp32", "bf16", "int8")] == ["AVX-512", "AMX tiles", "AMX tiles"]
+    assert paths["bf16"]["available"]
+    assert paths["int8"]["activation_bits"] == (8 if int8_sums_exact() else 7)
+
+    assert main(["info", str(cove_dir), "--json"]) == 0
+    paths = {p["precision"]: p for p in json.loads(capsys.readouterr().out)["inference"]}
+    assert paths["fp32"]["available"] and not paths["int8"]["available"]
+    assert "runs in fp32 only" in paths["int8"]["reason"]
+
+
+@pytest.mark.parametrize("bf16", [True, False])
+def test_int8_keeps_elmos_token_encoder_in_bf16_or_fp32(bf16, monkeypatch, own_tiny_dir):
+    """int8 rounds the LSTMs' matrices; the token encoder, whose rounding the LSTMs amplify
+    most, stays in bf16 where the CPU has it, else in fp32."""
+    monkeypatch.setattr(cpu_module, "cpu_flags", lambda: AVX512 if bf16 else AVX2)
+    assert inference_paths()["int8"].kept_precision == ("bf16" if bf16 else "fp32")
+    encoder = contextvec.load(own_tiny_dir, precision="int8")
+    weights = {name: t.dtype for name, t in encoder.state_dict().items()
+               if name.endswith("weight") and "embedding" not in name}
+    token = {dtype for name, dtype in weights.items() if "token_encoder" in name}
+    lstm = {dtype for name, dtype in weights.items() if "token_encoder" not in name}
+    assert token == {torch.bfloat16 if bf16 else torch.float32} and lstm == {torch.int8}
+    reference = contextvec.load(own_tiny_dir).embed([["A", "short", "sentence", "."]])
+    out = encoder.embed([["A", "short", "sentence", "."]])
+    # The token layer (layer 0) carries bf16's rounding, or none: int8's is in the LSTM layers.
+    assert np.array_equal(out[0][0], reference[0][0]) is not bf16
