@@ -20,8 +20,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("serve", "serve contextual vectors over HTTP (/v1/embed, OpenAI-compatible /v1/embeddings)"),
     "export": ("export", "export an ELMo, CoVe or BERT to ONNX (dynamic batch and length) with what a "
                          "runtime needs beside it"),
-    "info": ("info", "say what a model directory holds: format, family, vocabulary, layers, dimensions, "
-                     "fingerprint"),
+    "info": ("info", "say what a model directory holds (format, family, vocabulary, layers, dimensions, "
+                     "fingerprint) and how each precision runs it on this CPU"),
     "convert": ("convert",
                 "convert a model between bilm-tf (options.json + weights.hdf5) and native safetensors"),
     "train-bilm": ("train_bilm", "train a biLM (ELMo) or a forward char-CNN LM (Kim et al.) on a corpus"),
