@@ -14,7 +14,7 @@ from contextvec.text.tokenize import Tokenizer
 
 POOL_BATCHES = 50
 
-Pair = tuple[list[str], list[str]]
+SentencePair = tuple[list[str], list[str]]
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def tokenize_lines(lines: Sequence[str], tokenizer: str = "whitespace") -> list[
 
 
 def read_parallel(source: str | os.PathLike, target: str | os.PathLike,
-                  tokenizer: str = "whitespace") -> list[Pair]:
+                  tokenizer: str = "whitespace") -> list[SentencePair]:
     """Tokenized sentence pairs; error on a line-count mismatch or an empty line."""
     src, tgt = read_lines(source), read_lines(target)
     for path, lines in ((source, src), (target, tgt)):
