@@ -21,7 +21,14 @@ from contextvec.cli.main import main
 from contextvec.encoders.bilm.config import ConfigError
 from contextvec.encoders.bilm.loader import load_bilm_tf, read_options
 from contextvec.text.chars import BOS_TOKEN, EOS_TOKEN
-from contextvec.training import PRESETS, CorpusVocabulary, TrainConfig, Trainer, evaluate, load_model
+from contextvec.training import (
+    PRESETS,
+    CorpusVocabulary,
+    TrainConfig,
+    Trainer,
+    evaluate_perplexity,
+    load_model,
+)
 from contextvec.training.bilm.batcher import StreamBatcher
 from contextvec.training.bilm.lm import (
     ChunkedSoftmaxNLL,
@@ -203,10 +210,10 @@ def test_training_lowers_perplexity_and_cli_reports_it(corpus, tmp_path, capsys)
     printed = capsys.readouterr().out
     assert "perplexity valid: forward" in printed
     model, vocab = load_model(out / "model")
-    ppl = evaluate(model, lambda: read_sentences([corpus / "valid.txt"]), vocab)
+    ppl = evaluate_perplexity(model, lambda: read_sentences([corpus / "valid.txt"]), vocab)
     untrained = LanguageModel(model.config, len(vocab))
     init_weights(untrained, 0)
-    baseline = evaluate(untrained, lambda: read_sentences([corpus / "valid.txt"]), vocab)
+    baseline = evaluate_perplexity(untrained, lambda: read_sentences([corpus / "valid.txt"]), vocab)
     assert ppl.average < 0.7 * baseline.average
     assert main(["perplexity", str(corpus / "valid.txt"), "--model", str(out / "model"),
                  "--quiet"]) == 0

@@ -1,7 +1,7 @@
 """A trained biLM's files (model + softmax + vocabulary), its perplexity, its starting point.
 
 :func:`save_model`/:func:`load_model` read and write a contextvec model directory that keeps
-the softmax and the vocabulary (for perplexity and fine-tuning); :func:`evaluate` is the exact
+the softmax and the vocabulary (for perplexity and fine-tuning); :func:`evaluate_perplexity` is the exact
 full-softmax perplexity; :func:`init_weights` is bilm-tf's initialisation of a new model;
 :func:`fine_tuning_config` gives the settings a model is continued with by default.
 """
@@ -121,7 +121,7 @@ def fine_tuning_config(init: str | os.PathLike, model: BiLMConfig) -> TrainConfi
 
 
 @torch.no_grad()
-def evaluate(
+def evaluate_perplexity(
     model: LanguageModel,
     sentences: Callable[[], Iterator[list[str]]],
     vocab: CorpusVocabulary,

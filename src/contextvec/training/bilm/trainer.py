@@ -26,7 +26,7 @@ from contextvec.training.bilm.lm import LanguageModel, LSTMState
 from contextvec.training.bilm.model_files import (
     VOCAB_FILE,
     Perplexity,
-    evaluate,
+    evaluate_perplexity,
     init_weights,
     load_model,
     save_model,
@@ -160,8 +160,9 @@ class Trainer(TrainingLoop):
         if self.valid_paths is None:
             return None
         c = self.config
-        return evaluate(model or self.result_model, lambda: read_sentences(self.valid_paths, c.tokenizer),
-                        self.vocab, rows=c.rows, unroll=c.unroll, contiguous=c.contiguous)
+        return evaluate_perplexity(model or self.result_model,
+                                   lambda: read_sentences(self.valid_paths, c.tokenizer),
+                                   self.vocab, rows=c.rows, unroll=c.unroll, contiguous=c.contiguous)
 
     def train_step(self, batcher: StreamBatcher) -> tuple[float, int] | None:
         """One update on the next window: (its loss, its tokens), None at the corpus end."""
