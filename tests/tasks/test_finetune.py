@@ -33,7 +33,7 @@ from contextvec.encoders.bert.tokenizer import WordPieceTokenizer
 from contextvec.tasks import load_task_model
 from contextvec.tasks.finetune import warmup_linear_decay
 from contextvec.tasks.models import FixedLayers, ModelSettings
-from contextvec.tasks.train import Split, attach_features, build_model, load_split
+from contextvec.tasks.train import Split, attach_features, build_task_model, load_split
 from contextvec.training.optim import bert_parameter_groups
 
 TASKS = SHARED / "tasks"
@@ -418,7 +418,7 @@ def test_fixed_layer_combinations(tmp_path, bert_dir):
     concat = FixedLayers(encoder, "concat_last_4")
     assert concat.output_dim == 64 and concat(sentences).layers.shape == (1, 2, 4, 64)
     for how, penalised in (("sum_last_4", False), ("mix", True)):
-        model, _ = build_model("ner", split, [], ModelSettings(placement="input", layers=how), encoder)
+        model, _ = build_task_model("ner", split, [], ModelSettings(placement="input", layers=how), encoder)
         with torch.no_grad():
             model.contextual.mixes[0].weights.fill_(1.0)
         assert (float(model.mix_penalty(1.0).detach()) > 0) is penalised

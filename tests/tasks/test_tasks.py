@@ -37,7 +37,14 @@ from contextvec.tasks.readers import (
     read_sst,
     read_trec,
 )
-from contextvec.tasks.train import Split, TrainSettings, build_model, entity_mentions, ner_scores, train_task
+from contextvec.tasks.train import (
+    Split,
+    TrainSettings,
+    build_task_model,
+    entity_mentions,
+    ner_scores,
+    train_task,
+)
 
 TASKS = SHARED / "tasks"
 CONLL_TRAIN = TASKS / "conll2003" / "eng.train.gz"
@@ -225,7 +232,7 @@ def test_precomputed_layers_equal_running_the_encoder():
     sentences = [["EU", "rejects", "German", "call"], ["Peter"], ["In", "Paris", "!"]]
     train = Split(sentences, [["I-ORG", "O", "I-MISC", "O"], ["I-PER"], ["O", "I-LOC", "O"]], "s")
     settings = ModelSettings(placement="input+output", layer_norm=True, hidden=8, char_filters=4)
-    model, indexer = build_model("ner", train, [], settings, encoder)
+    model, indexer = build_task_model("ner", train, [], settings, encoder)
     model.eval()
     features = [a for a in encoder.embed(sentences)]
     with torch.no_grad():

@@ -15,7 +15,7 @@ from contextvec.tasks.models import BCNClassifier, ModelSettings, char_ngrams, n
 from contextvec.tasks.models.bcn import Maxout
 from contextvec.tasks.readers import read_trec
 from contextvec.tasks.spec import get_task
-from contextvec.tasks.train import Split, TrainSettings, build_model, train_task
+from contextvec.tasks.train import Split, TrainSettings, build_task_model, train_task
 
 # Batch norm's running statistics trail the weights over the few batches of these tiny sets:
 # dev is near chance for a few epochs, hence the patience.
@@ -50,7 +50,7 @@ def test_bcn_fits_learnable_data_even_with_a_batch_of_one():
 def test_bcn_shape_follows_the_seed():
     rng = random.Random(0)
     train = _sentiment(20, rng)
-    model, _ = build_model("sst5", Split(train.sentences, ["1"] * 10 + ["3"] * 10), [], BCN)
+    model, _ = build_task_model("sst5", Split(train.sentences, ["1"] * 10 + ["3"] * 10), [], BCN)
     h = BCN.hidden
     assert isinstance(model.feedforward[1], torch.nn.ReLU) and model.feedforward[0].out_features == h
     assert model.encoder.bidirectional and model.integrator.input_size == 6 * h  # [X; X - C; X * C]
@@ -66,7 +66,7 @@ def test_bcn_drops_its_input_once():
     rng = random.Random(0)
     train = _sentiment(40, rng)
     torch.manual_seed(0)
-    model, indexer = build_model("sst2", train, [], ModelSettings(**{**BCN.__dict__, "dropout": 0.5}))
+    model, indexer = build_task_model("sst2", train, [], ModelSettings(**{**BCN.__dict__, "dropout": 0.5}))
     batch = indexer.batch(train.sentences, train.labels)
     seen: list[torch.Tensor] = []
     linear = next(m for m in model.feedforward if isinstance(m, torch.nn.Linear))
@@ -81,10 +81,10 @@ def test_bcn_loads_the_weights_of_models_saved_with_the_old_feedforward_names():
     rng = random.Random(0)
     train = _sentiment(20, rng)
     torch.manual_seed(0)
-    model, _ = build_model("sst2", train, [], BCN)
+    model, _ = build_task_model("sst2", train, [], BCN)
     state = {k.replace("feedforward.0.", "feedforward.1."): v.clone() for k, v in model.state_dict().items()}
     torch.manual_seed(1)
-    fresh, _ = build_model("sst2", train, [], BCN)
+    fresh, _ = build_task_model("sst2", train, [], BCN)
     assert not torch.equal(fresh.feedforward[0].weight, model.feedforward[0].weight)
     fresh.load_state_dict(state)
     assert torch.equal(fresh.feedforward[0].weight, model.feedforward[0].weight)
@@ -97,7 +97,7 @@ def test_bcn_predictions_do_not_depend_on_padding():
     rng = random.Random(1)
     train = _sentiment(30, rng)
     torch.manual_seed(0)
-    model, indexer = build_model("sst2", train, [], BCN)
+    model, indexer = build_task_model("sst2", train, [], BCN)
     model.eval()
     sentences = [["good", "film"], ["it", "was", "a", "bad", "plot", "it", "was"]]
     with torch.no_grad():
@@ -168,7 +168,7 @@ def test_a_word_vector_is_the_mean_of_its_known_ngram_vectors():
     rng = random.Random(0)
     train = _sentiment(20, rng)
     settings = ModelSettings(word_dim=4, char_cnn=False, char_ngram_dim=6)
-    model, indexer = build_model("sst2", train, [], settings)
+    model, indexer = build_task_model("sst2", train, [], settings)
     model.eval()
     batch = indexer.batch([["good", "zzqq"], ["film"]])
     with torch.no_grad():

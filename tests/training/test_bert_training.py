@@ -27,7 +27,7 @@ from contextvec.cli.main import main
 from contextvec.encoders.bert import BertEncoder, WordPieceTokenizer
 from contextvec.encoders.bert.heads import BertForPreTraining, load_pretraining_model
 from contextvec.training.bert.config import PRESETS
-from contextvec.training.bert.evaluate import EVAL_SEED, EvalSettings, evaluate
+from contextvec.training.bert.evaluate import EVAL_SEED, EvalSettings, evaluate_pretraining
 from contextvec.training.bert.instances import (
     IGNORE_INDEX,
     IS_NEXT,
@@ -300,8 +300,9 @@ def test_training_lowers_perplexity_and_saves_an_hf_bert(corpus, tmp_path, capsy
     model = load_pretraining_model(model_dir)
     untrained = BertForPreTraining(model.config)
     untrained.init_weights(0)
-    before = evaluate(untrained, WordPieceTokenizer.from_directory(model_dir), [corpus / "valid.txt"],
-                      EvalSettings(InstanceSettings(64, seed=EVAL_SEED), max_pairs=24))
+    before = evaluate_pretraining(untrained, WordPieceTokenizer.from_directory(model_dir),
+                                  [corpus / "valid.txt"],
+                                  EvalSettings(InstanceSettings(64, seed=EVAL_SEED), max_pairs=24))
     assert before.perplexity > 700
     assert valid["perplexity"] < 0.6 * before.perplexity and valid["pairs"] > 50
     # eval-bert scores the same instances (fixed seed) with the saved model.

@@ -21,7 +21,14 @@ from contextvec.cli.main import main
 from contextvec.encoders.bilm.config import ConfigError
 from contextvec.encoders.bilm.loader import load_bilm_tf, read_options
 from contextvec.text.chars import BOS_TOKEN, EOS_TOKEN
-from contextvec.training import PRESETS, TrainConfig, Trainer, Vocabulary, evaluate, load_model
+from contextvec.training import (
+    PRESETS,
+    CorpusVocabulary,
+    TrainConfig,
+    Trainer,
+    evaluate_perplexity,
+    load_model,
+)
 from contextvec.training.bilm.batcher import StreamBatcher
 from contextvec.training.bilm.lm import (
     ChunkedSoftmaxNLL,
@@ -55,15 +62,15 @@ def _config(**changes):
 
 def test_vocabulary_order_and_limits(tmp_path):
     sentences = [["b", "a", "b"], ["c", "b", "a", "<S>"], ["d"]]
-    vocab = Vocabulary.build(sentences)
+    vocab = CorpusVocabulary.build(sentences)
     assert vocab.tokens == ["<S>", "</S>", "<UNK>", "b", "a", "c", "d"]
-    assert Vocabulary.build(sentences, min_count=2).tokens[3:] == ["b", "a"]
-    assert Vocabulary.build(sentences, max_size=4).tokens == ["<S>", "</S>", "<UNK>", "b"]
+    assert CorpusVocabulary.build(sentences, min_count=2).tokens[3:] == ["b", "a"]
+    assert CorpusVocabulary.build(sentences, max_size=4).tokens == ["<S>", "</S>", "<UNK>", "b"]
     assert vocab.id("zzz") == vocab.unk == 2
     vocab.save(tmp_path / "vocab.txt")
-    assert Vocabulary.load(tmp_path / "vocab.txt").tokens == vocab.tokens
+    assert CorpusVocabulary.load(tmp_path / "vocab.txt").tokens == vocab.tokens
     with pytest.raises(ValueError, match="starts with"):
-        Vocabulary(["a", "b", "c"])
+        CorpusVocabulary(["a", "b", "c"])
 
 
 def test_corpus_reading(corpus, tmp_path):
@@ -96,7 +103,7 @@ def test_interleaved_reading_takes_one_line_of_each_file_in_turn(tmp_path):
 
 def test_windows_cover_every_prediction_once():
     sentences = [["a", "b", "c"], ["d"], ["e", "f"], ["g", "h", "i", "j", "k"]]
-    vocab = Vocabulary.build(sentences)
+    vocab = CorpusVocabulary.build(sentences)
     batcher = StreamBatcher(lambda: iter(sentences), vocab, rows=2, unroll=3)
     windows = list(batcher)
     scored = sum(int(w.mask[0].sum()) for w in windows)
@@ -115,7 +122,7 @@ def test_windows_cover_every_prediction_once():
 
 def test_batcher_state_resumes_exactly():
     sentences = [[f"w{i}", f"w{i + 1}"] * (1 + i % 4) for i in range(40)]
-    vocab = Vocabulary.build(sentences)
+    vocab = CorpusVocabulary.build(sentences)
     straight = list(StreamBatcher(lambda: iter(sentences), vocab, rows=3, unroll=4))
     first = StreamBatcher(lambda: iter(sentences), vocab, rows=3, unroll=4)
     head = [next(first) for _ in range(5)]
@@ -156,7 +163,7 @@ def test_blocked_softmax_nll_matches_autograd_cross_entropy(block):
 
 def test_sampled_softmax_trains_and_full_softmax_scores(corpus):
     sentences = list(read_sentences(expand_paths([str(corpus / "train.txt.gz")])))[:50]
-    vocab = Vocabulary.build(sentences)
+    vocab = CorpusVocabulary.build(sentences)
     model = LanguageModel(PRESETS["tiny"].model, len(vocab))
     window = next(StreamBatcher(lambda: iter(sentences), vocab, rows=4, unroll=8))
     sums, counts, _ = model(window, negatives=64, generator=torch.Generator().manual_seed(1))
@@ -172,7 +179,7 @@ def test_sampled_softmax_trains_and_full_softmax_scores(corpus):
 @pytest.mark.parametrize("mode", ["softmax", "all"])
 def test_bf16_autocast_rounds_the_loss_and_keeps_float32_state_and_gradients(corpus, mode):
     sentences = list(read_sentences(expand_paths([str(corpus / "train.txt.gz")])))[:50]
-    vocab = Vocabulary.build(sentences)
+    vocab = CorpusVocabulary.build(sentences)
     torch.manual_seed(0)
     model = LanguageModel(PRESETS["tiny"].model, len(vocab))
     window = next(StreamBatcher(lambda: iter(sentences), vocab, rows=4, unroll=8))
@@ -203,10 +210,10 @@ def test_training_lowers_perplexity_and_cli_reports_it(corpus, tmp_path, capsys)
     printed = capsys.readouterr().out
     assert "perplexity valid: forward" in printed
     model, vocab = load_model(out / "model")
-    ppl = evaluate(model, lambda: read_sentences([corpus / "valid.txt"]), vocab)
+    ppl = evaluate_perplexity(model, lambda: read_sentences([corpus / "valid.txt"]), vocab)
     untrained = LanguageModel(model.config, len(vocab))
     init_weights(untrained, 0)
-    baseline = evaluate(untrained, lambda: read_sentences([corpus / "valid.txt"]), vocab)
+    baseline = evaluate_perplexity(untrained, lambda: read_sentences([corpus / "valid.txt"]), vocab)
     assert ppl.average < 0.7 * baseline.average
     assert main(["perplexity", str(corpus / "valid.txt"), "--model", str(out / "model"),
                  "--quiet"]) == 0
@@ -275,7 +282,7 @@ def test_two_process_ddp_equals_one_process(corpus, tmp_path):
     one = load_file(single / "model" / "model.safetensors")
     two = load_file(ddp / "model" / "model.safetensors")
     assert one.keys() == two.keys()
-    initial = LanguageModel(PRESETS["tiny"].model, len(Vocabulary.load(single / "vocab.txt")))
+    initial = LanguageModel(PRESETS["tiny"].model, len(CorpusVocabulary.load(single / "vocab.txt")))
     init_weights(initial, PRESETS["tiny"].seed)
     assert not torch.equal(initial.softmax.weight, one["softmax.weight"])  # it did train
     for key in one:
@@ -349,7 +356,7 @@ def test_new_highway_gates_start_mostly_closed():
 
 def test_contiguous_streams_read_consecutive_parts_and_resume_exactly():
     sentences = [[f"w{i}"] for i in range(12)]
-    vocab = Vocabulary.build(sentences)
+    vocab = CorpusVocabulary.build(sentences)
     windows = list(StreamBatcher(lambda: iter(sentences), vocab, rows=3, unroll=2,
                                  bidirectional=False, contiguous=True))
     rows = [[t for w in windows for t in w.tokens[0][r] if t] for r in range(3)]
@@ -360,7 +367,7 @@ def test_contiguous_streams_read_consecutive_parts_and_resume_exactly():
     assert sum(int(w.mask[0].sum()) for w in windows) == 12 * 2
     # Parts are cut by tokens, not sentences, so every row runs out at about the same step.
     uneven = [["x"] * 30] + [["y"]] * 30
-    balanced = list(StreamBatcher(lambda: iter(uneven), Vocabulary.build(uneven), rows=2,
+    balanced = list(StreamBatcher(lambda: iter(uneven), CorpusVocabulary.build(uneven), rows=2,
                                   unroll=4, bidirectional=False, contiguous=True))
     per_row = [sum(int(w.mask[0, r].sum()) for w in balanced) for r in range(2)]
     assert per_row == [51, 40]  # sentence 0 (31 targets) + 10 short ones | 20 short ones

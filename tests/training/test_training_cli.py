@@ -11,7 +11,7 @@ import torch
 
 from contextvec.cli.main import COMMANDS, build_parser, main
 from contextvec.training.corpus import read_sentences
-from contextvec.training.mt.data import read_lines
+from contextvec.training.mt.data import read_parallel_side
 
 COMMANDS_HERE = ("train-bilm", "train-bert", "train-mt", "train-wordpiece", "train-word-vectors",
                  "perplexity", "eval-bert", "translate", "bleu")
@@ -150,7 +150,7 @@ def test_every_corpus_reader_drops_a_byte_order_mark(tmp_path, suffix):
     data = "\ufeffHello world .\nBye .\n".encode()
     path.write_bytes(gzip.compress(data) if suffix.endswith(".gz") else data)
     assert list(read_sentences([path])) == [["Hello", "world", "."], ["Bye", "."]]
-    assert read_lines(path) == ["Hello world .", "Bye ."]
+    assert read_parallel_side(path) == ["Hello world .", "Bye ."]
 
 
 def test_perplexity_of_a_file_with_a_byte_order_mark_is_that_of_the_file_without(tmp_path, capsys):

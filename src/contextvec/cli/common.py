@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the heavy imports wait until a command runs (fast --help)
     from contextvec.api import ModelSpec
-    from contextvec.encoders.base import Encoder
 
 
 PRECISIONS = ("fp32", "bf16", "int8")
@@ -45,11 +44,6 @@ def model_spec(args: argparse.Namespace) -> ModelSpec:
 
     return ModelSpec(args.model, args.options_file, args.weight_file, args.device, args.threads,
                      getattr(args, "precision", "fp32"))
-
-
-def load_model(args: argparse.Namespace) -> Encoder:
-    """The encoder :func:`model_spec` names, loaded with ``--threads`` torch threads (if given)."""
-    return model_spec(args).load()
 
 
 # -- argparse types: every numeric option is range-checked at parse time (exit code 2) ---------

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from contextvec.cli.common import add_model_arguments, add_overwrite_argument, check_output, load_model
+from contextvec.cli.common import add_model_arguments, add_overwrite_argument, check_output, model_spec
 
 HELP = "convert a model between bilm-tf (options.json + weights.hdf5) and native safetensors"
 SUPPORTED = ("ELMo (bilm-tf files or checkpoint, TF-Hub module, or native) converts to native or "
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> None:
                               "model: remove options.json and weights.hdf5, or write elsewhere")
     if args.dtype != "float32" and args.to != "native":
         raise ValueError("--dtype applies to --to native (bilm-tf files are float32)")
-    encoder = load_model(args)
+    encoder = model_spec(args).load()
     if args.to == "native":
         contextvec.save(encoder, out)
         if args.dtype == "float16":

@@ -11,7 +11,7 @@ from contextvec.encoders.bert.heads import load_pretraining_model
 from contextvec.encoders.bert.loader import HF_BERT
 from contextvec.encoders.bert.tokenizer import WordPieceTokenizer
 from contextvec.encoders.registry import refuse_other_kinds
-from contextvec.training.bert.evaluate import EVAL_SEED, EvalSettings, evaluate
+from contextvec.training.bert.evaluate import EVAL_SEED, EvalSettings, evaluate_pretraining
 from contextvec.training.bert.instances import InstanceSettings
 from contextvec.training.corpus import expand_paths
 
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> None:
     instances = InstanceSettings(length, args.masked_lm_prob, args.whole_word_mask,
                                  sentences=args.sentences, seed=args.seed)
     settings = EvalSettings(instances, args.batch_size, args.max_pairs, progress=not args.quiet)
-    scores = evaluate(model, tokenizer, paths, settings)
+    scores = evaluate_pretraining(model, tokenizer, paths, settings)
     print(scores)
 
 

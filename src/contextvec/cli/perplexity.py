@@ -7,7 +7,7 @@ import argparse
 from contextvec.cli import common
 from contextvec.cli import training_options as options
 from contextvec.text.tokenize import Tokenizer
-from contextvec.training.bilm.model_files import evaluate, load_model
+from contextvec.training.bilm.model_files import evaluate_perplexity, load_model
 from contextvec.training.corpus import expand_paths, read_sentences
 
 HELP = "forward, backward and average perplexity of a trained model on held-out text"
@@ -31,8 +31,8 @@ def run(args: argparse.Namespace) -> None:
     options.set_threads(args)
     paths = expand_paths(args.files)
     model, vocab = load_model(args.model)
-    ppl = evaluate(model, lambda: read_sentences(paths, args.tokenizer), vocab, args.rows, args.unroll,
-                   progress=not args.quiet, contiguous=args.contiguous)
+    ppl = evaluate_perplexity(model, lambda: read_sentences(paths, args.tokenizer), vocab, args.rows,
+                              args.unroll, progress=not args.quiet, contiguous=args.contiguous)
     print(f"tokens {ppl.tokens:,}")
     print(f"forward perplexity {ppl.forward:.2f}")
     if ppl.backward is not None:

@@ -45,7 +45,7 @@ def add_wsd_parsers(tasks: argparse._SubParsersAction) -> None:
                      help="write each layer's answers as PREFIX.layerN.key.txt (Raganato key format; "
                      "default: not written)")
     opts.add_output_arguments(wsd)
-    wsd.set_defaults(run=run_wsd)
+    wsd.set_defaults(run=_run_wsd)
 
     nb = tasks.add_parser("neighbours", help=NEIGHBOURS_HELP, description=(
         NEIGHBOURS_HELP + " (ELMo Table 4). Only corpus sentences containing the word are embedded; a "
@@ -72,10 +72,10 @@ def add_wsd_parsers(tasks: argparse._SubParsersAction) -> None:
     add_model_arguments(nb)
     opts.add_embed_batch_argument(nb, old_name="--batch-size")
     opts.add_output_arguments(nb)
-    nb.set_defaults(run=run_neighbours)
+    nb.set_defaults(run=_run_neighbours)
 
 
-def run_wsd(args: argparse.Namespace) -> None:
+def _run_wsd(args: argparse.Namespace) -> None:
     job = jobs.WsdSettings(
         args.train, args.eval, args.gold, args.max_train_sentences, args.wordnet, _encoder(args),
         VectorSource(FeatureSettings(args.cache_dir, args.feature_dtype, args.embed_batch_size),
@@ -99,7 +99,7 @@ def run_wsd(args: argparse.Namespace) -> None:
         opts.write_json(args.output, result.report.to_dict())
 
 
-def run_neighbours(args: argparse.Namespace) -> None:
+def _run_neighbours(args: argparse.Namespace) -> None:
     job = jobs.NeighboursSettings(
         tuple(args.sentence.split()), args.word, args.corpus, args.occurrence, args.max_sentences,
         ContextSearch(args.layer, args.top_k, args.ignore_case, args.embed_batch_size, not args.quiet),

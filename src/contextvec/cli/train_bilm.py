@@ -12,7 +12,7 @@ from contextvec.text.tokenize import Tokenizer
 from contextvec.training.bilm.config import BF16_MODES, OPTIMIZERS, PRESETS, TrainConfig
 from contextvec.training.bilm.model_files import (
     FINE_TUNING_LR_FACTOR,
-    evaluate,
+    evaluate_perplexity,
     fine_tuning_config,
     load_model,
 )
@@ -116,8 +116,8 @@ def run(args: argparse.Namespace) -> None:
     if args.init and args.valid:
         model, vocab = load_model(args.init)
         valid = expand_paths(args.valid)
-        before = evaluate(model, lambda: read_sentences(valid, config.tokenizer), vocab,
-                          config.rows, config.unroll, contiguous=config.contiguous)
+        before = evaluate_perplexity(model, lambda: read_sentences(valid, config.tokenizer), vocab,
+                                     config.rows, config.unroll, contiguous=config.contiguous)
         print(f"perplexity before fine-tuning: {before.average:.2f}")
     start = time.perf_counter()
     trainer = Trainer(config, args.train, args.output_dir, args.valid, init=args.init,

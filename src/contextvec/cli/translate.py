@@ -9,7 +9,7 @@ import sys
 from contextvec.cli import common
 from contextvec.cli import training_options as options
 from contextvec.io.atomic import atomic_path
-from contextvec.training.mt.data import read_lines, tokenize_lines
+from contextvec.training.mt.data import read_parallel_side, tokenize_lines
 from contextvec.training.mt.translator import bleu, bleu_signature, load_translator, translate
 
 HELP = "translate a file with a model trained by train-mt"
@@ -51,7 +51,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def _translate_file(args: argparse.Namespace, path: str) -> list[str]:
     options.set_threads(args)
     model, vocab = load_translator(args.model, args.device)
-    sources = tokenize_lines(read_lines(path), args.tokenizer)
+    sources = tokenize_lines(read_parallel_side(path), args.tokenizer)
     hyps = translate(model, vocab, sources, beam=args.beam, batch_size=args.batch_size,
                      length_penalty=args.length_penalty, progress=not args.quiet)
     return [" ".join(h) for h in hyps]
@@ -73,8 +73,8 @@ def run_translate(args: argparse.Namespace) -> None:
 
 def run_bleu(args: argparse.Namespace) -> None:
     options.prepare_output(args.output, [args.src, args.ref], overwrite=args.overwrite)
-    refs = read_lines(args.ref)
-    n_src = len(read_lines(args.src))
+    refs = read_parallel_side(args.ref)
+    n_src = len(read_parallel_side(args.src))
     if n_src != len(refs):
         raise ValueError(f"{args.src} has {n_src} lines but {args.ref} has {len(refs)}")
     hyps = _translate_file(args, args.src)

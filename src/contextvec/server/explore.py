@@ -50,7 +50,7 @@ class ExploreSettings:
     progress: bool = True
 
 
-def read_corpus(path: str | None, tokenizer: str) -> tuple[str, list[list[str]]]:
+def read_explore_corpus(path: str | None, tokenizer: str) -> tuple[str, list[list[str]]]:
     """``(source, sentences)`` of a corpus file (None: the bundled sample), split by ``tokenizer``.
 
     Raises:
@@ -123,7 +123,7 @@ class Explorer:
             except (FileNotFoundError, ValueError) as error:
                 raise ValueError(f"--explore-report {path}: {error}") from None
         try:
-            source, sentences = read_corpus(settings.corpus, service.settings.tokenizer)
+            source, sentences = read_explore_corpus(settings.corpus, service.settings.tokenizer)
         except (OSError, ValueError) as error:
             why = error.strerror if isinstance(error, OSError) and error.strerror else error
             raise ValueError(f"--explore-corpus {settings.corpus}: {why}") from None

@@ -18,7 +18,7 @@ MAX_OCCURRENCES = 64
 MAX_TOP_K = 50
 
 
-class ModelInfo(BaseModel):
+class ExploreModelInfo(BaseModel):
     id: str
     num_layers: int
     dim: int
@@ -44,7 +44,7 @@ class ReportInfo(BaseModel):
 
 
 class ExploreInfo(BaseModel):
-    models: list[ModelInfo]
+    models: list[ExploreModelInfo]
     corpus: CorpusInfo
     reports: list[ReportInfo]
 
@@ -106,14 +106,14 @@ class NearestRequest(BaseModel):
     tokenizer: TokenizerName | None = None
 
 
-class Context(Occurrence):
+class ExploreContext(Occurrence):
     similarity: float
 
 
 class LayerContexts(BaseModel):
     layer: int
     name: str
-    contexts: list[Context]
+    contexts: list[ExploreContext]
 
 
 class NearestResponse(BaseModel):

@@ -45,7 +45,7 @@ from contextvec.tasks.models import Indexer, ModelSettings, TokenEmbedder, Vocab
 from contextvec.tasks.schemes import to_scheme
 from contextvec.tasks.spec import TaskSpec, get_task
 from contextvec.tasks.split import Split
-from contextvec.tasks.train import ENCODER_PREFIX, PreparedSplit, predict_split, select_layers
+from contextvec.tasks.train import ENCODER_PREFIX, PreparedSplit, predict_split, task_layers
 
 FORMAT, VERSION = "contextvec-task-model", 1
 TASK_FILE, WEIGHTS, WORDS, CHARS = "task.json", "model.safetensors", "words.json", "chars.json"
@@ -220,7 +220,7 @@ class TaskModel:
             chunk = sentences[start:start + FEATURE_CHUNK]
             arrays: list[np.ndarray] = [np.empty(0)] * len(chunk)
             for row, array in self.encoder.embed_batches(chunk, embed_batch_size, MAX_TOKENS):
-                arrays[row] = select_layers(array.astype(dtype, copy=False), how)
+                arrays[row] = task_layers(array.astype(dtype, copy=False), how)
             out += arrays
         return out
 

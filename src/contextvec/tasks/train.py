@@ -62,8 +62,8 @@ from contextvec.tasks.split import Split, subsample
 from contextvec.text.batching import length_batches
 
 __all__ = ["ENCODER_PREFIX", "TAGGING", "TASKS", "PreparedSplit", "Split", "TaskReport", "TrainSettings",
-           "accuracy", "attach_features", "build_model", "entity_mentions", "load_split", "ner_scores",
-           "predict_split", "select_layers", "subsample", "task_labels", "to_scheme", "train_task",
+           "accuracy", "attach_features", "build_task_model", "entity_mentions", "load_split", "ner_scores",
+           "predict_split", "subsample", "task_labels", "task_layers", "to_scheme", "train_task",
            "training_batches"]
 
 ENCODER_PREFIX = "contextual.encoder."
@@ -119,13 +119,13 @@ def attach_features(
             dataset = features.file["layers"]  # kept in the stored dtype: float16 halves the memory
             # Read only the layers the combination needs (BERT has 13).
             wanted = {"mix": 0, "last": features.num_layers - 1}.get(layers, features.num_layers - 4)
-            kept = select_layers(dataset[wanted:], layers)
+            kept = task_layers(dataset[wanted:], layers)
             offsets = features.offsets
         split.features = [kept[:, offsets[i]:offsets[i + 1]] for i in range(len(split))]
     return time.perf_counter() - started
 
 
-def select_layers(layers: np.ndarray, how: str) -> np.ndarray:
+def task_layers(layers: np.ndarray, how: str) -> np.ndarray:
     """The ``(k, tokens, dim)`` layers the model sees of ``layers``, in their dtype: all
     (``mix``), the last, or a fixed combination (summed in float32, stored back in the dtype).
     ``layers`` may hold only the last 1 or 4 layers that a fixed combination needs."""
@@ -168,7 +168,7 @@ def predict_split(
     return out
 
 
-def build_model(
+def build_task_model(
     task: str,
     train: Split,
     others: Sequence[Split],
@@ -215,7 +215,7 @@ def train_task(
     full_train_size = len(train)
     train = subsample(train, settings.train_fraction, settings.seed)
     others = [dev] + ([test] if test is not None else [])
-    model, indexer = build_model(task, train, others, model_settings, encoder, vectors)
+    model, indexer = build_task_model(task, train, others, model_settings, encoder, vectors)
     model.indexer = indexer  # kept with the model: a saved model needs its vocabularies
     device = settings.device
     model.to(device)

@@ -88,7 +88,7 @@ def read_sentences(
                 yield tokens
 
 
-class Vocabulary:
+class CorpusVocabulary:
     """Token <-> id for the softmax: ``<S>``, ``</S>``, ``<UNK>``, then by descending frequency.
 
     The frequency order is what the log-uniform sampler of sampled softmax assumes. Saved as
@@ -124,7 +124,7 @@ class Vocabulary:
     @classmethod
     def build(
         cls, sentences: Iterable[list[str]], min_count: int = 1, max_size: int | None = None
-    ) -> Vocabulary:
+    ) -> CorpusVocabulary:
         """Count a corpus (streamed); ties in frequency are broken alphabetically."""
         counts: Counter[str] = Counter()
         for sentence in sentences:
@@ -140,6 +140,6 @@ class Vocabulary:
         Path(path).write_text("\n".join(self.tokens) + "\n", encoding="utf-8")
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> Vocabulary:
+    def load(cls, path: str | os.PathLike) -> CorpusVocabulary:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
         return cls([line.strip() for line in lines if line.strip() and line != "!!!MAXTERMID"])

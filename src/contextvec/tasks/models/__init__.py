@@ -4,7 +4,7 @@ Both models read tokens through the same input layer and the same biLSTM encoder
 
 - **Token representation** ``x``: a word embedding (random init, or a word2vec/GloVe file, see
   :func:`build_vocabularies`; trained with the model) and, optionally, a small character CNN
-  (:class:`CharCNN`: char embeddings, one convolution, max over the characters; Lample et al.
+  (:class:`WordCharCNN`: char embeddings, one convolution, max over the characters; Lample et al.
   2016, Ma & Hovy 2016). Words are looked up **lowercased** (like Senna's and GloVe 6B's
   vocabularies); case reaches the model through the characters and the contextual vectors.
   During training a word seen once in train is replaced by UNK with probability
@@ -35,12 +35,12 @@ Both models read tokens through the same input layer and the same biLSTM encoder
 
 from contextvec.tasks.models.bcn import BCNClassifier
 from contextvec.tasks.models.bilstm import (
-    CharCNN,
     NerTagger,
     NgramEmbedder,
     SentenceClassifier,
     TaskModelBase,
     TokenEmbedder,
+    WordCharCNN,
 )
 from contextvec.tasks.models.contextual import FixedLayers, check_layers, contextual_embedder
 from contextvec.tasks.models.settings import CLASSIFIERS, LAYERS, PLACEMENTS, ModelSettings
@@ -58,8 +58,8 @@ from contextvec.tasks.models.vocab import (
 )
 
 __all__ = [
-    "CLASSIFIERS", "LAYERS", "MAX_CHARS", "PAD", "PLACEMENTS", "UNK", "BCNClassifier", "Batch", "CharCNN",
-    "FixedLayers", "Indexer", "ModelSettings", "NerTagger", "NgramEmbedder", "SentenceClassifier",
-    "TaskModelBase", "TokenEmbedder", "Vocabulary", "build_vocabularies", "char_ngrams", "check_layers",
+    "CLASSIFIERS", "LAYERS", "MAX_CHARS", "PAD", "PLACEMENTS", "UNK", "BCNClassifier", "Batch", "FixedLayers",
+    "Indexer", "ModelSettings", "NerTagger", "NgramEmbedder", "SentenceClassifier", "TaskModelBase",
+    "TokenEmbedder", "Vocabulary", "WordCharCNN", "build_vocabularies", "char_ngrams", "check_layers",
     "contextual_embedder", "ngram_vocabulary", "wanted_words",
 ]

@@ -17,7 +17,7 @@ from contextvec.tasks.models.settings import ModelSettings
 from contextvec.tasks.models.vocab import PAD, UNK, Batch, Vocabulary, _random_embeddings
 
 
-class CharCNN(nn.Module):
+class WordCharCNN(nn.Module):
     """Character embeddings -> one convolution -> max over the token's characters (padding excluded)."""
 
     def __init__(self, num_chars: int, char_dim: int, filters: int, width: int) -> None:
@@ -83,7 +83,7 @@ class TokenEmbedder(nn.Module):
         self.register_buffer("singletons", words.singletons())
         self.word_unk_rate = settings.word_unk_rate
         self.chars = (
-            CharCNN(len(chars), settings.char_dim, settings.char_filters, settings.char_width)
+            WordCharCNN(len(chars), settings.char_dim, settings.char_filters, settings.char_width)
             if settings.char_cnn else None
         )
         self.ngrams = NgramEmbedder(len(ngrams), settings.char_ngram_dim) if ngrams is not None else None

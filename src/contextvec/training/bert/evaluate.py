@@ -24,7 +24,7 @@ EVAL_SEED = 12345
 
 @dataclass(frozen=True)
 class EvalSettings:
-    """How :func:`evaluate` scores a model.
+    """How :func:`evaluate_pretraining` scores a model.
 
     Attributes:
         instances: how the held-out pairs are made and masked (seeded by :data:`EVAL_SEED`
@@ -63,7 +63,7 @@ class BertScores:
 
 
 @torch.no_grad()
-def evaluate(
+def evaluate_pretraining(
     model: BertForPreTraining,
     tokenizer: WordPieceTokenizer,
     paths: Sequence[str | os.PathLike],

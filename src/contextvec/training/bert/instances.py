@@ -136,7 +136,7 @@ class Instance:
 
 
 @dataclass
-class Batch:
+class PretrainingBatch:
     """Padded tensors of a batch of instances, (rows, pieces) unless noted."""
 
     input_ids: torch.Tensor
@@ -145,15 +145,16 @@ class Batch:
     mlm_labels: torch.Tensor
     nsp_labels: torch.Tensor  # (rows,)
 
-    def rows(self, start: int, stop: int) -> Batch:
+    def rows(self, start: int, stop: int) -> PretrainingBatch:
         """The slice of rows a data-parallel worker computes."""
-        return Batch(self.input_ids[start:stop], self.token_type_ids[start:stop],
-                     self.attention_mask[start:stop], self.mlm_labels[start:stop],
-                     self.nsp_labels[start:stop])
+        return PretrainingBatch(self.input_ids[start:stop], self.token_type_ids[start:stop],
+                                self.attention_mask[start:stop], self.mlm_labels[start:stop],
+                                self.nsp_labels[start:stop])
 
-    def to(self, device: torch.device) -> Batch:
-        return Batch(*(t.to(device) for t in (self.input_ids, self.token_type_ids,
-                                              self.attention_mask, self.mlm_labels, self.nsp_labels)))
+    def to(self, device: torch.device) -> PretrainingBatch:
+        return PretrainingBatch(*(t.to(device) for t in (self.input_ids, self.token_type_ids,
+                                                         self.attention_mask, self.mlm_labels,
+                                                         self.nsp_labels)))
 
     @property
     def n_pieces(self) -> int:
@@ -165,7 +166,7 @@ class Batch:
         return int((self.mlm_labels != IGNORE_INDEX).sum())
 
 
-def collate(instances: Sequence[Instance], pad_id: int = 0) -> Batch:
+def collate(instances: Sequence[Instance], pad_id: int = 0) -> PretrainingBatch:
     """Pad instances to the longest one."""
     length = max(len(i.input_ids) for i in instances)
     shape = (len(instances), length)
@@ -180,4 +181,4 @@ def collate(instances: Sequence[Instance], pad_id: int = 0) -> Batch:
         mask[row, :n] = 1
         labels[row, :n] = torch.tensor(instance.mlm_labels)
     nsp = torch.tensor([i.nsp_label for i in instances], dtype=torch.long)
-    return Batch(ids, types, mask, labels, nsp)
+    return PretrainingBatch(ids, types, mask, labels, nsp)

@@ -38,7 +38,7 @@ from contextvec.training.bert.evaluate import (
     BertScores,
     EvalSettings,
     batch_scores,
-    evaluate,
+    evaluate_pretraining,
     padding_id,
 )
 from contextvec.training.bert.instances import IGNORE_INDEX, InstanceSettings, collate
@@ -217,7 +217,8 @@ class BertTrainer(TrainingLoop):
         """Held-out scores of the current model with this run's data settings."""
         # The held-out seed and reservoir size are eval-bert's, so its scores of the saved model match.
         held_out = replace(self.config.instances(), seed=EVAL_SEED, pool_size=InstanceSettings.pool_size)
-        return evaluate(self.model, self.tokenizer, paths, EvalSettings(held_out, self.config.batch_size))
+        return evaluate_pretraining(self.model, self.tokenizer, paths,
+                                    EvalSettings(held_out, self.config.batch_size))
 
     def save_model(self) -> Path:
         directory = self.output / MODEL_DIR

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from contextvec.text.chars import BOS_TOKEN, EOS_TOKEN
-from contextvec.training.corpus import Vocabulary
+from contextvec.training.corpus import CorpusVocabulary
 
 
 @dataclass
@@ -67,7 +67,7 @@ class StreamBatcher:
     def __init__(
         self,
         sentences: Callable[[], Iterator[list[str]]],
-        vocab: Vocabulary,
+        vocab: CorpusVocabulary,
         rows: int,
         unroll: int,
         bidirectional: bool = True,

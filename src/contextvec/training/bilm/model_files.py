@@ -1,7 +1,7 @@
 """A trained biLM's files (model + softmax + vocabulary), its perplexity, its starting point.
 
 :func:`save_model`/:func:`load_model` read and write a contextvec model directory that keeps
-the softmax and the vocabulary (for perplexity and fine-tuning); :func:`evaluate` is the exact
+the softmax and the vocabulary (for perplexity and fine-tuning); :func:`evaluate_perplexity` is the exact
 full-softmax perplexity; :func:`init_weights` is bilm-tf's initialisation of a new model;
 :func:`fine_tuning_config` gives the settings a model is continued with by default.
 """
@@ -28,7 +28,7 @@ from contextvec.io.native import load_native, save_native
 from contextvec.training.bilm.batcher import StreamBatcher
 from contextvec.training.bilm.config import TrainConfig
 from contextvec.training.bilm.lm import LanguageModel
-from contextvec.training.corpus import Vocabulary
+from contextvec.training.corpus import CorpusVocabulary
 from contextvec.training.loop import TRAINING_RECORD
 
 VOCAB_FILE = "vocab.txt"
@@ -50,7 +50,7 @@ class Perplexity:
         return self.forward if self.backward is None else (self.forward + self.backward) / 2
 
 
-def save_model(model: LanguageModel, vocab: Vocabulary, directory: str | os.PathLike) -> Path:
+def save_model(model: LanguageModel, vocab: CorpusVocabulary, directory: str | os.PathLike) -> Path:
     """A contextvec model directory with the softmax and vocabulary (for perplexity/fine-tuning)."""
     directory = Path(directory)
     state = {f"softmax.{k}": v for k, v in model.softmax.state_dict().items()}
@@ -69,7 +69,7 @@ def model_directory(directory: str | os.PathLike) -> Path:
     return directory if directory.exists() else bundled_models().get(str(directory), directory)
 
 
-def load_model(directory: str | os.PathLike) -> tuple[LanguageModel, Vocabulary]:
+def load_model(directory: str | os.PathLike) -> tuple[LanguageModel, CorpusVocabulary]:
     """A trained model directory (or a bundled model's name) -> (LM with softmax, vocabulary)."""
     from contextvec.api import bundled_models
 
@@ -86,7 +86,7 @@ def load_model(directory: str | os.PathLike) -> tuple[LanguageModel, Vocabulary]
         raise FileNotFoundError(f"{given} has no {VOCAB_FILE} (its softmax's vocabulary): this "
                                 f"command needs {wanted}, which keep it")
     _, config, state = load_native(directory)
-    vocab = Vocabulary.load(directory / VOCAB_FILE)
+    vocab = CorpusVocabulary.load(directory / VOCAB_FILE)
     model = LanguageModel(BiLMConfig.from_dict(config), len(vocab))
     softmax = {k.removeprefix("softmax."): v for k, v in state.items() if k.startswith("softmax.")}
     if not softmax:
@@ -121,10 +121,10 @@ def fine_tuning_config(init: str | os.PathLike, model: BiLMConfig) -> TrainConfi
 
 
 @torch.no_grad()
-def evaluate(
+def evaluate_perplexity(
     model: LanguageModel,
     sentences: Callable[[], Iterator[list[str]]],
-    vocab: Vocabulary,
+    vocab: CorpusVocabulary,
     rows: int = 32,
     unroll: int = 20,
     progress: bool = False,

@@ -26,13 +26,13 @@ from contextvec.training.bilm.lm import LanguageModel, LSTMState
 from contextvec.training.bilm.model_files import (
     VOCAB_FILE,
     Perplexity,
-    evaluate,
+    evaluate_perplexity,
     init_weights,
     load_model,
     save_model,
     training_record,
 )
-from contextvec.training.corpus import SPECIALS, Vocabulary, expand_paths, read_sentences
+from contextvec.training.corpus import SPECIALS, CorpusVocabulary, expand_paths, read_sentences
 from contextvec.training.loop import (
     CHECKPOINT,
     MODEL_DIR,
@@ -108,15 +108,15 @@ class Trainer(TrainingLoop):
         self._batcher: StreamBatcher | None = None  # the epoch in progress (its data position)
         torch.manual_seed(config.seed + self.rank)
 
-    def _vocabulary(self, config: TrainConfig) -> Vocabulary:
+    def _vocabulary(self, config: TrainConfig) -> CorpusVocabulary:
         """The output's vocabulary (a resumed run), else one built from the corpus."""
         path = self.output / VOCAB_FILE
         if path.is_file():
-            return Vocabulary.load(path)
-        vocab = Vocabulary.build(self._train_sentences(config), config.min_count, config.max_vocab)
+            return CorpusVocabulary.load(path)
+        vocab = CorpusVocabulary.build(self._train_sentences(config), config.min_count, config.max_vocab)
         if len(vocab) == len(SPECIALS):
             files = ", ".join(map(str, self.train_paths))
-            if len(Vocabulary.build(self._train_sentences(config))) == len(SPECIALS):
+            if len(CorpusVocabulary.build(self._train_sentences(config))) == len(SPECIALS):
                 raise ValueError(f"no tokens in {files}")
             raise ValueError(f"the vocabulary keeps no word of {files}: --min-count {config.min_count} "
                              f"and --max-vocab {config.max_vocab} (which counts the {len(SPECIALS)} "
@@ -160,8 +160,9 @@ class Trainer(TrainingLoop):
         if self.valid_paths is None:
             return None
         c = self.config
-        return evaluate(model or self.result_model, lambda: read_sentences(self.valid_paths, c.tokenizer),
-                        self.vocab, rows=c.rows, unroll=c.unroll, contiguous=c.contiguous)
+        return evaluate_perplexity(model or self.result_model,
+                                   lambda: read_sentences(self.valid_paths, c.tokenizer),
+                                   self.vocab, rows=c.rows, unroll=c.unroll, contiguous=c.contiguous)
 
     def train_step(self, batcher: StreamBatcher) -> tuple[float, int] | None:
         """One update on the next window: (its loss, its tokens), None at the corpus end."""

@@ -8,13 +8,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from contextvec.io.text_lines import read_lines as text_lines
-from contextvec.io.text_lines import scan_lines
+from contextvec.io.text_lines import read_lines, scan_lines
 from contextvec.text.tokenize import Tokenizer
 
 POOL_BATCHES = 50
 
-Pair = tuple[list[str], list[str]]
+SentencePair = tuple[list[str], list[str]]
 
 
 @dataclass(frozen=True)
@@ -37,9 +36,10 @@ class MTFiles:
             raise ValueError("give both valid source and valid target, or neither")
 
 
-def read_lines(path: str | os.PathLike) -> list[str]:
-    """Lines of a plain or ``.gz`` UTF-8 file, split on ``\\n`` only (``\\r\\n`` tolerated; a
-    byte-order mark dropped); invalid UTF-8 is an error naming the line."""
+def read_parallel_side(path: str | os.PathLike) -> list[str]:
+    """One side of parallel text (source, target or references): the lines of a plain or ``.gz``
+    UTF-8 file, split on ``\\n`` only (``\\r\\n`` tolerated; a byte-order mark dropped); invalid UTF-8
+    is an error naming the line."""
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"{path} is a directory, not a text file")
@@ -48,7 +48,7 @@ def read_lines(path: str | os.PathLike) -> list[str]:
     scan = scan_lines(path)
     if scan.invalid_utf8:
         raise ValueError(f"{path}, line {scan.invalid_utf8[0] + 1}: invalid UTF-8")
-    return [text for _, text in text_lines(path)]
+    return [text for _, text in read_lines(path)]
 
 
 def tokenize_lines(lines: Sequence[str], tokenizer: str = "whitespace") -> list[list[str]]:
@@ -60,9 +60,9 @@ def tokenize_lines(lines: Sequence[str], tokenizer: str = "whitespace") -> list[
 
 
 def read_parallel(source: str | os.PathLike, target: str | os.PathLike,
-                  tokenizer: str = "whitespace") -> list[Pair]:
+                  tokenizer: str = "whitespace") -> list[SentencePair]:
     """Tokenized sentence pairs; error on a line-count mismatch or an empty line."""
-    src, tgt = read_lines(source), read_lines(target)
+    src, tgt = read_parallel_side(source), read_parallel_side(target)
     for path, lines in ((source, src), (target, tgt)):
         if not lines:
             raise ValueError(f"{path} is empty")

@@ -40,7 +40,7 @@ from contextvec.encoders.cove.seq2seq import Seq2Seq, Seq2SeqConfig
 from contextvec.io.atomic import atomic_path
 from contextvec.io.cove import WORDS_FILE
 from contextvec.io.word_vectors import load_word_vectors
-from contextvec.training.corpus import Vocabulary
+from contextvec.training.corpus import CorpusVocabulary
 from contextvec.training.loop import CHECKPOINT, MODEL_DIR, StopRequest, TrainingLoop, mean_loss
 from contextvec.training.mt.config import MTTrainConfig
 from contextvec.training.mt.data import MTFiles, epoch_batches, read_parallel
@@ -92,9 +92,9 @@ class MTTrainer(TrainingLoop):
         self.output.mkdir(parents=True, exist_ok=True)
         vocab_path = self.output / TARGET_VOCAB
         if vocab_path.is_file():
-            self.vocab = Vocabulary.load(vocab_path)
+            self.vocab = CorpusVocabulary.load(vocab_path)
         else:
-            self.vocab = Vocabulary.build((t for _, t in pairs), c.min_count, c.max_vocab)
+            self.vocab = CorpusVocabulary.build((t for _, t in pairs), c.min_count, c.max_vocab)
             with atomic_path(vocab_path) as tmp:
                 self.vocab.save(tmp)
         if (self.output / WORDS_FILE).is_file():

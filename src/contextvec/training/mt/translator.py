@@ -22,9 +22,9 @@ from contextvec.encoders.registry import refuse_other_kinds
 from contextvec.extras import needs
 from contextvec.io.atomic import atomic_path
 from contextvec.io.native import is_native_dir, load_native, save_native
-from contextvec.training.corpus import Vocabulary
+from contextvec.training.corpus import CorpusVocabulary
 from contextvec.training.loop import MODEL_DIR, TRAINING_RECORD
-from contextvec.training.mt.data import Pair
+from contextvec.training.mt.data import SentencePair
 
 with needs("mt"):
     import sacrebleu
@@ -33,7 +33,7 @@ TARGET_VOCAB = "target_vocab.txt"
 IGNORE = -100  # cross_entropy's ignore_index: padding of the targets
 
 
-def save_translator(model: Seq2Seq, target_vocab: Vocabulary, directory: str | os.PathLike,
+def save_translator(model: Seq2Seq, target_vocab: CorpusVocabulary, directory: str | os.PathLike,
                     record: dict[str, Any] | None = None) -> Path:
     """A ``"cove-seq2seq"`` directory: config.json, model.safetensors, words.json (source
     words, row i of ``encoder.word_vectors``), target_vocab.txt and, if given, training.json.
@@ -62,7 +62,7 @@ def resolve_model_dir(path: str | os.PathLike) -> Path:
 
 
 def load_translator(path: str | os.PathLike, device: str | torch.device = "cpu"
-                    ) -> tuple[Seq2Seq, Vocabulary]:
+                    ) -> tuple[Seq2Seq, CorpusVocabulary]:
     """A saved translation model (eval mode) and its target vocabulary."""
     directory = resolve_model_dir(path)
     model_type, config, state = load_native(directory)
@@ -71,11 +71,11 @@ def load_translator(path: str | os.PathLike, device: str | torch.device = "cpu"
     model = Seq2Seq(Seq2SeqConfig.from_dict(config), load_words(directory),
                     state["encoder.word_vectors"])
     model.load_state_dict(state)
-    return model.to(device).eval(), Vocabulary.load(directory / TARGET_VOCAB)
+    return model.to(device).eval(), CorpusVocabulary.load(directory / TARGET_VOCAB)
 
 
 def batch_tensors(model: Seq2Seq, sources: Sequence[Sequence[int]],
-                   targets: Sequence[Sequence[int]], vocab: Vocabulary
+                   targets: Sequence[Sequence[int]], vocab: CorpusVocabulary
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     device = model.encoder.word_vectors.device
     src, src_len = pad_ids(sources, device)
@@ -93,7 +93,8 @@ def nll(model: Seq2Seq, batch: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, 
 
 
 @torch.no_grad()
-def perplexity(model: Seq2Seq, vocab: Vocabulary, pairs: Sequence[Pair], batch_size: int = 64) -> float:
+def perplexity(model: Seq2Seq, vocab: CorpusVocabulary, pairs: Sequence[SentencePair],
+               batch_size: int = 64) -> float:
     """Teacher-forced target perplexity, ``exp(mean NLL)`` over target tokens and ``</S>``."""
     was_training = model.training
     model.eval()
@@ -112,7 +113,7 @@ def perplexity(model: Seq2Seq, vocab: Vocabulary, pairs: Sequence[Pair], batch_s
 
 
 @torch.no_grad()
-def translate(model: Seq2Seq, vocab: Vocabulary, sentences: Sequence[Sequence[str]],
+def translate(model: Seq2Seq, vocab: CorpusVocabulary, sentences: Sequence[Sequence[str]],
               beam: int = 1, batch_size: int = 64, length_penalty: float = 0.0,
               max_len: int | None = None, progress: bool = False) -> list[list[str]]:
     """Target token lists for source token lists, in input order (an empty source gives an
