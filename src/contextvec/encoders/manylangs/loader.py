@@ -27,9 +27,10 @@ from contextvec.io.native import NativeFormatError, load_native, native_model_ty
 VOCABULARY_NAME = "vocabulary.json"
 
 
-def _load_checked(module: nn.Module, state: dict[str, torch.Tensor], source: Path) -> None:
-    """``module.load_state_dict(state)``, with a one-line error naming the first tensor that is
-    missing or of another shape than the configuration makes."""
+def _load_checked(module: nn.Module, state: dict[str, torch.Tensor], source: Path,
+                  assign: bool = False) -> None:
+    """``module.load_state_dict(state, assign=assign)``, with a one-line error naming the first
+    tensor that is missing or of another shape than the configuration makes."""
     for name, tensor in module.state_dict().items():
         if name not in state:
             raise NativeFormatError(f"{source}: no tensor {name!r}")
@@ -39,7 +40,7 @@ def _load_checked(module: nn.Module, state: dict[str, torch.Tensor], source: Pat
     extra = sorted(set(state) - set(module.state_dict()))
     if extra:
         raise NativeFormatError(f"{source}: unexpected tensor {extra[0]!r} ({len(extra)} such)")
-    module.load_state_dict(state)
+    module.load_state_dict(state, assign=assign)
 
 
 def read_manylangs_bilm(path: str | Path) -> ManyLangsBiLM:
@@ -51,10 +52,13 @@ def read_manylangs_bilm(path: str | Path) -> ManyLangsBiLM:
         config = ManyLangsConfig.from_architecture(
             read.architecture, n_words=rows.get("word_emb_layer.embedding.weight", 0),
             n_characters=rows.get("char_emb_layer.embedding.weight", 0))
-        bilm = ManyLangsBiLM(config, ManyLangsVocabulary(read.words, read.chars))
+        # Built without storage: every tensor comes from the files, so random initial values
+        # would only be written to be overwritten.
+        with torch.device("meta"):
+            bilm = ManyLangsBiLM(config, ManyLangsVocabulary(read.words, read.chars))
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}") from e
-    _load_checked(bilm, files.to_state_dict(read, config.n_layers), path)
+    _load_checked(bilm, files.to_state_dict(read, config.n_layers), path, assign=True)
     return bilm.eval()
 
 
