@@ -119,7 +119,7 @@ def embed_ray(
     ([`embed_to_hdf5`][contextvec.bulk.embed_to_hdf5]), the shards kept in ``OUTPUT.parts/``
     until the merge. The datasets are the local engine's bytes for the same lines, settings and
     ``chunk_lines``. ``cluster.address``: a running cluster (else Ray is started here, or the
-    session already initialised in this process is used); one where no Ray cluster answers is
+    Ray connection this process already opened is used); one where no Ray cluster answers is
     a :class:`ConnectionError` within seconds (:mod:`.address`). ``on_block`` is called after
     each finished block (in the driver).
     """

@@ -15,7 +15,7 @@ class RaySettings:
         workers: Ray actors, each loading the model once (None: as many as the cluster's CPUs,
             or GPUs, allow).
         address: a running cluster, e.g. ``10.0.0.1:6379`` or ``auto`` (None: Ray is started
-            here, or the session already initialised in this process is used).
+            here, or the Ray connection this process already opened is used).
         merge: write one HDF5 file in the local engine's layout instead of a folder of shards.
 
     Raises:
