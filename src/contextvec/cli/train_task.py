@@ -13,7 +13,7 @@ from contextvec.jobs.choice import EncoderChoice, TaskFiles
 from contextvec.jobs.train_task import TrainMode, TrainTaskSettings, run_train_task
 from contextvec.tasks.finetune import FineTuneSettings
 from contextvec.tasks.models import ModelSettings
-from contextvec.tasks.spec import TASK_SPECS, TASKS, get_task
+from contextvec.tasks.spec import TASK_SPECS, TASKS, TaskSpec, get_task
 from contextvec.tasks.train import TrainSettings
 
 HELP = ("train a task model (ner, sst5, sst2, trec, trec50) with or without contextual vectors, "
@@ -63,20 +63,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
-def _layers(args: argparse.Namespace) -> str:
-    """``--layers`` (or its alias ``--last-layer-only``) as a ModelSettings value."""
+def _model_settings(args: argparse.Namespace, task: TaskSpec) -> ModelSettings:
+    # --last-layer-only is an alias of --layers last
     if args.last_layer_only and args.layers not in (None, "last"):
         raise ValueError(f"--last-layer-only is --layers last: it contradicts --layers {args.layers}")
-    return "last" if args.last_layer_only else (args.layers or "mix")
-
-
-def _model_settings(args: argparse.Namespace) -> ModelSettings:
-    return get_task(args.task).model_settings(
+    return task.model_settings(
         word_dim=args.word_dim, char_cnn=args.char_cnn, hidden=args.hidden, classifier=args.classifier,
         char_ngram_dim=args.char_ngrams, lstm_layers=args.lstm_layers, dropout=args.dropout,
         placement="none" if args.no_contextual else args.placement, layer_norm=args.layer_norm,
-        mix_dropout=args.mix_dropout, layers=_layers(args), tag_scheme=args.tag_scheme,
-        constrained=not args.no_constraints)
+        mix_dropout=args.mix_dropout, layers="last" if args.last_layer_only else (args.layers or "mix"),
+        tag_scheme=args.tag_scheme, constrained=not args.no_constraints)
 
 
 def _training(args: argparse.Namespace) -> TrainSettings | FineTuneSettings:
@@ -106,10 +102,11 @@ def settings(args: argparse.Namespace) -> TrainTaskSettings:
         raise ValueError("--layer-norm and --layers need contextual vectors (not --no-contextual)")
     mode = TrainMode.FINE_TUNE if args.fine_tune else (
         TrainMode.NO_CONTEXTUAL if args.no_contextual else TrainMode.CONTEXTUAL)
+    task = get_task(args.task)
     return TrainTaskSettings(
-        args.task, TaskFiles(args.train, args.dev, args.test, args.max_sentences), mode,
+        task, TaskFiles(args.train, args.dev, args.test, args.max_sentences), mode,
         EncoderChoice(args.model, args.options_file, args.weight_file, args.device, args.precision),
-        None if args.fine_tune else _model_settings(args), _training(args),
+        None if args.fine_tune else _model_settings(args, task), _training(args),
         FeatureSettings(args.cache_dir, args.feature_dtype, args.embed_batch_size),
         args.word_vectors, args.word_vectors_format, args.save_model, args.threads)
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from contextvec.api import DEFAULT_MODEL
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.precision import PRECISIONS
-from contextvec.tasks.spec import get_task
+from contextvec.tasks.spec import TaskSpec, as_task
 from contextvec.tasks.split import Split
 
 
@@ -64,9 +64,9 @@ class TaskFiles:
         if self.max_sentences is not None and self.max_sentences < 1:
             raise ValueError(f"max_sentences must be >= 1, not {self.max_sentences}")
 
-    def read(self, task: str) -> tuple[Split, Split, Split | None]:
+    def read(self, task: str | TaskSpec) -> tuple[Split, Split, Split | None]:
         """Train, dev and test (or None) as ``task``'s reader reads them."""
-        return get_task(task).load_splits(self.train, self.dev, self.test, self.max_sentences)
+        return as_task(task).load_splits(self.train, self.dev, self.test, self.max_sentences)
 
     def as_dict(self) -> dict:
         """The files as reports record them (paths as given, as text)."""

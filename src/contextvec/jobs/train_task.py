@@ -19,7 +19,7 @@ from contextvec.tasks.fit import TaskReport
 from contextvec.tasks.models import ModelSettings, wanted_words
 from contextvec.tasks.readers import DEV_SPLIT_SEED
 from contextvec.tasks.saved import save_fine_tuned, save_task_model
-from contextvec.tasks.spec import get_task
+from contextvec.tasks.spec import TaskSpec, as_task
 from contextvec.tasks.split import Split
 from contextvec.tasks.train import TrainSettings, attach_features, train_task
 
@@ -35,12 +35,14 @@ class TrainMode(StrEnum):
 
 @dataclass(frozen=True)
 class TrainTaskSettings:
-    """Everything one task-model training reads. ``model``: the task model's settings (not with
-    ``fine-tune``); ``training``: :class:`TrainSettings`, or :class:`FineTuneSettings` with
-    ``fine-tune``; ``word_vectors``: initial word embeddings (a GloVe/word2vec file);
-    ``save_model``: a directory for the trained model (``contextvec predict``)."""
+    """Everything one task-model training reads. ``task``: a task's name or its
+    :class:`~contextvec.tasks.spec.TaskSpec` (the spec once made: looked up once, here);
+    ``model``: the task model's settings (not with ``fine-tune``); ``training``:
+    :class:`TrainSettings`, or :class:`FineTuneSettings` with ``fine-tune``; ``word_vectors``:
+    initial word embeddings (a GloVe/word2vec file); ``save_model``: a directory for the trained
+    model (``contextvec predict``)."""
 
-    task: str
+    task: TaskSpec | str
     files: TaskFiles
     mode: TrainMode = TrainMode.CONTEXTUAL
     encoder: EncoderChoice = field(default_factory=EncoderChoice)
@@ -53,7 +55,7 @@ class TrainTaskSettings:
     threads: int | None = None
 
     def __post_init__(self) -> None:
-        get_task(self.task)  # an unknown task: one line naming the known ones
+        object.__setattr__(self, "task", as_task(self.task))  # unknown: one line naming the known ones
         object.__setattr__(self, "mode", TrainMode(self.mode))
         fine = self.mode is TrainMode.FINE_TUNE
         if fine != isinstance(self.training, FineTuneSettings):
@@ -137,7 +139,7 @@ def _task_model(settings: TrainTaskSettings, train: Split, dev: Split, test: Spl
     saved = None
     if settings.save_model:
         saved = str(save_task_model(
-            settings.save_model, settings.task, model, reported=_reported(report), encoder=encoder,
+            settings.save_model, settings.task.name, model, reported=_reported(report), encoder=encoder,
             encoder_ref=settings.encoder.reference() if contextual else None,
             features={"dtype": f.dtype, "embed_batch_size": f.batch_size},
         ))
@@ -155,7 +157,7 @@ def _fine_tune(settings: TrainTaskSettings, train: Split, dev: Split, test: Spli
     saved = None
     if settings.save_model:
         saved = str(save_fine_tuned(
-            settings.save_model, settings.task, model, base_model=model_dir, reported=_reported(report),
+            settings.save_model, settings.task.name, model, base_model=model_dir, reported=_reported(report),
         ))
     report.extra.update({"model": model_dir, "contextual": True, "fine_tune": True, "saved_model": saved})
     return report
@@ -171,7 +173,7 @@ def run_train_task(settings: TrainTaskSettings) -> TrainTaskResult:
     run = _fine_tune if settings.mode is TrainMode.FINE_TUNE else _task_model
     report = run(settings, train, dev, test)
     report.runtime_s["total"] = round(time.perf_counter() - started, 3)
-    carved = settings.files.dev is None and get_task(settings.task).carves_dev
+    carved = settings.files.dev is None and settings.task.carves_dev
     report.extra.update({"dev_carved_from_train": carved,
                          "dev_split_seed": DEV_SPLIT_SEED if carved else None,
                          "max_sentences": settings.files.max_sentences})

@@ -54,7 +54,7 @@ from contextvec.tasks.fit import (
     seed_everything,
 )
 from contextvec.tasks.schemes import to_scheme
-from contextvec.tasks.spec import TaskSpec, get_task
+from contextvec.tasks.spec import TaskSpec, as_task
 from contextvec.tasks.split import Split, subsample
 from contextvec.text.batching import length_batches
 from contextvec.training.optim import bert_parameter_groups
@@ -161,7 +161,7 @@ class PieceSplit:
 
 
 def fine_tune(
-    task: str,
+    task: str | TaskSpec,
     train: Split,
     dev: Split,
     test: Split | None,
@@ -170,7 +170,7 @@ def fine_tune(
 ) -> tuple[TaskReport, FineTuned]:
     """Fine-tune the HF BERT in ``model_dir`` on ``task``, keep the best-on-dev weights, score dev
     (and test); see the module docstring. Returns the report and the model (eval mode)."""
-    spec = get_task(task)
+    spec = as_task(task)
     seed_everything(settings.seed)
     full_train_size = len(train)
     train = subsample(train, settings.train_fraction, settings.seed)
@@ -207,7 +207,7 @@ def fine_tune(
         test_scores = encoded["test"].score(model, eval_batch, device, seen)
     eval_seconds = time.perf_counter() - started
     report = TaskReport(
-        task=task, metric=spec.metric, best_epoch=result.best_epoch, dev=dev_scores, test=test_scores,
+        task=spec.name, metric=spec.metric, best_epoch=result.best_epoch, dev=dev_scores, test=test_scores,
         curve=result.curve, mixes=[], labels=labels,
         splits={name: {"source": d.split.source, "sentences": len(d.split), "tokens": d.split.num_tokens,
                        "pieces": sum(d.lengths)} for name, d in encoded.items()},

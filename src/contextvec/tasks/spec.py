@@ -3,7 +3,8 @@
 A :class:`TaskSpec` names the task's reader, its label scheme (per-token entity tags or one class
 per sentence), its metric, its frozen-feature model and fine-tuning head, its model defaults and
 whether dev may be carved out of train. Commands and experiments look tasks up here
-(:func:`get_task`); adding a task is one entry in :data:`TASK_SPECS` plus a reader.
+(:func:`get_task`, or :func:`as_task` for a name or a spec); adding a task is one entry in
+:data:`TASK_SPECS` plus a reader.
 """
 
 from __future__ import annotations
@@ -135,3 +136,9 @@ def get_task(name: str) -> TaskSpec:
     if name not in TASK_SPECS:
         raise ValueError(f"unknown task {name!r}; choose from {', '.join(TASKS)}")
     return TASK_SPECS[name]
+
+
+def as_task(task: str | TaskSpec) -> TaskSpec:
+    """``task`` itself, or the task it names: a job looks its task up once, where its settings are
+    made, and hands the spec down."""
+    return task if isinstance(task, TaskSpec) else get_task(task)

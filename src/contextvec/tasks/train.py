@@ -57,7 +57,7 @@ from contextvec.tasks.models import (
     ngram_vocabulary,
 )
 from contextvec.tasks.schemes import to_scheme
-from contextvec.tasks.spec import TAGGING, TASKS, get_task
+from contextvec.tasks.spec import TAGGING, TASKS, TaskSpec, as_task, get_task
 from contextvec.tasks.split import Split, subsample
 from contextvec.text.batching import length_batches
 
@@ -169,15 +169,16 @@ def predict_split(
 
 
 def build_task_model(
-    task: str,
+    task: str | TaskSpec,
     train: Split,
     others: Sequence[Split],
     settings: ModelSettings,
     encoder: Encoder | None = None,
     vectors: WordVectors | None = None,
 ) -> tuple[NerTagger | SentenceClassifier, Indexer]:
-    """The task model and its indexer, with vocabularies from ``train`` (see models.py)."""
-    spec = get_task(task)
+    """The task model and its indexer, with vocabularies from ``train`` (see models.py); ``task``:
+    its name or its :class:`~contextvec.tasks.spec.TaskSpec`."""
+    spec = as_task(task)
     words, chars, pretrained = build_vocabularies(
         train.sentences, [s for split in others for s in split.sentences], vectors
     )
@@ -194,7 +195,7 @@ def build_task_model(
 
 
 def train_task(
-    task: str,
+    task: str | TaskSpec,
     train: Split,
     dev: Split,
     test: Split | None,
@@ -210,12 +211,12 @@ def train_task(
     Splits with ``features`` feed the precomputed layers to the model; without, the model runs
     the encoder itself (slow: every epoch re-encodes the data).
     """
-    spec = get_task(task)
+    spec = as_task(task)
     seed_everything(settings.seed)
     full_train_size = len(train)
     train = subsample(train, settings.train_fraction, settings.seed)
     others = [dev] + ([test] if test is not None else [])
-    model, indexer = build_task_model(task, train, others, model_settings, encoder, vectors)
+    model, indexer = build_task_model(spec, train, others, model_settings, encoder, vectors)
     model.indexer = indexer  # kept with the model: a saved model needs its vocabularies
     device = settings.device
     model.to(device)
@@ -247,7 +248,7 @@ def train_task(
     eval_seconds = time.perf_counter() - started
     n_mix = sum(p.numel() for p in model.contextual.mixes.parameters()) if model.contextual else 0
     report = TaskReport(
-        task=task, metric=spec.metric, best_epoch=result.best_epoch, dev=dev_scores, test=test_scores,
+        task=spec.name, metric=spec.metric, best_epoch=result.best_epoch, dev=dev_scores, test=test_scores,
         curve=result.curve, mixes=model.mix_summary(), labels=list(indexer.labels),
         splits={
             name: {"source": s.source, "sentences": len(s), "tokens": s.num_tokens}
