@@ -14,6 +14,14 @@ keeps its finished shards, and ``resume`` computes only the missing ones (after 
 the input, model and settings are the same). The shards are finally merged into ``OUTPUT`` by an
 atomic rename, so ``OUTPUT`` is either complete or absent. Peak disk use is about twice the
 output size during the merge.
+
+How it computes: through a :class:`~contextvec.engine.Engine` of its own (one per run, closed at
+its end, also when it fails or is interrupted), to which each length batch is queued as one call
+run as one forward pass as given. The batches are cut here, from the chunk alone, as
+``Encoder.embed_batches`` cuts them, so the bytes written do not depend on timing, on earlier
+chunks, on a resume or on Ray (docs/engine.md says why the engine does not form them). While the
+engine runs a batch, this thread slices the layers out of the previous one, and a finished
+chunk's shard is written while the next chunk's first batches run.
 """
 
 from __future__ import annotations

@@ -10,16 +10,13 @@ import time
 import h5py
 import numpy as np
 import pytest
-import torch
 
 import contextvec
 from contextvec import bulk
 from contextvec.bulk import BulkSettings, embed_to_hdf5
 from contextvec.encoders.base import Encoder
-from contextvec.encoders.cove import MTLSTM, MTLSTMConfig, save_cove_encoder
 from contextvec.encoders.outputs import view_layers
 
-WORDS = ["the", "bank", "was", "robbed", ".", "we", "sat", "on", "river", "a"]
 LINES = [
     "The bank was robbed .",
     "we sat on the river bank .",
@@ -40,18 +37,10 @@ LINES = [
 
 
 @pytest.fixture(scope="module")
-def cove_dir(tmp_path_factory):
-    generator = torch.Generator().manual_seed(0)
-    mt_lstm = MTLSTM(MTLSTMConfig(input_dim=6, hidden_size=4, lowercase=True), WORDS,
-                     torch.randn(len(WORDS), 6, generator=generator))
-    for p in mt_lstm.parameters():
-        torch.nn.init.uniform_(p, -0.5, 0.5, generator=generator)
-    return save_cove_encoder(mt_lstm, tmp_path_factory.mktemp("cove") / "cove")
-
-
-@pytest.fixture(scope="module")
-def encoders(tiny_dir, cove_dir) -> dict[str, Encoder]:
-    return {"elmo": contextvec.load(tiny_dir), "cove": contextvec.load(cove_dir)}
+def encoders(tiny_dir) -> dict[str, Encoder]:
+    """The test suite's tiny ELMo (a char-CNN token cache: chunks must not share it) and the
+    bundled CoVe (words, no cache)."""
+    return {"elmo": contextvec.load(tiny_dir), "cove": contextvec.load("cove-en-multi30k")}
 
 
 def expected(encoder: Encoder, settings: BulkSettings) -> dict[str, np.ndarray]:

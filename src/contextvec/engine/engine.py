@@ -3,7 +3,9 @@
 Each call's sentences join a queue; the engine's one worker thread takes queued sentences of
 every caller into one forward pass under a budget of padded tokens, then answers each caller
 with its own vectors (the rule: :mod:`contextvec.engine.batcher`). An encoder is stateless, so
-the vectors are those ``Encoder.embed`` gives each sentence, up to float rounding.
+the vectors are those ``Encoder.embed`` gives each sentence, up to float rounding. With batching
+off and no budget, each call is one forward pass of exactly its sentences: bulk embedding queues
+its own length batches so, and gets the bytes ``Encoder.embed_batches`` gives.
 """
 
 from __future__ import annotations
