@@ -200,6 +200,8 @@ def test_an_engine_ends_the_thread_it_made_and_keeps_the_one_it_was_given():
     shared.submit([["a"]], time.monotonic() + 10).future.result(5)
     own.close(5)
     shared.close(5)
+    own.start()  # a closed engine stays closed
+    assert not own.accepting
     deadline = time.monotonic() + 5
     while set(threading.enumerate()) - before and time.monotonic() < deadline:
         time.sleep(0.01)

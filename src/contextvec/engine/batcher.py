@@ -115,6 +115,8 @@ class Batcher:
         self._running: Future | None = None  # the worker loop, once started
 
     def start(self) -> None:
+        if self._closing:
+            return  # a closed engine stays closed (its own thread may be gone)
         self._worker = self._worker or WorkerThread("contextvec-batcher")
         self._running = self._worker.submit(self._run)
         if self._own_worker:
