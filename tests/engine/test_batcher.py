@@ -173,3 +173,40 @@ def test_forwards_run_on_the_worker_that_loaded_the_model():
     assert encoder.threads == {loader}
     b.close(5)
     assert not b.accepting
+
+
+def test_without_a_budget_or_batching_each_call_is_one_forward_as_given():
+    """What ``contextvec embed`` relies on: a call of sentences sorted longest first (ties in
+    any order) runs as one forward pass of exactly those rows, in that order, however long."""
+    encoder = Recording()
+    b = batcher(encoder, max_batch_tokens=None, batching=False)
+    encoder.gate.clear()
+    b.submit([["x"]], time.monotonic() + 10)
+    time.sleep(0.2)
+    cut = [["t2", "u"] * 300, ["b", "c", "d"], ["a", "a", "a"], ["z", "y"], ["q", "r"], ["k"]]
+    jobs = [b.submit(cut, time.monotonic() + 10), b.submit([["s"]] * 3, time.monotonic() + 10)]
+    encoder.gate.set()
+    assert [len(job.future.result(5)) for job in jobs] == [6, 3]
+    assert encoder.calls[1:] == [cut, [["s"]] * 3]
+    b.close(5)
+
+
+def test_an_engine_ends_the_thread_it_made_and_keeps_the_one_it_was_given():
+    given = WorkerThread("test-given")
+    before = set(threading.enumerate())
+    own = batcher(Recording())
+    own.submit([["a"]], time.monotonic() + 10).future.result(5)
+    shared = batcher(Recording(), worker=given)
+    shared.submit([["a"]], time.monotonic() + 10).future.result(5)
+    own.close(5)
+    shared.close(5)
+    own.start()  # a closed engine stays closed
+    assert not own.accepting
+    deadline = time.monotonic() + 5
+    while set(threading.enumerate()) - before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert set(threading.enumerate()) - before == set()
+    assert given.run(lambda: "still alive") == "still alive"
+    given.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        given.submit(lambda: None)

@@ -163,5 +163,13 @@ def test_settings_out_of_range_are_refused(settings):
         EngineSettings(**settings)
 
 
+def test_no_budget_is_a_setting_of_its_own():
+    assert EngineSettings(max_batch_tokens=None, batching=False).max_batch_tokens is None
+    with pytest.raises(ValueError, match="max_batch_tokens must be None or a whole number"):
+        EngineSettings(max_batch_tokens=2.5)
+    with pytest.raises(ValueError, match="max_queue must be a whole number"):
+        EngineSettings(max_queue=None)
+
+
 def test_the_engine_is_a_top_level_name():
     assert contextvec.Engine is Engine

@@ -1,7 +1,8 @@
 """The embedding engine: sentences from many callers batched together on one torch thread.
 
-[`Engine`][contextvec.engine.Engine] is the front door (``contextvec.Engine``); the server, and
-any Python program with many concurrent callers, embed through it.
+[`Engine`][contextvec.engine.Engine] is the front door (``contextvec.Engine``); the server, any
+Python program with many concurrent callers, and bulk embedding (``contextvec embed``, locally
+and on each Ray worker, one call per batch it cut itself) embed through it.
 """
 
 from contextvec.engine.batcher import QueueFull, ShuttingDown

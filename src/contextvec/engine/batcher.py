@@ -17,6 +17,9 @@ The worker's rule:
 
 With ``batching=False`` the worker takes one job at a time (one call = one forward when it
 fits the budget): the baseline of ``benchmarks/serve_load.py`` and ``benchmarks/engine_threads.py``.
+With no budget as well, every job is one forward pass of exactly its sentences, in their order
+when they come sorted longest first: a caller that cut its own batches (``contextvec embed``)
+gets the very forward passes it cut.
 
 The worker loop runs on a :class:`~contextvec.engine.worker.WorkerThread`: the one thread for
 torch work, which in a server also loaded and warmed the model (see that module for why).
@@ -88,7 +91,7 @@ class Batcher:
     def __init__(
         self,
         encoder: Encoder,
-        max_batch_tokens: int = 4096,
+        max_batch_tokens: int | None = 4096,
         max_wait_s: float = 0.005,
         max_queue: int = 512,
         batching: bool = True,
@@ -108,11 +111,16 @@ class Batcher:
         self._free_since = 0.0  # when the last forward ended: the answered clients come back
         self._expected = 0  # jobs in the server when it ended (answered + queued): who comes back
         self._worker = worker
+        self._own_worker = worker is None  # made here, so ended here when the loop ends
         self._running: Future | None = None  # the worker loop, once started
 
     def start(self) -> None:
+        if self._closing:
+            return  # a closed engine stays closed (its own thread may be gone)
         self._worker = self._worker or WorkerThread("contextvec-batcher")
         self._running = self._worker.submit(self._run)
+        if self._own_worker:
+            self._worker.close()  # the thread ends when the loop does
 
     @property
     def depth(self) -> int:
@@ -193,8 +201,8 @@ class Batcher:
             return
         while not self._closing:
             queued = len(self._queue)
-            if (not queued or queued >= self._expected
-                    or self._queued_padded_tokens() >= self.max_batch_tokens):
+            if (not queued or queued >= self._expected or (self.max_batch_tokens is not None
+                    and self._queued_padded_tokens() >= self.max_batch_tokens)):
                 return
             since = max(self._queue[0].enqueued, self._free_since)
             if queued == 1 and since >= self._free_since + self.max_wait_s:
@@ -226,7 +234,8 @@ class Batcher:
                 return batch  # another kind of work: the next batch
             while job.pending:
                 n = len(job.sentences[job.pending[0]])
-                if batch and max(longest, n) * (len(batch) + 1) > self.max_batch_tokens:
+                if (batch and self.max_batch_tokens is not None
+                        and max(longest, n) * (len(batch) + 1) > self.max_batch_tokens):
                     return batch
                 longest = max(longest, n)
                 batch.append((job, job.pending.pop(0)))

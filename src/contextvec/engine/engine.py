@@ -3,7 +3,9 @@
 Each call's sentences join a queue; the engine's one worker thread takes queued sentences of
 every caller into one forward pass under a budget of padded tokens, then answers each caller
 with its own vectors (the rule: :mod:`contextvec.engine.batcher`). An encoder is stateless, so
-the vectors are those ``Encoder.embed`` gives each sentence, up to float rounding.
+the vectors are those ``Encoder.embed`` gives each sentence, up to float rounding. With batching
+off and no budget, each call is one forward pass of exactly its sentences: bulk embedding queues
+its own length batches so, and gets the bytes ``Encoder.embed_batches`` gives.
 """
 
 from __future__ import annotations
@@ -31,27 +33,33 @@ class EngineSettings:
 
     Attributes:
         max_batch_tokens: padded tokens (longest sentence x sentences) per forward pass; a
-            longer sentence runs alone.
+            longer sentence runs alone. None: no budget; with ``batching`` off, each call then
+            runs as one forward pass of exactly its sentences (how ``contextvec embed`` queues
+            the batches it cut itself).
         max_wait_ms: under load, the longest the oldest queued call waits for others to share
             its forward pass (a call to an idle engine runs at once).
         max_queue: calls waiting at once; one more raises
             [`QueueFull`][contextvec.engine.QueueFull].
-        batching: False for one call per forward pass (the unbatched baseline).
+        batching: False for one call per forward pass (the unbatched baseline); a call over
+            ``max_batch_tokens`` is still split.
 
     Raises:
         ValueError: a budget below one token, a negative or infinite wait, a queue below one.
     """
 
-    max_batch_tokens: int = 4096
+    max_batch_tokens: int | None = 4096
     max_wait_ms: float = 5.0
     max_queue: int = 512
     batching: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("max_batch_tokens", "max_queue"):
-            value = getattr(self, name)
+        for name, value, none_too in (("max_batch_tokens", self.max_batch_tokens, True),
+                                      ("max_queue", self.max_queue, False)):
+            if none_too and value is None:
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a whole number of at least 1, not {value!r}")
+                choices = "None or a whole number" if none_too else "a whole number"
+                raise ValueError(f"{name} must be {choices} of at least 1, not {value!r}")
         if not (isinstance(self.max_wait_ms, int | float) and 0 <= self.max_wait_ms < math.inf):
             raise ValueError(f"max_wait_ms must be a finite number of at least 0, not {self.max_wait_ms!r}")
 

@@ -28,12 +28,15 @@ class WorkerThread:
     """
 
     def __init__(self, name: str = "contextvec-torch") -> None:
-        self._tasks: queue.SimpleQueue[tuple[Future, Callable[[], object]]] = queue.SimpleQueue()
+        self._tasks: queue.SimpleQueue[tuple[Future, Callable[[], object]] | None] = queue.SimpleQueue()
+        self._closed = False
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
     def submit(self, fn: Callable[[], T]) -> Future[T]:
         """Run ``fn()`` on the thread after what was submitted before; its future."""
+        if self._closed:
+            raise RuntimeError("the worker thread is closed: it runs nothing more")
         future: Future[T] = Future()
         self._tasks.put((future, fn))
         return future
@@ -42,9 +45,15 @@ class WorkerThread:
         """Run ``fn()`` on the thread and wait for its result (its exception is raised here)."""
         return self.submit(fn).result()
 
+    def close(self) -> None:
+        """End the thread once what was submitted before has run; its OpenMP team ends with it
+        (a process that makes and drops engines keeps no idle teams behind)."""
+        self._closed = True
+        self._tasks.put(None)
+
     def _loop(self) -> None:
-        while True:
-            future, fn = self._tasks.get()
+        while (task := self._tasks.get()) is not None:
+            future, fn = task
             if not future.set_running_or_notify_cancel():
                 continue
             try:
