@@ -1,15 +1,17 @@
 """Following one command's input through the package: where it stops, which rooms, climbs back up.
 
-A command runs in-process under a profiler. The *input* is the command line's parsed options
-(the ``argparse.Namespace``), the task or model name given on the command line, and what the
-command hands to the library (its settings object, with the settings, specs and files it holds). A *stop* is a function of the package the input is handed to: an
-argument other than ``self`` is part of the input (a settings object's own methods are the input
-reading itself, not a place it travels to). Each stop's room is its top-level package
+A command runs in-process under a trace function. The *input* is the command line's parsed
+options (the ``argparse.Namespace``), the task or model name given on the command line, and
+what the command hands to the library (its settings object, with the settings, specs and files
+it holds). A *stop* is a function of the package the input is handed to: an argument other
+than ``self`` is part of the input (a settings object's own methods are the input reading
+itself, not a place it travels to). Each stop's room is its top-level package
 (``tests/test_architecture.py``'s layers); it is a *climb back up* when the stop that handed it
 the input, directly or through other functions, sits in a lower room (a callback into a room
 above), or when the command hands the input down again after its library call (the call that
-takes the settings object) returned.
-*Lookups* count calls of ``tasks.spec.get_task``: the task table read again.
+takes the settings object) returned. *Lookups* count calls of ``tasks.spec.get_task``: the
+task table read again. Scalars taken out of the settings (a path, a batch size) are not
+followed: the walk follows the objects that carry the user's choices.
 
 Run as a script to print a walk: ``python tests/helpers_walk.py train-task trec --train FILE``.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +62,7 @@ class Walk:
                          + ("  CLIMB" if s.climb else "") for s in self.stops]
 
 
+@functools.cache
 def _room(filename: str) -> str | None:
     try:
         relative = Path(filename).resolve().relative_to(SRC)
@@ -90,17 +94,19 @@ class _Tracer:
     def is_input(self, value: object) -> bool:
         return id(value) in self.inputs or (isinstance(value, str) and value in self.names)
 
-    def __call__(self, frame: FrameType, event: str, arg: object) -> None:
+    def local(self, frame: FrameType, event: str, arg: object) -> None:
+        """The trace of a stop's own frame: only its return matters."""
         if event == "return":
-            if self.frames.pop(id(frame), None) is not None and id(frame) == self.front_door:
+            self.frames.pop(id(frame), None)
+            if id(frame) == self.front_door:
                 self.front_door_done = True
-            return
-        if event != "call":
-            return
+
+    def __call__(self, frame: FrameType, event: str, arg: object):
+        """The global trace: called as each Python frame starts; traces stops' frames further."""
         code = frame.f_code
         room = _room(code.co_filename)
         if room is None or code.co_name.startswith("<"):
-            return
+            return None
         if code.co_qualname == "get_task":
             self.walk.lookups += 1
         arguments = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
@@ -111,14 +117,18 @@ class _Tracer:
             if any(dataclasses.is_dataclass(value) for value in values):
                 self.front_door = id(frame)  # the call that takes the job's settings
         if not any(self.is_input(value) for value in values):
-            return
+            return None
         name = f"{room}:{code.co_qualname}"
         handed_by = self._handed_by(frame)
         if self.entry is None:
             self.entry, self.entry_frame = name, id(frame)
         self.frames[id(frame)] = (name, room)
-        if name in self.seen:
-            return
+        frame.f_trace_lines = False
+        if name not in self.seen:
+            self._record(name, room, handed_by)
+        return self.local
+
+    def _record(self, name: str, room: str, handed_by: tuple[str, str] | None) -> None:
         self.seen.add(name)
         climb = handed_by is not None and LAYERS[handed_by[1]] < LAYERS[room]
         if handed_by is not None and handed_by[1] == "cli" and room != "cli":
@@ -148,11 +158,11 @@ def walk(argv: list[str], names: set[str]) -> Walk:
         return namespace
 
     argparse.ArgumentParser.parse_args = parse_and_keep
-    sys.setprofile(tracer)
+    sys.settrace(tracer)
     try:
         tracer.walk.exit_code = main(argv)
     finally:
-        sys.setprofile(None)
+        sys.settrace(None)
         argparse.ArgumentParser.parse_args = parse
     return tracer.walk
 

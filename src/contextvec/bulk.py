@@ -50,6 +50,7 @@ from contextvec.io.shards import ResumeError, ShardDir
 from contextvec.io.text_lines import (
     EmptyLines,
     InvalidUtf8,
+    Lines,
     as_policies,
     check_scan,
     input_file,
@@ -142,8 +143,6 @@ def _chunks(path: Path, size: int) -> Iterator[list[tuple[int, str]]]:
         yield chunk
 
 
-Lines = list[tuple[int, str]]
-"""A chunk: ``(line index, text)`` pairs."""
 Datasets = list[tuple[str, np.ndarray]]
 """A shard's contents: ``(key, array)`` pairs."""
 

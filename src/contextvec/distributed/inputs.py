@@ -15,10 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from contextvec.io.text_lines import BOM, InputError, check_scan, read_lines, scan_lines
-
-Lines = list[tuple[int, str]]
-"""``(corpus line index, text)`` pairs: the unit a worker embeds."""
+from contextvec.io.text_lines import BOM, InputError, Lines, check_scan, read_lines, scan_lines
 
 
 @dataclass(frozen=True)

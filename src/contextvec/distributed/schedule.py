@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from contextvec.distributed.inputs import Lines
 from contextvec.distributed.worker import BlockDone
+from contextvec.io.text_lines import Lines
 
 MAX_ATTEMPTS = 3
 """Runs of one block before the run gives up on it (a block that kills every worker it meets)."""

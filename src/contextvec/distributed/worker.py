@@ -17,8 +17,8 @@ from pathlib import Path
 
 from contextvec.api import ModelSpec
 from contextvec.bulk import BulkSettings, bulk_engine, embed_chunk, write_shard
-from contextvec.distributed.inputs import Lines
 from contextvec.encoders.fingerprint import model_identity
+from contextvec.io.text_lines import Lines
 
 FAULT_ENV = "CONTEXTVEC_RAY_TEST_FAULT"
 """Test hook: a file path. A worker that finds that file when a block arrives deletes it and

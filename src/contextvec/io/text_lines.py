@@ -208,6 +208,10 @@ def check_scan(scan: InputScan, empty_lines: EmptyLines | str, invalid_utf8: Inv
         raise InputError("; ".join(problems))
 
 
+Lines = list[tuple[int, str]]
+"""``(line index, text)`` pairs, as :func:`read_lines` yields them: a bulk chunk, a Ray block."""
+
+
 def read_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
     """Yield ``(index, text)`` for every line; invalid UTF-8 is decoded with U+FFFD.
 
