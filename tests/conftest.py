@@ -1,9 +1,9 @@
 """Shared fixtures: the reference data in ../shared (never copied into the repo whole).
 
 On a clone alone (no ``../shared/data`` beside it) a test that needs a shared file is skipped
-with the missing path as the reason; everything else runs, elmo-tiny's model included (rebuilt
-from the excerpt in ``tests/data``, see its README). CI sets ``CONTEXTVEC_NO_SKIP=1``, which
-turns any skip into a failed run: there, every test must run.
+with the missing path as the reason; everything else runs, elmo-tiny's model and an excerpt of
+allennlp's outputs for it included (rebuilt from ``tests/data``, see its README). CI sets
+``CONTEXTVEC_NO_SKIP=1``, which turns any skip into a failed run: there, every test must run.
 """
 
 from __future__ import annotations

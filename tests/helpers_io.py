@@ -2,8 +2,9 @@
 
 The reference fixtures are read in place from ``../shared/data/reference`` (beside the
 repository); broken variants are written to ``tmp_path``. Without ../shared, elmo-tiny's model
-(options, weights, sentences) is rebuilt from ``tests/data/elmo-tiny``; its allennlp outputs
-(``expected.npz``) stay in ../shared, so the tests comparing with them are skipped.
+(options, weights, sentences) is rebuilt from ``tests/data/elmo-tiny``, with an excerpt of its
+allennlp outputs as ``expected.npz``: every sentence's character ids, and the layers and mix of
+some of them (:func:`expected_rows`), so the tests compare the sentences present.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import atexit
 import functools
 import shutil
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 import h5py
@@ -19,7 +21,7 @@ import numpy as np
 
 REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "reference"
 COMMITTED = Path(__file__).resolve().parent / "data"
-# Marks the rebuilt folder, so that a test reading its absent expected.npz is skipped, not failed.
+# Marks a rebuilt folder, so that a test reading a file absent there is skipped, not failed.
 REBUILT_PREFIX = "contextvec-shared-excerpt-"
 
 
@@ -28,7 +30,8 @@ def rebuilt_reference(name: str) -> Path | None:
     """``name``'s model folder rebuilt from ``tests/data/<name>``, or None where none is committed.
 
     The weights are kept there as float16, which holds every value of the reference file exactly,
-    and are written back as the float32 HDF5 datasets the bilm-tf layout has.
+    and are written back as the float32 HDF5 datasets the bilm-tf layout has; a committed
+    ``expected-excerpt.npz`` becomes the folder's ``expected.npz``.
     """
     source = COMMITTED / name
     if not (source / "weights-float16.npz").is_file():
@@ -38,6 +41,8 @@ def rebuilt_reference(name: str) -> Path | None:
     out.mkdir()
     for file in ("options.json", "sentences.txt"):
         shutil.copyfile(source / file, out / file)
+    if (source / "expected-excerpt.npz").is_file():
+        shutil.copyfile(source / "expected-excerpt.npz", out / "expected.npz")
     with np.load(source / "weights-float16.npz", allow_pickle=False) as npz:
         write_h5(out / "weights.hdf5", {key: npz[key].astype(np.float32) for key in npz.files})
     return out
@@ -71,6 +76,16 @@ def reference_expected(name: str) -> dict[str, np.ndarray]:
         raise FileNotFoundError(2, f"{shared} is missing: tests need ../shared/data", str(shared))
     with np.load(path, allow_pickle=False) as npz:
         return {key: npz[key] for key in npz.files}
+
+
+def expected_rows(expected: Iterable[str]) -> list[int]:
+    """The sentence indices whose allennlp layers and mix ``expected`` (an ``expected.npz``, or its
+    keys) holds: all of them from ../shared, the excerpt's on a clone alone. Each sentence's
+    outputs were computed from the zero LSTM state (reference README), so they are the same
+    whichever sentences share its batch."""
+    rows = sorted(int(key.removeprefix("activations_")) for key in expected if key.startswith("activations_"))
+    assert rows, "expected.npz holds no sentence's layers"
+    return rows
 
 
 def read_h5(path: str | Path) -> dict[str, np.ndarray]:

@@ -14,6 +14,7 @@ import h5py
 import numpy as np
 import pytest
 import torch
+from helpers_io import expected_rows
 from tolerance import assert_reordered_close, elmo_terms
 
 from contextvec.allennlp import Elmo, ElmoEmbedder, batch_to_ids
@@ -38,6 +39,7 @@ def _sentences(path) -> list[list[str]]:
 def test_elmo_matches_allennlp(name, atol, request):
     path = request.getfixturevalue(name)
     expected = np.load(path / "expected.npz")
+    rows = expected_rows(expected)
     sentences = _sentences(path)
     options_file, weight_file = _files(path)
 
@@ -60,8 +62,9 @@ def test_elmo_matches_allennlp(name, atol, request):
             assert mask[row, :n].all() and not mask[row, n:].any()
             for representation in embeddings["elmo_representations"]:
                 assert representation.shape == (len(batch), longest, elmo.get_output_dim())
-                np.testing.assert_allclose(representation[row, :n].detach().numpy(),
-                                           expected[f"elmo_{i:03d}"], atol=atol, rtol=0)
+                if i in rows:
+                    np.testing.assert_allclose(representation[row, :n].detach().numpy(),
+                                               expected[f"elmo_{i:03d}"], atol=atol, rtol=0)
                 assert not representation[row, n:].any()
 
 
@@ -70,9 +73,11 @@ def test_elmo_embedder_gives_allennlps_raw_layers(tiny_dir):
     sentences = _sentences(tiny_dir)
     elmo = ElmoEmbedder(*_files(tiny_dir))
 
+    rows = expected_rows(expected)
     for i, vectors in enumerate(elmo.embed_sentences(sentences, batch_size=16)):
-        assert vectors.dtype == np.float32
-        np.testing.assert_allclose(vectors, expected[f"activations_{i:03d}"], atol=TIGHT, rtol=0)
+        assert vectors.dtype == np.float32 and vectors.shape == (3, len(sentences[i]), 32)
+        if i in rows:
+            np.testing.assert_allclose(vectors, expected[f"activations_{i:03d}"], atol=TIGHT, rtol=0)
     one = elmo.embed_sentence(sentences[5])
     np.testing.assert_allclose(one, expected["activations_005"], atol=TIGHT, rtol=0)
     # allennlp#2260: Elmo() is the scalar mix of these layers (equal weights, gamma 1 here).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from helpers_io import expected_rows
 from tolerance import assert_reordered_close, elmo_terms
 
 import contextvec
@@ -29,10 +30,13 @@ def test_layers_and_mix_match_allennlp(name, request):
     assert len(vectors) == len(sentences) == 64
     mix = ScalarMix(3, initial_weights=expected["scalar_mix_weights"] * 0,
                     initial_gamma=float(expected["scalar_mix_gamma"]))
+    rows = expected_rows(expected)
     for i, tokens in enumerate(sentences):
         np.testing.assert_array_equal(
             batch_to_char_ids([tokens])[0].numpy(), expected[f"char_ids_{i:03d}"]
         )
+        if i not in rows:
+            continue
         np.testing.assert_allclose(vectors[i], expected[f"activations_{i:03d}"], atol=ATOL, rtol=ATOL)
         mixed = mix(torch.from_numpy(vectors[i])[:, None], torch.ones(1, len(tokens), dtype=torch.bool))
         np.testing.assert_allclose(mixed[0].detach().numpy(), expected[f"elmo_{i:03d}"], atol=ATOL)
@@ -48,13 +52,16 @@ def test_boundary_rows_match_allennlp(tiny_dir):
         kept = encoder.bilm.contextualize(
             *_tokens_and_mask(encoder, sentences), keep_boundaries=True
         )
+    rows = expected_rows(expected)
     for i, tokens in enumerate(sentences):
         n = len(tokens)
+        assert not out.layers[:, i, n:].any()
+        if i not in rows:
+            continue
         boundaries = kept.layers[:, i, [0, n + 1]].numpy()
         np.testing.assert_allclose(boundaries, expected[f"boundaries_{i:03d}"], atol=ATOL)
         np.testing.assert_allclose(out.layers[:, i, :n].numpy(), expected[f"activations_{i:03d}"],
                                    atol=ATOL)
-        assert not out.layers[:, i, n:].any()
 
 
 def _tokens_and_mask(encoder: ElmoEncoder, sentences):
@@ -107,7 +114,7 @@ def test_forward_with_gradients_matches_inference(tiny_dir):
     grad = encoder.bilm.layers[0].state_weight.grad
     assert grad is not None and grad.abs().sum() > 0
     expected = np.load(tiny_dir / "expected.npz")
-    for i, tokens in enumerate(sentences):
-        np.testing.assert_allclose(layers[:, i, : len(tokens)].detach().numpy(),
+    for i in set(expected_rows(expected)) & set(range(len(sentences))):
+        np.testing.assert_allclose(layers[:, i, : len(sentences[i])].detach().numpy(),
                                    expected[f"activations_{i:03d}"], atol=ATOL)
     assert mask.sum().item() == sum(map(len, sentences))

@@ -10,7 +10,7 @@ import h5py
 import numpy as np
 import pytest
 import torch
-from conftest import SHARED, need_shared
+from conftest import need_shared, shared_file
 from tolerance import FP16_EPS, assert_reordered_close, elmo_terms
 
 from contextvec import features
@@ -29,7 +29,9 @@ from contextvec.probes.linear import (
 from contextvec.tasks.readers.conllu import parse_conllu, read_conllu
 from contextvec.tasks.split import TaggedCorpus
 
-EWT = SHARED / "tasks" / "ud-english-ewt"
+EWT_TRAIN = shared_file("tasks/ud-english-ewt/en_ewt-ud-train.conllu.gz")
+EWT_DEV = shared_file("tasks/ud-english-ewt/en_ewt-ud-dev.conllu.gz")
+EWT_SENTENCES = 16  # the committed excerpts (tests/data) hold the first 16 sentences of each file
 
 
 @pytest.fixture(autouse=True)
@@ -89,14 +91,14 @@ def test_reader_errors_name_the_sentence_and_word():
 
 
 def test_reader_on_ewt_counts_words_not_multiword_tokens():
-    corpus = read_conllu(EWT / "en_ewt-ud-dev.conllu.gz", "upos", max_sentences=40)
-    assert len(corpus) == 40
+    corpus = read_conllu(EWT_DEV, "upos", max_sentences=EWT_SENTENCES)
+    assert len(corpus) == EWT_SENTENCES
     assert all(len(w) == len(t) > 0 for w, t in zip(corpus.sentences, corpus.tags, strict=True))
     assert set(tag_vocabulary(corpus.tags)) <= {
         "ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN",
         "PUNCT", "SCONJ", "SYM", "VERB", "X"}
-    # "didn't" (a 29-30 range in this dev file) arrives as its two words
-    words = [w for s in read_conllu(EWT / "en_ewt-ud-dev.conllu.gz", max_sentences=200).sentences for w in s]
+    # "didn't" (a 29-30 range in the seventh sentence of this dev file) arrives as its two words
+    words = [w for s in corpus.sentences for w in s]
     assert "didn't" not in words and "n't" in words
 
 
@@ -270,13 +272,12 @@ def test_unseen_tags_count_as_errors():
 # --- command line ----------------------------------------------------------------------------
 
 def test_probe_pos_command_end_to_end(tmp_path, tiny_dir, capsys):
-    need_shared(EWT / "en_ewt-ud-train.conllu.gz", EWT / "en_ewt-ud-dev.conllu.gz")
+    need_shared(EWT_TRAIN, EWT_DEV)
     test_file = tmp_path / "test.conllu"
     test_file.write_text(SAMPLE, encoding="utf-8")
     out = tmp_path / "results.json"
-    args = ["probe", "pos", "--train", str(EWT / "en_ewt-ud-train.conllu.gz"),
-            "--dev", str(EWT / "en_ewt-ud-dev.conllu.gz"), "--test", str(test_file),
-            "--model", str(tiny_dir), "--max-sentences", "150", "--epochs", "3", "--seed", "1",
+    args = ["probe", "pos", "--train", str(EWT_TRAIN), "--dev", str(EWT_DEV), "--test", str(test_file),
+            "--model", str(tiny_dir), "--max-sentences", str(EWT_SENTENCES), "--epochs", "3", "--seed", "1",
             "--cache-dir", str(tmp_path / "cache"), "--output", str(out), "--quiet", "--threads", "1"]
     assert main(args) == 0
     printed = capsys.readouterr().out
@@ -289,7 +290,7 @@ def test_probe_pos_command_end_to_end(tmp_path, tiny_dir, capsys):
         assert 0.0 <= probe["dev_accuracy"] <= 1.0 and probe["test_accuracy"] is not None
         assert len(probe["dev_curve"]) == 3 and 1 <= probe["best_epoch"] <= 3
     assert results["tag"] == "upos" and "runtime: features" in printed
-    assert results["splits"]["train"]["sentences"] == 150
+    assert results["splits"]["train"]["sentences"] == EWT_SENTENCES
     assert results["splits"]["test"]["tokens"] == 6
     cache = sorted(p.name for p in (tmp_path / "cache").iterdir())
     assert len(cache) == 3 and all(name.endswith(".h5") for name in cache)

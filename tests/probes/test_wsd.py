@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import SHARED
+from conftest import SHARED, shared_file
 
 from contextvec.cli.probe_wsd import add_wsd_parsers
 from contextvec.encoders.base import Encoder, EncoderOutput
@@ -46,7 +46,7 @@ from contextvec.probes.wsd import (
 )
 
 WSD = SHARED / "tasks" / "wsd"
-SEMCOR = WSD / "semcor3.0.tar.gz"
+SEMCOR = shared_file("tasks/wsd/semcor3.0.tar.gz")  # or its excerpt (tests/data): one document
 SE07 = WSD / "Evaluation_Datasets" / "semeval2007"
 SE07_DATA = SE07 / "semeval2007.data.xml.gz"
 SE07_GOLD = SE07 / "semeval2007.gold.key.txt.gz"

@@ -39,8 +39,8 @@ from contextvec.training.optim import bert_parameter_groups
 TASKS = SHARED / "tasks"
 CONLL_TRAIN = TASKS / "conll2003" / "eng.train.gz"
 CONLL_DEV = TASKS / "conll2003" / "eng.testa.gz"
-SST_TRAIN = TASKS / "sst" / "trees" / "train.txt.gz"
-SST_DEV = TASKS / "sst" / "trees" / "dev.txt.gz"
+SST_TRAIN = shared_file("tasks/sst/trees/train.txt.gz")  # or its committed excerpt (tests/data)
+SST_DEV = shared_file("tasks/sst/trees/dev.txt.gz")
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz0123456789"
 PUNCTUATION = ".,;:!?'\"()-&$%/`"
@@ -311,7 +311,7 @@ def _run(tmp_path, *argv: str) -> dict:
 
 def _balanced_sst(source: Path, target: Path, per_class: int) -> Path:
     """The first ``per_class`` negative and positive trees of an SST file, alternating (the files
-    start with long runs of one class)."""
+    start with long runs of one class; their committed excerpts hold three negative trees)."""
     with gzip.open(source, "rt", encoding="utf-8") as f:
         lines = f.read().splitlines()
     negative = [line for line in lines if line[1] in "01"][:per_class]
@@ -323,8 +323,8 @@ def _balanced_sst(source: Path, target: Path, per_class: int) -> Path:
 
 
 def test_cli_fine_tune_sst2(tmp_path, bert_dir):
-    train = _balanced_sst(SST_TRAIN, tmp_path / "train.txt", 10)
-    dev = _balanced_sst(SST_DEV, tmp_path / "dev.txt", 10)
+    train = _balanced_sst(SST_TRAIN, tmp_path / "train.txt", 3)
+    dev = _balanced_sst(SST_DEV, tmp_path / "dev.txt", 3)
     result = _run(
         tmp_path,
         "sst2",
@@ -338,9 +338,9 @@ def test_cli_fine_tune_sst2(tmp_path, bert_dir):
         "--epochs",
         "3",
         "--batch-size",
-        "4",
+        "1",
         "--lr",
-        "1e-3",
+        "3e-3",
         "--save-model",
         str(tmp_path / "sst2-model"),
         "--test",
@@ -349,10 +349,10 @@ def test_cli_fine_tune_sst2(tmp_path, bert_dir):
     losses = [c["train_loss"] for c in result["curve"]]
     assert len(losses) == 3 and losses[-1] < losses[0]
     assert result["labels"] == ["negative", "positive"] and result["metric"] == "accuracy"
-    assert result["test"]["accuracy"] == result["dev"]["accuracy"] and result["dev"]["sentences"] == 20
+    assert result["test"]["accuracy"] == result["dev"]["accuracy"] and result["dev"]["sentences"] == 6
     assert result["model_settings"]["head"] == "BertForSequenceClassification"
-    assert result["train_settings"]["lr"] == 1e-3 and result["train_settings"]["warmup"] == 0.1
-    assert result["extra"]["fine_tune"] is True and result["extra"]["total_steps"] == 15
+    assert result["train_settings"]["lr"] == 3e-3 and result["train_settings"]["warmup"] == 0.1
+    assert result["extra"]["fine_tune"] is True and result["extra"]["total_steps"] == 18
     assert result["extra"]["truncated_sentences"]["train"] > 0  # letter pieces: 64 positions overflow
     assert result["runtime_s"]["train_sentences_per_s"] > 0
     saved = BertForSequenceClassification.from_pretrained(tmp_path / "sst2-model")
@@ -453,8 +453,7 @@ def test_cli_layers_sum_last_4(tmp_path, bert_dir):
 
 
 def test_cli_fine_tune_errors(tmp_path, tiny_dir, bert_dir, capsys):
-    train, dev = shared_file("tasks/sst/trees/train.txt.gz"), shared_file("tasks/sst/trees/dev.txt.gz")
-    data = ["train-task", "sst2", "--train", str(train), "--dev", str(dev), "--max-sentences", "5"]
+    data = ["train-task", "sst2", "--train", str(SST_TRAIN), "--dev", str(SST_DEV), "--max-sentences", "5"]
     assert main([*data, "--fine-tune", "--model", str(tiny_dir), "--quiet"]) == 2
     assert "not a Hugging Face BERT directory" in capsys.readouterr().err
     assert main([*data, "--fine-tune", "--quiet"]) == 2
