@@ -17,11 +17,9 @@ from contextvec.cli.common import (
     positive_int,
 )
 from contextvec.encoders.outputs import POOL_MODES
+from contextvec.logs import LOG_LEVELS, LogLevel
 
 HELP = "serve contextual vectors over HTTP (/v1/embed, OpenAI-compatible /v1/embeddings)"
-LOG_LEVELS = ("debug", "info", "warning", "error")
-"""The spellings of ``contextvec.server.serve.LogLevel`` (the server package needs its extra:
-this module names them for a ``--help`` without it)."""
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -89,7 +87,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                               "experiment results file, to chart (repeatable)")
     p.add_argument("--access-log", action="store_true",
                    help="log each request's method, path and status (never its text)")
-    p.add_argument("--log-level", default="info", choices=LOG_LEVELS,
+    p.add_argument("--log-level", default=LogLevel.INFO.value, choices=LOG_LEVELS,
                    help="the least severe server log messages shown")
     p.set_defaults(run=run)
 
