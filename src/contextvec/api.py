@@ -70,10 +70,6 @@ def check_device(device: str | torch.device) -> torch.device:
     return device
 
 
-LOW_PRECISION_FAMILIES = ("bilm-tf", "elmo-bilm", "hf-bert")
-"""The model families that run in bf16 and int8 as well as fp32 (ELMo and BERT)."""
-
-
 class ModelNotFoundError(FileNotFoundError):
     """No model at the path given, or no bundled default model (a ``FileNotFoundError``)."""
 
@@ -136,7 +132,7 @@ def load(
             load_bilm_tf_encoder(options_file, weight_file, device), precision))
     path = _model_path(model)
     family = _family(path)
-    if precision != "fp32" and family.name not in LOW_PRECISION_FAMILIES:
+    if precision != "fp32" and not family.low_precision:
         raise ValueError(f"precision {precision}: {family.kind} runs in fp32 only")
     return in_passing_thread(lambda: apply_precision(family.load(path, device), precision))
 
@@ -221,7 +217,7 @@ def model_info(model: str | os.PathLike | None = None) -> ModelInfo:
 def _model_paths(family: Family) -> list[InferencePath]:
     """This CPU's path per precision, the lower ones refused for a family that runs in fp32 only."""
     paths = list(inference_paths().values())
-    if family.name in LOW_PRECISION_FAMILIES:
+    if family.low_precision:
         return paths
     return [path if path.precision == "fp32" else
             replace(path, available=False, kernel=Kernel.NONE, engine="", activation_bits=None,

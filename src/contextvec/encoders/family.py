@@ -39,7 +39,8 @@ class Family:
     else there is to know of a loaded model (vocabulary sizes, ...), for ``contextvec info``.
     ``converts_to`` holds the forms :func:`contextvec.api.convert` writes its models in, and
     ``no_form(path, form)`` says in one line why the model at ``path`` has no other ``form``,
-    for a family with more to say than its kind.
+    for a family with more to say than its kind. ``low_precision``: its models run in bf16 and
+    int8 as well as fp32 (``contextvec.load(precision=...)``).
     """
 
     name: str
@@ -52,3 +53,4 @@ class Family:
     facts: Callable[[Encoder], dict[str, str]] | None = None
     converts_to: tuple[Form, ...] = ()
     no_form: Callable[[Path, Form], str] | None = None
+    low_precision: bool = False

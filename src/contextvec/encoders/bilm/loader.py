@@ -99,10 +99,10 @@ def elmo_facts(encoder: Encoder) -> dict[str, str]:
 
 BILM_TF = Family("bilm-tf", is_bilm_tf_dir, _load_bilm_tf_dir, "a bilm-tf ELMo model",
                  format="bilm-tf/allennlp HDF5 (options.json + weights.hdf5)", facts=elmo_facts,
-                 converts_to=tuple(Form))
+                 converts_to=tuple(Form), low_precision=True)
 NATIVE_ELMO = Family(
     MODEL_TYPE, lambda path: native_model_type(path) == MODEL_TYPE, load_native_encoder, "an ELMo biLM",
     saves=ElmoEncoder, save=save_native_encoder,
     format=f"contextvec native, model_type {MODEL_TYPE} (config.json + model.safetensors)", facts=elmo_facts,
-    converts_to=tuple(Form),
+    converts_to=tuple(Form), low_precision=True,
 )
