@@ -99,7 +99,7 @@ def settings(args: argparse.Namespace) -> AnalysisSettings:
     return AnalysisSettings(
         args.experiment, args.task, TaskFiles(args.train, args.dev, args.test, args.max_sentences), runner,
         model, training, tuple(args.seeds or [args.seed]),
-        EncoderChoice(args.model, args.options_file, args.weight_file, args.device, args.precision),
+        EncoderChoice(args.model, args.options_file, args.weight_file, args.device, precision=args.precision),
         getattr(args, "baseline", False), tuple(getattr(args, "fractions", DEFAULT_FRACTIONS)), args.threads)
 
 

@@ -108,7 +108,7 @@ def settings(args: argparse.Namespace) -> TrainTaskSettings:
         TrainMode.NO_CONTEXTUAL if args.no_contextual else TrainMode.CONTEXTUAL)
     return TrainTaskSettings(
         args.task, TaskFiles(args.train, args.dev, args.test, args.max_sentences), mode,
-        EncoderChoice(args.model, args.options_file, args.weight_file, args.device, args.precision),
+        EncoderChoice(args.model, args.options_file, args.weight_file, args.device, precision=args.precision),
         None if args.fine_tune else _model_settings(args), _training(args),
         FeatureSettings(args.cache_dir, args.feature_dtype, args.embed_batch_size),
         args.word_vectors, args.word_vectors_format, args.save_model, args.threads)
