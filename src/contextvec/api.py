@@ -41,6 +41,7 @@ __all__ = [
     "is_hf_bert_dir",
     "load",
     "model_info",
+    "resolve_model",
     "save",
 ]
 
@@ -148,17 +149,18 @@ def _model_path(model: str | os.PathLike | None) -> Path:
                 f"contextvec ({Path(__file__).parent / 'models'}); reinstall, or pass a model "
                 "directory"
             )
-    path = _bundled_or_path(model, bundled)
+    path = resolve_model(model)
     if not path.exists():
         names = ", ".join(bundled) or "none"
         raise ModelNotFoundError(f"no model at {path} (bundled models: {names})")
     return path
 
 
-def _bundled_or_path(model: str | os.PathLike, bundled: dict[str, Path]) -> Path:
-    """``model`` as a path: a bundled model's directory where no file of that name exists."""
+def resolve_model(model: str | os.PathLike) -> Path:
+    """The path ``model`` names: itself where it exists, else the bundled model of that name,
+    else itself (not checked: [`load`][contextvec.api.load] says what is missing)."""
     path = Path(model)
-    return path if path.exists() else bundled.get(str(model), path)
+    return path if path.exists() else bundled_models().get(str(model), path)
 
 
 def _family(path: Path) -> Family:
@@ -334,7 +336,7 @@ class Conversion:
     def __post_init__(self) -> None:
         object.__setattr__(self, "to", Form(self.to))
         if self.model.model is not None:  # else bilm-tf files, or the bundled default: an ELMo
-            refuse_conversion(_bundled_or_path(self.model.model, bundled_models()), self.to, self.model.model)
+            refuse_conversion(resolve_model(self.model.model), self.to, self.model.model)
         if self.dtype not in STORED_DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(STORED_DTYPES)}, not {self.dtype!r}")
         if self.dtype != "float32" and self.to != Form.NATIVE:

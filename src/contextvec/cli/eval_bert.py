@@ -56,10 +56,9 @@ def run(args: argparse.Namespace) -> None:
 
 def _model_dir(model: str) -> Path:
     """``--model`` as a directory (a bundled model's name resolved), or a one-line error."""
-    from contextvec.api import bundled_models
+    from contextvec.api import resolve_model
 
-    path = Path(model)
-    path = path if path.exists() else bundled_models().get(model, path)
+    path = resolve_model(model)
     if not path.is_dir():
         raise FileNotFoundError(f"no model directory {model}: eval-bert needs a BERT with its pretraining "
                                 "heads (train-bert's model/)")
