@@ -10,9 +10,9 @@ from pathlib import Path
 import torch
 
 from contextvec.encoders.base import Encoder
-from contextvec.encoders.bilm.loader import load_bilm_tf_encoder
+from contextvec.encoders.bilm.loader import is_bilm_tf_dir, load_bilm_tf_encoder, save_bilm_tf
 from contextvec.encoders.cpu import InferencePath, Kernel, inference_paths
-from contextvec.encoders.family import Family
+from contextvec.encoders.family import Family, Form
 from contextvec.encoders.fingerprint import model_identity
 from contextvec.encoders.precision import (
     PRECISIONS,
@@ -21,13 +21,15 @@ from contextvec.encoders.precision import (
     as_precision,
     check_precision,
 )
-from contextvec.encoders.registry import EXPECTED, family_of, family_saving
+from contextvec.encoders.registry import EXPECTED, family_of, family_saving, refuse_conversion
 from contextvec.encoders.threads import in_passing_thread
 from contextvec.io.hf_bert import is_hf_bert_dir
-from contextvec.io.native import is_native_dir
+from contextvec.io.native import cast_weights, is_native_dir
 
 __all__ = [
     "DEFAULT_MODEL",
+    "STORED_DTYPES",
+    "Conversion",
     "PRECISIONS",
     "ModelInfo",
     "Precision",
@@ -35,9 +37,11 @@ __all__ = [
     "ModelSpec",
     "bundled_models",
     "check_device",
+    "convert",
     "is_hf_bert_dir",
     "load",
     "model_info",
+    "resolve_model",
     "save",
 ]
 
@@ -65,10 +69,6 @@ def check_device(device: str | torch.device) -> torch.device:
     if device.type == "mps" and not torch.backends.mps.is_available():
         raise ValueError(f"device {device}: MPS is not available here; use --device cpu")
     return device
-
-
-LOW_PRECISION_FAMILIES = ("bilm-tf", "elmo-bilm", "hf-bert")
-"""The model families that run in bf16 and int8 as well as fp32 (ELMo and BERT)."""
 
 
 class ModelNotFoundError(FileNotFoundError):
@@ -133,7 +133,7 @@ def load(
             load_bilm_tf_encoder(options_file, weight_file, device), precision))
     path = _model_path(model)
     family = _family(path)
-    if precision != "fp32" and family.name not in LOW_PRECISION_FAMILIES:
+    if precision != "fp32" and not family.low_precision:
         raise ValueError(f"precision {precision}: {family.kind} runs in fp32 only")
     return in_passing_thread(lambda: apply_precision(family.load(path, device), precision))
 
@@ -149,13 +149,18 @@ def _model_path(model: str | os.PathLike | None) -> Path:
                 f"contextvec ({Path(__file__).parent / 'models'}); reinstall, or pass a model "
                 "directory"
             )
-    path = Path(model)
-    if not path.exists() and str(model) in bundled:
-        path = bundled[str(model)]
+    path = resolve_model(model)
     if not path.exists():
         names = ", ".join(bundled) or "none"
         raise ModelNotFoundError(f"no model at {path} (bundled models: {names})")
     return path
+
+
+def resolve_model(model: str | os.PathLike) -> Path:
+    """The path ``model`` names: itself where it exists, else the bundled model of that name,
+    else itself (not checked: [`load`][contextvec.api.load] says what is missing)."""
+    path = Path(model)
+    return path if path.exists() else bundled_models().get(str(model), path)
 
 
 def _family(path: Path) -> Family:
@@ -214,7 +219,7 @@ def model_info(model: str | os.PathLike | None = None) -> ModelInfo:
 def _model_paths(family: Family) -> list[InferencePath]:
     """This CPU's path per precision, the lower ones refused for a family that runs in fp32 only."""
     paths = list(inference_paths().values())
-    if family.name in LOW_PRECISION_FAMILIES:
+    if family.low_precision:
         return paths
     return [path if path.precision == "fp32" else
             replace(path, available=False, kernel=Kernel.NONE, engine="", activation_bits=None,
@@ -302,3 +307,63 @@ class ModelSpec:
             torch.set_num_threads(self.threads)
         return load(self.model, options_file=self.options_file, weight_file=self.weight_file,
                     device=self.device, precision=self.precision)
+
+
+STORED_DTYPES = {"float32": torch.float32, "float16": torch.float16}
+"""The dtypes [`convert`][contextvec.api.convert] stores native weights in, by name."""
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """What [`convert`][contextvec.api.convert] writes, checked when made: before anything is
+    loaded or written (``contextvec convert``'s options of the same names).
+
+    Attributes:
+        model: the model to convert.
+        to: the [`Form`][contextvec.encoders.family.Form] to write, or its spelling.
+        dtype: a name in [`STORED_DTYPES`][contextvec.api.STORED_DTYPES]: the weights' dtype in
+            the native form (float16 halves the files and loads into float32 parameters).
+
+    Raises:
+        ValueError: a model of a family without a ``to`` form (one line saying why, or what
+            converts); an unknown form or dtype; a dtype other than float32 for bilm-tf files.
+    """
+
+    model: ModelSpec
+    to: Form = Form.NATIVE
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "to", Form(self.to))
+        if self.model.model is not None:  # else bilm-tf files, or the bundled default: an ELMo
+            refuse_conversion(resolve_model(self.model.model), self.to, self.model.model)
+        if self.dtype not in STORED_DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(STORED_DTYPES)}, not {self.dtype!r}")
+        if self.dtype != "float32" and self.to != Form.NATIVE:
+            raise ValueError("--dtype applies to --to native (bilm-tf files are float32)")
+
+
+def convert(conversion: Conversion, directory: str | os.PathLike) -> Path:
+    """Load ``conversion.model`` and write it to ``directory`` in ``conversion.to`` form.
+
+    Returns:
+        The directory written: ``load(directory)`` gives the same vectors.
+
+    Raises:
+        FileExistsError: a native model asked for in a directory of bilm-tf files (which
+            ``load`` would read first).
+        ModelNotFoundError: as for [`load`][contextvec.api.load].
+    """
+    out = Path(directory)
+    if conversion.to == Form.NATIVE and is_bilm_tf_dir(out):
+        raise FileExistsError(f"{out} holds bilm-tf files, which contextvec.load reads before a native "
+                              "model: remove options.json and weights.hdf5, or write elsewhere")
+    encoder = conversion.model.load()
+    if conversion.to == Form.BILM_TF:
+        out.mkdir(exist_ok=True)
+        save_bilm_tf(encoder.bilm, out / "options.json", out / "weights.hdf5")
+        return out
+    save(encoder, out)
+    if conversion.dtype != "float32":
+        cast_weights(out, STORED_DTYPES[conversion.dtype])
+    return out

@@ -110,6 +110,8 @@ def test_info_names_format_vocabularies_and_fingerprint(tmp_path, capsys):
     assert dict(info.facts)["word vocabulary"] == "12 words (5-d)"
     assert dict(info.facts)["character vocabulary"] == "38 characters (6-d), 48 per token"
     assert dict(model_info(DATA / "chars").facts)["word vocabulary"] == "none"
+    assert encoder.layer_names() == ["0 word + char-CNN", "1 biLSTM-1", "2 biLSTM-2"]
+    assert encoder.token_layer_context_free
 
     assert main(["info", str(DATA / "chars"), "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)

@@ -189,6 +189,16 @@ def test_load_without_model_gives_the_bundled_one(monkeypatch):
         contextvec.load()
 
 
+def test_a_model_name_resolves_to_a_path_then_a_bundled_model(tmp_path, monkeypatch):
+    from contextvec.api import bundled_models, resolve_model
+
+    assert resolve_model("elmo-en-small") == bundled_models()["elmo-en-small"]
+    assert resolve_model(tmp_path / "missing") == tmp_path / "missing"  # load says it is missing
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "elmo-en-small").mkdir()  # a folder of that name here wins over the bundled model
+    assert resolve_model("elmo-en-small") == Path("elmo-en-small")
+
+
 def test_load_from_string_path_and_os_fspath(tiny_dir):
     encoder = contextvec.load(os.fspath(tiny_dir))
     assert encoder.num_layers == 3

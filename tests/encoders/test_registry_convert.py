@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from test_registry import SENTENCES, tiny_bert_dir
 
@@ -82,3 +83,44 @@ def test_float16_native_loads_into_float32_parameters(tiny_dir, tmp_path, capsys
         np.testing.assert_array_equal(x, y)
     assert _convert(tmp_path / "tf", "--to", "bilm-tf", "--dtype", "float16", "--model", tiny_dir) == 2
     assert "--dtype applies to --to native" in _one_error_line(capsys)
+
+
+def test_each_family_says_which_forms_it_converts_to():
+    from contextvec.encoders.registry import FAMILIES
+
+    elmo = ("native", "bilm-tf")
+    assert {f.name: tuple(map(str, f.converts_to)) for f in FAMILIES} == {
+        "bilm-tf": elmo, "tf-elmo": elmo, "elmo-bilm": elmo, "hf-bert": (), "cove": ("native",),
+        "elmoformanylangs": ("native",), "elmoformanylangs-bilm": ("native",)}
+
+
+def test_the_python_call_converts_and_refuses_as_the_command(own_tiny_dir, tmp_path):
+    """``contextvec.api.convert`` is the command's job: the same files, the same refusals, made
+    when the ``Conversion`` is (nothing loaded or written)."""
+    from contextvec.api import Conversion, ModelSpec, convert
+
+    out = convert(Conversion(ModelSpec(str(own_tiny_dir)), "bilm-tf"), tmp_path / "tf")
+    assert sorted(p.name for p in out.iterdir()) == ["options.json", "weights.hdf5"]
+    for x, y in zip(contextvec.load(out).embed(SENTENCES), contextvec.load(own_tiny_dir).embed(SENTENCES),
+                    strict=True):
+        np.testing.assert_array_equal(x, y)
+    bert = tiny_bert_dir(tmp_path / "bert")
+    with pytest.raises(ValueError, match=f"^{bert} is a BERT model, which has no native form: ELMo "):
+        Conversion(ModelSpec(str(bert)))
+    with pytest.raises(ValueError, match="^--dtype applies to --to native"):
+        Conversion(ModelSpec(str(own_tiny_dir)), "bilm-tf", "float16")
+    with pytest.raises(ValueError, match="dtype must be one of float32, float16, not 'int8'"):
+        Conversion(ModelSpec(str(own_tiny_dir)), dtype="int8")
+    with pytest.raises(FileExistsError, match="holds bilm-tf files"):
+        convert(Conversion(ModelSpec(str(own_tiny_dir))), out)
+
+
+def test_each_family_says_whether_it_runs_in_low_precision(tmp_path):
+    """ELMo and BERT run in bf16 and int8 too; the others refuse in one line naming their kind."""
+    from contextvec.encoders.registry import FAMILIES
+
+    assert [f.name for f in FAMILIES if f.low_precision] == ["bilm-tf", "hf-bert", "elmo-bilm"]
+    mt_lstm = MTLSTM(MTLSTMConfig(input_dim=4, hidden_size=2), ["a"], torch.zeros(1, 4))
+    cove = save_cove_encoder(mt_lstm, tmp_path / "cove")
+    with pytest.raises(ValueError, match="^precision int8: a CoVe model runs in fp32 only$"):
+        contextvec.load(cove, precision="int8")

@@ -8,7 +8,7 @@ import pytest
 from tolerance import FP16_EPS, FP32_EPS, assert_reordered_close
 
 import contextvec
-from contextvec.explore.contexts import ContextIndex, layer_names, word_across_contexts
+from contextvec.explore.contexts import ContextIndex, word_across_contexts
 
 SENTENCES = [s.split() for s in (
     "We had a picnic on the bank of the river .",
@@ -73,8 +73,20 @@ def test_a_word_that_occurs_less_than_twice_is_refused(encoder, sentences, messa
         word_across_contexts(encoder.embed(sentences), sentences, "bank")
 
 
-def test_layer_names_say_what_each_layer_is(encoder):
-    assert layer_names(encoder) == ["0 char-CNN", "1 biLSTM-1", "2 biLSTM-2"]
+def test_layer_names_say_what_each_layer_is(encoder, own_tiny_bert_dir):
+    """Each family names its own layers; an encoder that does not (a fixed mix of another's
+    layers) gets plain numbers."""
+    from contextvec.tasks.models.contextual import FixedLayers
+
+    assert encoder.layer_names() == ["0 char-CNN", "1 biLSTM-1", "2 biLSTM-2"]
+    assert encoder.token_layer_context_free
+    cove = contextvec.load("cove-en-multi30k")
+    assert cove.layer_names() == ["0 word vectors", "1 MT-LSTM-1", "2 MT-LSTM-2"]
+    assert cove.token_layer_context_free
+    bert = contextvec.load(own_tiny_bert_dir)
+    assert bert.layer_names() == ["0 embeddings", "1 transformer-1", "2 transformer-2"]
+    assert not bert.token_layer_context_free
+    assert FixedLayers(encoder, "last").layer_names() == ["0 layer 0"]
 
 
 def test_nearest_contexts_rank_the_corpus_by_cosine_per_layer(encoder, tmp_path):

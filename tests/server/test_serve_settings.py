@@ -10,8 +10,9 @@ pytest.importorskip("uvicorn", reason="the server extra is not installed: pip in
 
 from contextvec.api import DEFAULT_MODEL, ModelSpec  # noqa: E402
 from contextvec.encoders.outputs import Layers, Pooling  # noqa: E402
+from contextvec.logs import LogLevel  # noqa: E402
 from contextvec.server.explore import ExploreSettings  # noqa: E402
-from contextvec.server.serve import LogLevel, ServeSettings, default_model_name  # noqa: E402
+from contextvec.server.serve import ServeSettings, default_model_name  # noqa: E402
 from contextvec.server.settings import ServerSettings  # noqa: E402
 
 
@@ -35,6 +36,18 @@ def test_explorer_settings_need_the_page(explore, model, option):
     with pytest.raises(ValueError, match=f"^{option} is for the explorer page, which --no-ui turns off$"):
         ServeSettings(ui=False, explore=explore, explore_model=model)
     assert ServeSettings(explore=explore, explore_model=model).ui
+
+
+def test_serve_log_level_choices_are_the_enum(capsys):
+    from contextvec.cli.main import build_parser
+
+    parser = build_parser("serve")
+    assert parser.parse_args(["serve", "--log-level", "debug"]).log_level == LogLevel.DEBUG
+    assert ServeSettings(log_level=parser.parse_args(["serve"]).log_level).log_level is LogLevel.INFO
+    with pytest.raises(SystemExit):
+        parser.parse_args(["serve", "--log-level", "loud"])
+    choices = ", ".join(f"'{level}'" for level in LogLevel)
+    assert f"(choose from {choices})" in capsys.readouterr().err
 
 
 def test_serve_settings_refuse_bad_values():

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 import contextvec
-from contextvec.api import DEFAULT_MODEL, bundled_models
+from contextvec.api import DEFAULT_MODEL, resolve_model
 from contextvec.encoders.bilm import ElmoEncoder
 from contextvec.encoders.bilm.loader import BILM_TF, NATIVE_ELMO
 from contextvec.encoders.registry import family_of
@@ -82,9 +82,7 @@ def _refuse_other_kinds(model: PathLike | None) -> None:
     """A BERT or CoVe model (directory or bundled name) in one line, before it is loaded."""
     if model is None:
         return
-    path = Path(model)
-    if not path.exists():
-        path = bundled_models().get(str(model), path)
+    path = resolve_model(model)
     family = family_of(path) if path.is_dir() else None
     if family is not None and family not in (BILM_TF, NATIVE_ELMO):
         raise TypeError(f"{str(model)!r} is {family.kind}, not an ELMo biLM; {_WANTED}")

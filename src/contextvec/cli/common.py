@@ -14,8 +14,6 @@ if TYPE_CHECKING:  # the heavy imports wait until a command runs (fast --help)
     from contextvec.api import ModelSpec
 
 
-PRECISIONS = ("fp32", "bf16", "int8")
-
 
 def add_model_arguments(parser: argparse.ArgumentParser, precision: bool = True) -> None:
     """``--model``/``--options-file``/``--weight-file``, ``--device``, ``--threads`` and, unless
@@ -31,8 +29,10 @@ def add_model_arguments(parser: argparse.ArgumentParser, precision: bool = True)
     parser.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0 (default: cpu)")
     parser.add_argument("--threads", type=thread_count,
                         help="torch CPU threads (default: torch's choice)")
-    if precision:
-        parser.add_argument("--precision", default="fp32", choices=PRECISIONS,
+    if precision:  # a command's own parser: its module imports torch already
+        from contextvec.encoders.precision import PRECISIONS, Precision
+
+        parser.add_argument("--precision", default=Precision.FP32.value, choices=PRECISIONS,
                             help="weight precision for inference: fp32 (default, exact), bf16 (CPUs "
                                  "with native bf16 only) or int8; see docs/precision.md")
 

@@ -23,7 +23,6 @@ import contextvec
 from contextvec.api import DEFAULT_MODEL, bundled_models
 from contextvec.bulk import BulkSettings, embed_to_hdf5
 from contextvec.cli.common import check_output, positive_int
-from contextvec.explore import contexts
 from contextvec.io.atomic import atomic_path
 from contextvec.training.loop import TRAINING_RECORD
 
@@ -67,12 +66,6 @@ def _training_totals(record: dict) -> tuple[int, int, float]:
     return steps, tokens, seconds
 
 
-def _layer_names(encoder: contextvec.Encoder) -> tuple[list[str], str, bool]:
-    """Labels of the encoder's layers, the name of layer 0, and whether layer 0 is context-free."""
-    base, _, context_free = contexts.FAMILIES.get(type(encoder).__name__, ("layer 0", "layer", False))
-    return contexts.layer_names(encoder), base, context_free
-
-
 def run(args: argparse.Namespace) -> None:
     start = time.perf_counter()
     encoder = contextvec.load(args.model)
@@ -102,7 +95,7 @@ def run(args: argparse.Namespace) -> None:
     bank = [(i, s.index("bank")) for i, s in enumerate(sentences) if "bank" in s]
     print("\n2. cosine similarity of 'bank' in sentence 0 (money) with 'bank' in the others:")
     separated = []
-    layer_names, base, context_free = _layer_names(encoder)
+    layer_names = encoder.layer_names()
     width = max(12, *map(len, layer_names))
     print(f"   {'layer':<{width}} " + "  ".join(f"sent {i}" for i, _ in bank[1:]))
     for layer, label in enumerate(layer_names):
@@ -111,10 +104,10 @@ def run(args: argparse.Namespace) -> None:
         print(f"   {label:<{width}} " + "  ".join(f"{s:6.3f}" for s in sims))
         if layer > 0 and sims[1] > max(sims[0], sims[2]):
             separated.append(label.split(maxsplit=1)[-1])
-    if context_free:
-        print(f"   (the {base} layer sees only the word: 1.000 everywhere.)")
+    if encoder.token_layer_context_free:
+        print(f"   (the {encoder.token_layer} layer sees only the word: 1.000 everywhere.)")
     else:
-        print(f"   (the {base} layer adds the word's position: not exactly 1.000.)")
+        print(f"   (the {encoder.token_layer} layer adds the word's position: not exactly 1.000.)")
     print("   (A layer above 0 tells the senses apart here if the money bank of sentence 2 is closer")
     print("    than the river banks of 1 and 3: "
           f"{', '.join(separated) if separated else 'none of them with this model'}.)")
@@ -142,5 +135,6 @@ def run(args: argparse.Namespace) -> None:
     for word in dict.fromkeys(w for _, w in QUERIES):
         sims = token_vectors @ token_vectors[words.index(word)]
         near = [words[i] for i in np.argsort(-sims) if words[i] != word][:5]
-        print(f"   nearest words to '{word}' by layer 0 ({base}, word alone): {', '.join(near)}")
+        print(f"   nearest words to '{word}' by layer 0 ({encoder.token_layer}, word alone): "
+              f"{', '.join(near)}")
     print(f"\ndone in {time.perf_counter() - start:.1f} s")

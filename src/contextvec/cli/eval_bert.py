@@ -23,11 +23,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         subparsers, "eval-bert", HELP, files="held-out files or globs, a blank line between documents",
         model="HF BERT directory with pretraining heads (train-bert's model/)")
     p.add_argument("--max-seq-length", type=common.positive_int,
-                   help="pieces per pair (default: 128, or the model's max_position_embeddings if less)")
+                   help=f"pieces per pair (default: {InstanceSettings.max_seq_length}, or the model's "
+                        "max_position_embeddings if less)")
     p.add_argument("--batch-size", type=common.positive_int, default=32, help="sentence pairs per batch")
     p.add_argument("--seed", type=common.seed, default=EVAL_SEED,
                    help="fixes masking and pairing")
-    p.add_argument("--masked-lm-prob", type=common.probability, default=0.15,
+    p.add_argument("--masked-lm-prob", type=common.probability, default=InstanceSettings.masked_lm_prob,
                    help="share of pieces predicted")
     p.add_argument("--whole-word-mask", action="store_true", help="mask all pieces of a word together")
     p.add_argument("--no-sentences", dest="sentences", action="store_false",
@@ -45,7 +46,7 @@ def run(args: argparse.Namespace) -> None:
                        args.model)
     model = load_pretraining_model(model_dir).to(args.device)
     tokenizer = WordPieceTokenizer.from_directory(model_dir)
-    length = args.max_seq_length or min(128, model.config.max_position_embeddings)
+    length = args.max_seq_length or min(InstanceSettings.max_seq_length, model.config.max_position_embeddings)
     instances = InstanceSettings(length, args.masked_lm_prob, args.whole_word_mask,
                                  sentences=args.sentences, seed=args.seed)
     settings = EvalSettings(instances, args.batch_size, args.max_pairs, progress=not args.quiet)
@@ -55,10 +56,9 @@ def run(args: argparse.Namespace) -> None:
 
 def _model_dir(model: str) -> Path:
     """``--model`` as a directory (a bundled model's name resolved), or a one-line error."""
-    from contextvec.api import bundled_models
+    from contextvec.api import resolve_model
 
-    path = Path(model)
-    path = path if path.exists() else bundled_models().get(model, path)
+    path = resolve_model(model)
     if not path.is_dir():
         raise FileNotFoundError(f"no model directory {model}: eval-bert needs a BERT with its pretraining "
                                 "heads (train-bert's model/)")

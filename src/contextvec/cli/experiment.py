@@ -13,6 +13,7 @@ from contextvec.cli.experiment_representations import add_representations_parser
 from contextvec.experiments import DEFAULT_FRACTIONS, RunnerSettings
 from contextvec.jobs.choice import EncoderChoice, TaskFiles
 from contextvec.jobs.experiments import AnalysisSettings, run_analysis
+from contextvec.tasks.models import MIX_PLACEMENTS
 from contextvec.tasks.spec import TASKS, get_task
 from contextvec.tasks.train import TrainSettings
 
@@ -38,7 +39,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         sub = experiments.add_parser(name, help=text, description=f"{text[0].upper()}{text[1:]}. {RUNS}")
         _add_common_arguments(sub)
         if name != "placement":
-            sub.add_argument("--placement", choices=("input", "input+output"), default="input",
+            sub.add_argument("--placement", choices=MIX_PLACEMENTS, default="input",
                              help="where the contextual mixes enter the model (default: input)")
         if name != "layers":
             sub.add_argument("--l2", type=common.non_negative_float, default=0.001,
@@ -98,7 +99,7 @@ def settings(args: argparse.Namespace) -> AnalysisSettings:
     return AnalysisSettings(
         args.experiment, args.task, TaskFiles(args.train, args.dev, args.test, args.max_sentences), runner,
         model, training, tuple(args.seeds or [args.seed]),
-        EncoderChoice(args.model, args.options_file, args.weight_file, args.device, args.precision),
+        EncoderChoice(args.model, args.options_file, args.weight_file, args.device, precision=args.precision),
         getattr(args, "baseline", False), tuple(getattr(args, "fractions", DEFAULT_FRACTIONS)), args.threads)
 
 

@@ -50,7 +50,7 @@ def _add_training_arguments(p: argparse.ArgumentParser) -> None:
 def run_pos(args: argparse.Namespace) -> None:
     job = PosProbeSettings(
         args.train, args.dev, args.test, args.tag, args.max_sentences,
-        EncoderChoice(args.model, args.options_file, args.weight_file, args.device, args.precision),
+        EncoderChoice(args.model, args.options_file, args.weight_file, args.device, precision=args.precision),
         ProbeSettings(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, seed=args.seed,
                       weight_decay=args.weight_decay, device=args.device),
         FeatureSettings(args.cache_dir, args.feature_dtype, args.embed_batch_size), not args.quiet,

@@ -112,4 +112,5 @@ def _run_neighbours(args: argparse.Namespace) -> None:
 
 
 def _encoder(args: argparse.Namespace) -> EncoderChoice:
-    return EncoderChoice(args.model, args.options_file, args.weight_file, args.device, args.precision)
+    return EncoderChoice(args.model, args.options_file, args.weight_file, args.device,
+                         precision=args.precision)

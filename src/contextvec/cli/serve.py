@@ -17,11 +17,10 @@ from contextvec.cli.common import (
     positive_int,
 )
 from contextvec.encoders.outputs import POOL_MODES
+from contextvec.logs import LOG_LEVELS, LogLevel
+from contextvec.text.tokenize import Tokenizer
 
 HELP = "serve contextual vectors over HTTP (/v1/embed, OpenAI-compatible /v1/embeddings)"
-LOG_LEVELS = ("debug", "info", "warning", "error")
-"""The spellings of ``contextvec.server.serve.LogLevel`` (the server package needs its extra:
-this module names them for a ``--help`` without it)."""
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -54,7 +53,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="seconds to finish in-flight work on SIGTERM/SIGINT")
     limits.add_argument("--start-timeout", type=positive_float, default=300.0,
                         help="seconds to load and warm up the model before giving up")
-    p.add_argument("--tokenizer", choices=("whitespace", "moses"), default="whitespace",
+    p.add_argument("--tokenizer", choices=Tokenizer.LINE_NAMES, default="whitespace",
                    help="how string sentences are split unless a request says")
     openai = p.add_argument_group(
         "/v1/embeddings (sentence vectors)",
@@ -89,7 +88,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                               "experiment results file, to chart (repeatable)")
     p.add_argument("--access-log", action="store_true",
                    help="log each request's method, path and status (never its text)")
-    p.add_argument("--log-level", default="info", choices=LOG_LEVELS,
+    p.add_argument("--log-level", default=LogLevel.INFO.value, choices=LOG_LEVELS,
                    help="the least severe server log messages shown")
     p.set_defaults(run=run)
 

@@ -105,7 +105,7 @@ def settings(args: argparse.Namespace) -> TrainTaskSettings:
     task = get_task(args.task)
     return TrainTaskSettings(
         task, TaskFiles(args.train, args.dev, args.test, args.max_sentences), mode,
-        EncoderChoice(args.model, args.options_file, args.weight_file, args.device, args.precision),
+        EncoderChoice(args.model, args.options_file, args.weight_file, args.device, precision=args.precision),
         None if args.fine_tune else _model_settings(args, task), _training(args),
         FeatureSettings(args.cache_dir, args.feature_dtype, args.embed_batch_size),
         args.word_vectors, args.word_vectors_format, args.save_model, args.threads)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 import torch
@@ -40,6 +40,13 @@ class Encoder(nn.Module, ABC):
     transformer layers, CoVe's GloVe and MT-LSTM layers."""
     output_dim: int
     """The width ``dim`` of every layer's vectors."""
+    token_layer: ClassVar[str] = "layer 0"
+    """What layer 0 is, in words ("char-CNN"), for :meth:`layer_names`."""
+    upper_layers: ClassVar[str] = "layer"
+    """What the layers above layer 0 are, in words ("biLSTM"), for :meth:`layer_names`."""
+    token_layer_context_free: ClassVar[bool] = False
+    """Whether layer 0 gives a word the same vector in any sentence (ELMo's char-CNN does; BERT's
+    embeddings add the word's position)."""
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         """Every subclass's ``forward`` refuses a bare string (``TypeError``, as ``embed``):
@@ -68,6 +75,11 @@ class Encoder(nn.Module, ABC):
             ``layers`` ``(num_layers, batch, time, dim)`` float32 (zero past each sentence's
             end; ``time`` is the longest sentence's length) and ``mask`` ``(batch, time)`` bool.
         """
+
+    def layer_names(self) -> list[str]:
+        """Labels of the layers, ``num_layers`` of them: ``0 char-CNN``, ``1 biLSTM-1``, ... for
+        ELMo (``0 layer 0``, ``1 layer-1``, ... for an encoder that does not name its layers)."""
+        return [f"0 {self.token_layer}"] + [f"{k} {self.upper_layers}-{k}" for k in range(1, self.num_layers)]
 
     def embed(
         self,

@@ -5,11 +5,25 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 import torch
 
 from contextvec.encoders.base import Encoder
+
+
+class Form(StrEnum):
+    """The files :func:`contextvec.api.convert` writes a model as (``contextvec convert --to``)."""
+
+    NATIVE = "native"
+    """contextvec's own: ``config.json`` + ``model.safetensors`` (+ the family's vocabulary)."""
+    BILM_TF = "bilm-tf"
+    """bilm-tf/allennlp's ``options.json`` + ``weights.hdf5`` (ELMo)."""
+
+
+FORMS = tuple(form.value for form in Form)
+"""The spellings of :class:`Form`, as the command line offers them."""
 
 
 @dataclass(frozen=True)
@@ -23,6 +37,10 @@ class Family:
     for a family contextvec also writes, saves encoders of class ``saves`` and returns the
     directory. ``format`` names the files in users' words, and ``facts(encoder)`` gives what
     else there is to know of a loaded model (vocabulary sizes, ...), for ``contextvec info``.
+    ``converts_to`` holds the forms :func:`contextvec.api.convert` writes its models in, and
+    ``no_form(path, form)`` says in one line why the model at ``path`` has no other ``form``,
+    for a family with more to say than its kind. ``low_precision``: its models run in bf16 and
+    int8 as well as fp32 (``contextvec.load(precision=...)``).
     """
 
     name: str
@@ -33,3 +51,6 @@ class Family:
     save: Callable[[Encoder, Path], Path] | None = None
     format: str = ""
     facts: Callable[[Encoder], dict[str, str]] | None = None
+    converts_to: tuple[Form, ...] = ()
+    no_form: Callable[[Path, Form], str] | None = None
+    low_precision: bool = False

@@ -14,7 +14,7 @@ from contextvec.encoders.bert.loader import HF_BERT
 from contextvec.encoders.bilm.loader import BILM_TF, NATIVE_ELMO
 from contextvec.encoders.bilm.tf_loader import TF_ELMO
 from contextvec.encoders.cove.loader import COVE
-from contextvec.encoders.family import Family
+from contextvec.encoders.family import Family, Form
 from contextvec.encoders.manylangs.loader import MANYLANGS, MANYLANGS_NATIVE
 from contextvec.io.native import NativeFormatError, is_native_dir, read_meta
 
@@ -24,6 +24,10 @@ EXPECTED = ("options.json + weights.hdf5, a bilm-tf checkpoint (options.json + c
             "a TF-Hub ELMo module, config.json + model.safetensors, an HF BERT directory, or an "
             "ELMoForManyLangs directory (config.json + token_embedder.pkl + encoder.pkl)")
 """What the families' directories hold, for the error on a directory none of them recognises."""
+CONVERSIONS = ("ELMo (bilm-tf files or checkpoint, TF-Hub module, or native) converts to native or "
+               "bilm-tf, CoVe and ELMoForManyLangs to native; HF BERT directories load as they are, with "
+               "nothing to convert")
+"""What converts to which form (the families' ``converts_to``), in words."""
 
 
 def family_of(path: Path) -> Family | None:
@@ -47,6 +51,17 @@ def refuse_other_kinds(path: Path, wanted: tuple[Family, ...], needs: str, name:
     for family in FAMILIES:
         if family not in wanted and family.recognise(path):
             raise ValueError(f"this command needs {needs}; {name or path} is {family.kind}")
+
+
+def refuse_conversion(path: Path, form: Form, name: str) -> None:
+    """A one-line ``ValueError`` where the model at ``path`` (named ``name``) is of a family
+    without a ``form`` form: why, where its family says, else its kind and what converts."""
+    family = family_of(path) if path.is_dir() else None  # not a model: loading it says so
+    if family is None or form in family.converts_to:
+        return
+    if family.no_form is not None:
+        raise ValueError(f"{name}: {family.no_form(path, form)}")
+    raise ValueError(f"{name} is {family.kind}, which has no {form} form: {CONVERSIONS}")
 
 
 def family_saving(encoder: Encoder) -> Family | None:

@@ -7,9 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from contextvec.experiments.plans import RunSpec
-
-MIX_NAMES = ("input", "output")
-"""Names of the mixes in ``TaskReport.mixes`` order (placement ``input+output`` has both)."""
+from contextvec.explore.layer_report import MIX_NAMES
 
 
 @dataclass

@@ -25,23 +25,8 @@ from contextvec.encoders.base import Encoder
 from contextvec.features import FeatureSettings, cached_features
 from contextvec.probes.neighbours import occurrences
 
-FAMILIES = {
-    "ElmoEncoder": ("char-CNN", "biLSTM", True),
-    "ManyLangsEncoder": ("word + char-CNN", "biLSTM", True),
-    "CoveEncoder": ("word vectors", "MT-LSTM", True),
-    "BertEncoder": ("embeddings", "transformer", False),
-}
-"""Per model family: the name of layer 0, of the layers above it, and whether layer 0 is
-context-free (the same vector for a word in any sentence)."""
-
 CHUNK_ROWS = 65536
 """Corpus occurrences compared at a time: bounds the memory of a query for a frequent word."""
-
-
-def layer_names(encoder: Encoder) -> list[str]:
-    """Labels of the encoder's layers: ``0 char-CNN``, ``1 biLSTM-1``, ... (``layer`` for others)."""
-    base, upper, _ = FAMILIES.get(type(encoder).__name__, ("layer 0", "layer", False))
-    return [f"0 {base}"] + [f"{k} {upper}-{k}" for k in range(1, encoder.num_layers)]
 
 
 def unit_rows(vectors: np.ndarray) -> np.ndarray:

@@ -13,10 +13,12 @@ from flair.embeddings.base import TokenEmbeddings, register_embeddings
 from contextvec.allennlp.models import load_elmo_encoder
 from contextvec.api import DEFAULT_MODEL
 from contextvec.encoders.bilm import BiLMConfig, ElmoBiLM, ElmoEncoder
+from contextvec.encoders.outputs import LAYER_MODES
 
 log = logging.getLogger(__name__)
 
-EMBEDDING_MODES = ("all", "top", "average")
+EMBEDDING_MODES = LAYER_MODES
+"""flair's ``embedding_mode``: the spellings of :class:`~contextvec.encoders.outputs.Layers`."""
 # flair's names for models that allennlp downloaded from S3; contextvec never downloads.
 _DOWNLOADED_MODELS = ("small", "medium", "large", "5.5B", "pt", "portuguese", "pubmed")
 

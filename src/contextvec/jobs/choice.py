@@ -7,40 +7,23 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from contextvec.api import DEFAULT_MODEL
-from contextvec.encoders.base import Encoder
-from contextvec.encoders.precision import PRECISIONS
+from contextvec.api import DEFAULT_MODEL, ModelSpec
 from contextvec.tasks.spec import TaskSpec, as_task
 from contextvec.tasks.split import Split
 
 
 @dataclass(frozen=True)
-class EncoderChoice:
-    """Which encoder a job loads: a bundled model's name or a model directory (``model``), or
-    bilm-tf files (``options_file`` with ``weight_file``); none of them: the bundled default."""
+class EncoderChoice(ModelSpec):
+    """Which encoder a job loads: a [`ModelSpec`][contextvec.api.ModelSpec] (a bundled model's
+    name or a model directory, or bilm-tf files; none of them: the bundled default) that leaves
+    torch's threads to the job (``threads`` None), named for its reports."""
 
-    model: str | None = None
-    options_file: str | None = None
-    weight_file: str | None = None
-    device: str = "cpu"
-    precision: str = "fp32"
-
-    def __post_init__(self) -> None:
-        if self.model and (self.options_file or self.weight_file):
-            raise ValueError("give either --model or --options-file/--weight-file, not both")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}")
+    threads: int | None = None
 
     @property
     def name(self) -> str:
         """The encoder as reports name it."""
         return self.model or self.options_file or f"bundled {DEFAULT_MODEL}"
-
-    def load(self) -> Encoder:
-        import contextvec
-
-        return contextvec.load(self.model, options_file=self.options_file, weight_file=self.weight_file,
-                               device=self.device, precision=self.precision)
 
     def reference(self) -> dict:
         """How a saved task model names the encoder to load it again (paths made absolute)."""

@@ -19,7 +19,7 @@ import numpy as np
 from contextvec.encoders.base import Encoder
 from contextvec.engine.batcher import Runner
 from contextvec.engine.worker import WorkerThread
-from contextvec.explore.contexts import ContextIndex, layer_names, word_across_contexts
+from contextvec.explore.contexts import ContextIndex, word_across_contexts
 from contextvec.explore.layer_report import read_layer_report
 from contextvec.io.text_lines import read_lines, scan_lines
 from contextvec.probes.neighbours import occurrences
@@ -139,7 +139,7 @@ class Explorer:
         """``GET /v1/explore``."""
         index = self.models[0].index
         return {"models": [{"id": m.id, "num_layers": m.encoder.num_layers, "dim": m.encoder.output_dim,
-                            "layer_names": layer_names(m.encoder)}
+                            "layer_names": m.encoder.layer_names()}
                            for m in self.models],
                 "corpus": {"source": self.source, "sentences": len(index.sentences),
                            "tokens": index.num_tokens},
@@ -167,7 +167,7 @@ class Explorer:
             found = occurrences(sentences, body.word, body.ignore_case)
             return {**out, "total": len(found), "occurrences": _occurrences(found, sentences),
                     "layers": []}
-        names = layer_names(model.encoder)
+        names = model.encoder.layer_names()
         layers = [{"layer": k, "name": names[k], "matrix": np.round(matrix, 6).tolist(),
                    "closest": asdict(result.closest[k]), "farthest": asdict(result.farthest[k])}
                   for k, matrix in enumerate(result.similarity)]
@@ -193,7 +193,7 @@ class Explorer:
                                             body.ignore_case, skip=tokens))
         except ValueError:  # no occurrence in the corpus (but the query): nothing to rank
             return out
-        sentences, names = model.index.sentences, layer_names(model.encoder)
+        sentences, names = model.index.sentences, model.encoder.layer_names()
         out["layers"] = [{"layer": k, "name": names[k], "contexts": [
             {"sentence": c.sentence, "position": c.position, "tokens": sentences[c.sentence],
              "similarity": round(c.similarity, 6)} for c in contexts]}

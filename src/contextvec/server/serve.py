@@ -20,7 +20,6 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 
 from contextvec.api import DEFAULT_MODEL, ModelSpec, load
@@ -29,6 +28,7 @@ from contextvec.encoders.bert.encoder import BertEncoder
 from contextvec.engine.worker import WorkerThread
 from contextvec.extras import needs
 from contextvec.io.sentence_transformers import SentencePipelineError, SentencePooling, read_sentence_pooling
+from contextvec.logs import LogLevel
 from contextvec.server.app import create_app
 from contextvec.server.explore import ExploreSettings
 from contextvec.server.settings import ServerSettings
@@ -38,15 +38,6 @@ with needs("server"):  # the package checks the app's packages; serving needs uv
 
 WARMUP = ["The", "quick brown fox jumps over the lazy dog .",
           " ".join(["Contextual representations of every layer for every word ."] * 4)]
-
-
-class LogLevel(StrEnum):
-    """The least severe server log messages shown (``logging``'s levels of these names)."""
-
-    DEBUG = "debug"
-    INFO = "info"
-    WARNING = "warning"
-    ERROR = "error"
 
 
 @dataclass(frozen=True)

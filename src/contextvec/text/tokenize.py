@@ -74,6 +74,9 @@ class Tokenizer:
     """
 
     NAMES = ("whitespace", "moses", "moses-sentences")
+    LINE_NAMES = NAMES[:2]
+    """The tokenizers that keep each line one sentence (all but ``moses-sentences``): for jobs
+    whose lines pair one to one with something (a translation, a prediction, a request)."""
 
     def __init__(self, name: str = "whitespace", lang: str = "en") -> None:
         if name not in self.NAMES:

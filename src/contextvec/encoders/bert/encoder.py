@@ -63,6 +63,9 @@ class BertEncoder(Encoder):
     each layer's word vectors are copied straight into the output.
     """
 
+    # The embeddings layer adds each piece's position: not the same vector in every sentence.
+    token_layer, upper_layers, token_layer_context_free = "embeddings", "transformer", False
+
     def __init__(
         self,
         model: BertModel,

@@ -91,4 +91,4 @@ def _bert_facts(encoder: Encoder) -> dict[str, str]:
 
 HF_BERT = Family("hf-bert", is_hf_bert_dir, lambda path, device: load_bert_encoder(path).to(device).eval(),
                  "a BERT model", format="Hugging Face BERT (config.json, weights, vocab.txt/tokenizer.json)",
-                 facts=_bert_facts)
+                 facts=_bert_facts, low_precision=True)

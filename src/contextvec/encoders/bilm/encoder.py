@@ -121,6 +121,8 @@ class ElmoEncoder(TokenVectorEncoder):
     token, so the encoder can be fine-tuned.
     """
 
+    token_layer, upper_layers, token_layer_context_free = "char-CNN", "biLSTM", True
+
     def __init__(self, bilm: ElmoBiLM, token_cache_size: int = 50_000) -> None:
         super().__init__(bilm, token_cache_size)
 

@@ -17,7 +17,7 @@ from contextvec.encoders.base import Encoder
 from contextvec.encoders.bilm.config import MODEL_TYPE, BiLMConfig, ConfigError
 from contextvec.encoders.bilm.encoder import ElmoEncoder
 from contextvec.encoders.bilm.model import ElmoBiLM
-from contextvec.encoders.family import Family
+from contextvec.encoders.family import Family, Form
 from contextvec.io import bilm_tf
 from contextvec.io.native import NativeFormatError, load_native, native_model_type, save_native
 
@@ -98,9 +98,11 @@ def elmo_facts(encoder: Encoder) -> dict[str, str]:
 
 
 BILM_TF = Family("bilm-tf", is_bilm_tf_dir, _load_bilm_tf_dir, "a bilm-tf ELMo model",
-                 format="bilm-tf/allennlp HDF5 (options.json + weights.hdf5)", facts=elmo_facts)
+                 format="bilm-tf/allennlp HDF5 (options.json + weights.hdf5)", facts=elmo_facts,
+                 converts_to=tuple(Form), low_precision=True)
 NATIVE_ELMO = Family(
     MODEL_TYPE, lambda path: native_model_type(path) == MODEL_TYPE, load_native_encoder, "an ELMo biLM",
     saves=ElmoEncoder, save=save_native_encoder,
     format=f"contextvec native, model_type {MODEL_TYPE} (config.json + model.safetensors)", facts=elmo_facts,
+    converts_to=tuple(Form), low_precision=True,
 )

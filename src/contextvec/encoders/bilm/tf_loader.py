@@ -18,7 +18,7 @@ from contextvec.encoders.bilm.config import BiLMConfig, ConfigError
 from contextvec.encoders.bilm.encoder import ElmoEncoder
 from contextvec.encoders.bilm.loader import elmo_facts
 from contextvec.encoders.bilm.model import ElmoBiLM
-from contextvec.encoders.family import Family
+from contextvec.encoders.family import Family, Form
 from contextvec.io import bilm_tf, tf_elmo
 from contextvec.io.tf_elmo import HubMix
 
@@ -84,4 +84,4 @@ TF_ELMO = Family("tf-elmo", is_tf_elmo_dir, _load_encoder,
                  "a TensorFlow ELMo (bilm-tf checkpoint or TF-Hub module)",
                  format="bilm-tf TensorFlow checkpoint (options.json + checkpoint + model.ckpt-N.*) "
                         "or TF-Hub ELMo module (variables/ + tfhub_module.pb or saved_model.pb)",
-                 facts=elmo_facts)
+                 facts=elmo_facts, converts_to=tuple(Form))

@@ -28,6 +28,8 @@ class CoveEncoder(Encoder):
     module docstring). Out-of-vocabulary words get the MT-LSTM's ``unk`` vector (zeros unless
     it was trained)."""
 
+    token_layer, upper_layers, token_layer_context_free = "word vectors", "MT-LSTM", True
+
     def __init__(self, mt_lstm: MTLSTM) -> None:
         super().__init__()
         self.mt_lstm = mt_lstm

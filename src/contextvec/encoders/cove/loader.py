@@ -23,7 +23,7 @@ from contextvec.encoders.cove.encoder import CoveEncoder
 from contextvec.encoders.cove.mt_lstm import MTLSTM, MTLSTMConfig
 from contextvec.encoders.cove.seq2seq import MODEL_TYPE as SEQ2SEQ_TYPE
 from contextvec.encoders.cove.seq2seq import Seq2SeqConfig
-from contextvec.encoders.family import Family
+from contextvec.encoders.family import Family, Form
 from contextvec.io.cove import load_words, read_salesforce_checkpoint, salesforce_state_dict, save_words
 from contextvec.io.native import NativeFormatError, load_native, native_model_type, save_native
 from contextvec.io.word_vectors import WordVectors, load_word_vectors
@@ -135,4 +135,5 @@ COVE = Family(
     facts=lambda encoder: {"vocabulary": f"{len(encoder.mt_lstm.words)} words "
                                          f"({encoder.mt_lstm.config.input_dim}-d vectors)",
                            "MT-LSTM": f"{encoder.mt_lstm.config.num_layers} layers"},
+    converts_to=(Form.NATIVE,),
 )

@@ -22,6 +22,8 @@ class ManyLangsEncoder(TokenVectorEncoder):
     are cached as :class:`~contextvec.encoders.bilm.ElmoEncoder` caches its char-CNN's.
     """
 
+    token_layer, upper_layers, token_layer_context_free = "word + char-CNN", "biLSTM", True
+
     def __init__(self, bilm: ManyLangsBiLM, token_cache_size: int = 50_000) -> None:
         super().__init__(bilm, token_cache_size)
         # The dictionaries change the vectors but are not in the state dict: part of the model's

@@ -16,7 +16,7 @@ from torch import nn
 
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.bilm.config import ConfigError
-from contextvec.encoders.family import Family
+from contextvec.encoders.family import Family, Form
 from contextvec.encoders.manylangs.config import MODEL_TYPE, ManyLangsConfig, ManyLangsVocabulary
 from contextvec.encoders.manylangs.encoder import ManyLangsEncoder
 from contextvec.encoders.manylangs.model import ManyLangsBiLM
@@ -93,10 +93,10 @@ def save_native_manylangs(encoder: Encoder, directory: Path) -> Path:
     return directory
 
 
-def no_bilm_tf_form(path: Path, family: Family) -> str:
-    """Why the ELMoForManyLangs model at ``path`` (of ``family``: an original directory or its
-    native form) has no bilm-tf HDF5 form, in one line."""
-    if family.name == MODEL_TYPE:
+def no_bilm_tf_form(path: Path, form: Form) -> str:
+    """Why the ELMoForManyLangs model at ``path`` (an original directory or its native form) has
+    no bilm-tf HDF5 ``form``, in one line."""
+    if native_model_type(path) == MODEL_TYPE:
         dims = read_meta(path)[1]
     else:
         dims = files.read_architecture(path).get("token_embedder", {})
@@ -107,7 +107,7 @@ def no_bilm_tf_form(path: Path, family: Family) -> str:
                        "character outside ASCII is several bytes, so no table maps one onto the other)")
     if int(dims.get("word_dim", 0)):
         reasons.append("its token layer reads word embeddings, which a bilm-tf file has no place for")
-    return f"an ELMoForManyLangs model has no bilm-tf form: {', and '.join(reasons)}; convert it --to native"
+    return f"an ELMoForManyLangs model has no {form} form: {', and '.join(reasons)}; convert it --to native"
 
 
 def manylangs_facts(encoder: Encoder) -> dict[str, str]:
@@ -123,11 +123,11 @@ def manylangs_facts(encoder: Encoder) -> dict[str, str]:
 MANYLANGS = Family(
     "elmoformanylangs", files.is_manylangs_dir, load_manylangs_encoder, "an ELMoForManyLangs model",
     format="ELMoForManyLangs (config.json + architecture JSON, char.dic/word.dic, *.pkl)",
-    facts=manylangs_facts,
+    facts=manylangs_facts, converts_to=(Form.NATIVE,), no_form=no_bilm_tf_form,
 )
 MANYLANGS_NATIVE = Family(
     MODEL_TYPE, lambda path: native_model_type(path) == MODEL_TYPE, load_native_manylangs,
     "an ELMoForManyLangs model", saves=ManyLangsEncoder, save=save_native_manylangs,
     format=f"contextvec native, model_type {MODEL_TYPE} (config.json + model.safetensors + vocabulary.json)",
-    facts=manylangs_facts,
+    facts=manylangs_facts, converts_to=(Form.NATIVE,), no_form=no_bilm_tf_form,
 )

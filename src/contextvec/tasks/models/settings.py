@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from contextvec.encoders.bert.combine import LAYER_COMBINATIONS
 
 PLACEMENTS = ("none", "input", "input+output")
+MIX_PLACEMENTS = PLACEMENTS[1:]
+"""Where the mixes enter a model that reads contextual vectors (``--placement``)."""
 LAYERS = ("mix", *LAYER_COMBINATIONS)
 """How the encoder's layers enter: learned scalar mixes, or a fixed combination."""
 CLASSIFIERS = ("pool", "bcn")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -14,19 +14,18 @@ from contextvec.training.bert.instances import InstanceSettings
 
 
 @dataclass(frozen=True)
-class BertTrainConfig:
-    """Everything that defines a BERT pretraining run besides the data.
+class BertTrainConfig(InstanceSettings):
+    """Everything that defines a BERT pretraining run besides the data: how its training stream
+    makes and masks instances (the fields of :class:`InstanceSettings`, defined and checked there;
+    ``seed`` also seeds the weights and dropout), the model and the optimisation.
 
     ``model.vocab_size`` is the size of the vocabulary trained from the corpus when none is given
     (with ``lowercase``); the model takes the vocabulary's actual size. ``batch_size`` is the
     global batch (split across processes); ``max_steps`` also sets the learning-rate decay, which
-    ends at 0 there. ``sentences=False`` takes each corpus line as one segment instead of
-    splitting it into sentences. ``pool_size``: runs kept for random next segments.
+    ends at 0 there.
     """
 
     model: BertConfig = field(default_factory=BertConfig)
-    max_seq_length: int = 128
-    """Pieces per instance, ``[CLS]`` and ``[SEP]`` included."""
     batch_size: int = 32
     """The global batch of sentence pairs, split across processes."""
     lr: float = 1e-4
@@ -36,37 +35,29 @@ class BertTrainConfig:
     weight_decay: float = 0.01
     clip: float = 1.0
     """AdamW weight decay (not on biases and LayerNorm weights); gradient-norm clipping."""
-    masked_lm_prob: float = 0.15
-    whole_word_mask: bool = False
-    short_seq_prob: float = 0.1
-    sentences: bool = True
-    pool_size: int = 1000
     lowercase: bool = True
     bf16: bool = False
     checkpoint_every: int = 1000
-    seed: int = 0
 
     def __post_init__(self) -> None:
         if self.max_seq_length > self.model.max_position_embeddings:
             raise ConfigError(f"max_seq_length {self.max_seq_length} exceeds the model's "
                               f"max_position_embeddings {self.model.max_position_embeddings}")
-        if self.max_seq_length < 5:
-            raise ConfigError("max_seq_length must be >= 5 ([CLS] A [SEP] B [SEP])")
+        super().__post_init__()
         if self.batch_size < 1 or self.max_steps < 1 or self.warmup_steps < 0:
             raise ConfigError("batch_size and max_steps must be >= 1, warmup_steps >= 0")
-        if not 0.0 < self.masked_lm_prob < 1.0:
-            raise ConfigError(f"masked_lm_prob must be in (0, 1), not {self.masked_lm_prob}")
 
     def instances(self) -> InstanceSettings:
         """How this run's training stream makes and masks its instances."""
-        return InstanceSettings(self.max_seq_length, self.masked_lm_prob, self.whole_word_mask,
-                                self.short_seq_prob, self.sentences, self.pool_size, self.seed)
+        return InstanceSettings(**{f.name: getattr(self, f.name) for f in fields(InstanceSettings)})
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields as saved configs, checkpoints and ``training.json`` hold them, in
+        :data:`SAVED_ORDER`."""
         d = asdict(self)
         d["model"] = {k: v for k, v in self.model.to_dict().items() if k not in ("model_type",
                                                                                  "architectures")}
-        return d
+        return {name: d.pop(name) for name in SAVED_ORDER} | d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> BertTrainConfig:
@@ -89,6 +80,12 @@ class BertTrainConfig:
         except json.JSONDecodeError as e:
             raise ConfigError(f"{path}: not valid JSON ({e})") from e
 
+
+SAVED_ORDER = ("model", "max_seq_length", "batch_size", "lr", "warmup_steps", "max_steps", "weight_decay",
+               "clip", "masked_lm_prob", "whole_word_mask", "short_seq_prob", "sentences", "pool_size",
+               "lowercase", "bf16", "checkpoint_every", "seed")
+"""The order of the keys in a saved config (the order they have always been written in, so that
+checkpoints stay the same bytes); a field added later goes after them."""
 
 PRESETS: dict[str, BertTrainConfig] = {
     # For tests and smoke runs: trains in seconds on a CPU.

@@ -33,7 +33,8 @@ class InstanceSettings:
         seed: the seed of everything random.
 
     Raises:
-        ValueError: ``max_seq_length`` under 5 or ``pool_size`` under 1.
+        ValueError: ``max_seq_length`` under 5, ``masked_lm_prob`` outside (0, 1) or
+            ``pool_size`` under 1.
     """
 
     max_seq_length: int = 128
@@ -48,6 +49,8 @@ class InstanceSettings:
         if self.max_seq_length < 5:
             raise ValueError(f"max_seq_length must be >= 5 ([CLS] A [SEP] B [SEP]), "
                              f"not {self.max_seq_length}")
+        if not 0.0 < self.masked_lm_prob < 1.0:
+            raise ValueError(f"masked_lm_prob must be in (0, 1), not {self.masked_lm_prob}")
         if self.pool_size < 1:
             raise ValueError(f"pool_size must be >= 1, not {self.pool_size}")
 

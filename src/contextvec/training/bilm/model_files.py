@@ -61,19 +61,11 @@ def save_model(model: LanguageModel, vocab: CorpusVocabulary, directory: str | o
     return directory
 
 
-def model_directory(directory: str | os.PathLike) -> Path:
-    """A model directory, or a bundled model's name."""
-    from contextvec.api import bundled_models  # api imports the encoders, not the trainer
-
-    directory = Path(directory)
-    return directory if directory.exists() else bundled_models().get(str(directory), directory)
-
-
 def load_model(directory: str | os.PathLike) -> tuple[LanguageModel, CorpusVocabulary]:
     """A trained model directory (or a bundled model's name) -> (LM with softmax, vocabulary)."""
-    from contextvec.api import bundled_models
+    from contextvec.api import bundled_models, resolve_model  # api imports the encoders, not the trainer
 
-    given, directory = directory, model_directory(directory)
+    given, directory = directory, resolve_model(directory)
     trained = [name for name, path in bundled_models().items() if (path / VOCAB_FILE).is_file()]
     wanted = "a biLM (ELMo) trained by train-bilm" + "".join(f" or {name}" for name in trained)
     if not directory.is_dir():
@@ -98,7 +90,9 @@ def load_model(directory: str | os.PathLike) -> tuple[LanguageModel, CorpusVocab
 
 def training_record(directory: str | os.PathLike) -> dict[str, Any]:
     """The ``training.json`` of a model directory (or bundled model), empty if it has none."""
-    path = model_directory(directory) / TRAINING_RECORD
+    from contextvec.api import resolve_model
+
+    path = resolve_model(directory) / TRAINING_RECORD
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 

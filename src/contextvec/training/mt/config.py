@@ -5,6 +5,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from contextvec.text.tokenize import Tokenizer
+
+OPTIMIZERS = ("adam", "sgd")
+SELECTIONS = ("bleu", "perplexity")
+"""What "best on valid" means for the saved model."""
+BLEU_TOKENIZERS = ("none", "13a")
+"""sacrebleu's tokenizations offered: none (the given tokens) or 13a."""
+
 
 @dataclass(frozen=True)
 class MTTrainConfig:
@@ -38,13 +46,11 @@ class MTTrainConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.optimizer not in ("adam", "sgd"):
-            raise ValueError(f"optimizer must be adam or sgd, not {self.optimizer!r}")
-        if self.select not in ("bleu", "perplexity"):
-            raise ValueError(f"select must be bleu or perplexity, not {self.select!r}")
-        if self.bleu_tokenize not in ("none", "13a"):
-            raise ValueError(f"bleu_tokenize must be none or 13a, not {self.bleu_tokenize!r}")
-        if self.tokenizer not in ("whitespace", "moses"):
+        for name, allowed in (("optimizer", OPTIMIZERS), ("select", SELECTIONS),
+                              ("bleu_tokenize", BLEU_TOKENIZERS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be {' or '.join(allowed)}, not {getattr(self, name)!r}")
+        if self.tokenizer not in Tokenizer.LINE_NAMES:
             raise ValueError("parallel files need the whitespace or moses tokenizer (one sentence "
                              f"per line), not {self.tokenizer!r}")
         if self.batch_size < 1 or self.valid_beam < 1 or self.epochs < 0:
