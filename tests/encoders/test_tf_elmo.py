@@ -219,3 +219,13 @@ def test_a_truncated_module_graph_is_named(tmp_path):
     graph.write_bytes(graph.read_bytes()[:1000])
     with pytest.raises(CheckpointError, match=r"saved_model.pb: not a readable SavedModel graph"):
         contextvec.load(module)
+
+
+@pytest.mark.parametrize("directory", [CHECKPOINT, HUB], ids=["checkpoint", "hub"])
+def test_a_tensorflow_elmo_runs_in_int8_as_the_same_model_from_hdf5_does(directory):
+    # The same ELMo encoder as bilm-tf's HDF5 gives: the same low-precision path, the same vectors.
+    from_tf = contextvec.load(directory, precision="int8").embed(SENTENCES)
+    from_hdf5 = contextvec.load(options_file=CHECKPOINT / "options.json",
+                                weight_file=FIXTURES / "dump_weights.hdf5", precision="int8").embed(SENTENCES)
+    for ours, theirs in zip(from_tf, from_hdf5, strict=True):
+        np.testing.assert_array_equal(ours, theirs)

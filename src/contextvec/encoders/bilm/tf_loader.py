@@ -84,4 +84,4 @@ TF_ELMO = Family("tf-elmo", is_tf_elmo_dir, _load_encoder,
                  "a TensorFlow ELMo (bilm-tf checkpoint or TF-Hub module)",
                  format="bilm-tf TensorFlow checkpoint (options.json + checkpoint + model.ckpt-N.*) "
                         "or TF-Hub ELMo module (variables/ + tfhub_module.pb or saved_model.pb)",
-                 facts=elmo_facts, converts_to=tuple(Form))
+                 facts=elmo_facts, converts_to=tuple(Form), low_precision=True)
