@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from contextvec.api import DEFAULT_MODEL
 from contextvec.encoders.base import Encoder
-from contextvec.encoders.precision import PRECISIONS
+from contextvec.encoders.precision import Precision, as_precision
 from contextvec.tasks.spec import TaskSpec, as_task
 from contextvec.tasks.split import Split
 
@@ -23,13 +23,13 @@ class EncoderChoice:
     options_file: str | None = None
     weight_file: str | None = None
     device: str = "cpu"
-    precision: str = "fp32"
+    precision: Precision = Precision.FP32
+    """A :class:`~contextvec.encoders.precision.Precision` or its spelling."""
 
     def __post_init__(self) -> None:
         if self.model and (self.options_file or self.weight_file):
             raise ValueError("give either --model or --options-file/--weight-file, not both")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}")
+        object.__setattr__(self, "precision", as_precision(self.precision))
 
     @property
     def name(self) -> str:
