@@ -19,7 +19,7 @@ from typing import TypeVar
 import numpy as np
 import torch
 
-from contextvec.choices import checked_choice, spellings
+from contextvec.choices import checked_choice
 
 
 class LayerCombination(StrEnum):
@@ -28,9 +28,6 @@ class LayerCombination(StrEnum):
     LAST = "last"
     SUM_LAST_4 = "sum_last_4"
     CONCAT_LAST_4 = "concat_last_4"
-
-
-LAYER_COMBINATIONS = spellings(LayerCombination)
 
 Array = TypeVar("Array", np.ndarray, torch.Tensor)
 

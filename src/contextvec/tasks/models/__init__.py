@@ -46,7 +46,6 @@ from contextvec.tasks.models.contextual import FixedLayers, check_layers, contex
 from contextvec.tasks.models.settings import (
     CLASSIFIERS,
     LAYERS,
-    PLACEMENTS,
     Classifier,
     ModelLayers,
     ModelSettings,
@@ -66,7 +65,7 @@ from contextvec.tasks.models.vocab import (
 )
 
 __all__ = [
-    "CLASSIFIERS", "LAYERS", "MAX_CHARS", "PAD", "PLACEMENTS", "UNK", "BCNClassifier", "Batch", "Classifier",
+    "CLASSIFIERS", "LAYERS", "MAX_CHARS", "PAD", "UNK", "BCNClassifier", "Batch", "Classifier",
     "FixedLayers", "Indexer", "ModelLayers", "ModelSettings", "NerTagger", "NgramEmbedder", "Placement",
     "SentenceClassifier", "TaskModelBase",
     "TokenEmbedder", "Vocabulary", "WordCharCNN", "build_vocabularies", "char_ngrams", "check_layers",

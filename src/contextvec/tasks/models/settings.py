@@ -38,7 +38,6 @@ class Classifier(StrEnum):
     """CoVe's biattentive classification network (:class:`BCNClassifier`)."""
 
 
-PLACEMENTS = spellings(Placement)
 LAYERS = spellings(ModelLayers)
 CLASSIFIERS = spellings(Classifier)
 
