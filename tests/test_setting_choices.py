@@ -35,6 +35,10 @@ def _task_settings(**given):
                              model=ModelSettings(), **given)
 
 
+def _predict_settings(**given):
+    return PredictSettings("model", "in.txt", **given)
+
+
 # (what is made, its field, the name the error gives, the spellings it takes)
 CASES = [
     (ModelSettings, "placement", "placement", ("none", "input", "input+output")),
@@ -42,7 +46,9 @@ CASES = [
     (ModelSettings, "tag_scheme", "tag_scheme", ("bio", "iob1", "bioul")),
     (ModelSettings, "classifier", "classifier", ("pool", "bcn")),
     (EncoderChoice, "precision", "precision", ("fp32", "bf16", "int8")),
-    (lambda **kw: PredictSettings("model", "in.txt", **kw), "tokenizer", "tokenizer", LINE_TOKENIZERS),
+    (_predict_settings, "tokenizer", "tokenizer", LINE_TOKENIZERS),
+    (_predict_settings, "format", "format", ("text", "task")),
+    (_predict_settings, "output_format", "output_format", ("jsonl", "conll")),
     (ServerSettings, "tokenizer", "tokenizer", LINE_TOKENIZERS),
     (TrainConfig, "optimizer", "optimizer", ("adagrad", "adam", "sgd")),
     (TrainConfig, "tokenizer", "tokenizer", ALL_TOKENIZERS),
@@ -72,6 +78,12 @@ def test_each_spelling_is_taken_and_another_refused_naming_the_choices(make, fie
     with pytest.raises(ValueError) as error:
         make(**{field: "bogus"})
     assert str(error.value) == f"{name} must be one of {', '.join(spellings)}, not 'bogus'"
+
+
+def test_a_task_jobs_mode_is_refused_naming_the_modes():
+    with pytest.raises(ValueError) as error:
+        TrainTaskSettings("trec", TaskFiles("train.label"), "bogus", model=ModelSettings())
+    assert str(error.value) == "mode must be one of contextual, no-contextual, fine-tune, not 'bogus'"
 
 
 @pytest.mark.parametrize(("command", "option", "spellings"), [

@@ -72,7 +72,7 @@ class AnalysisSettings:
     threads: int | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "analysis", Analysis(self.analysis))
+        object.__setattr__(self, "analysis", checked_choice(Analysis, self.analysis, "analysis"))
         self.plan()  # a plan's settings errors before any reading or loading
 
     def plan(self) -> list[RunSpec]:

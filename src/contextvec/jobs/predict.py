@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, BinaryIO, TextIO
 
 from tqdm import tqdm
 
+from contextvec.choices import checked_choice
 from contextvec.text.tokenize import Tokenizer, TokenizerName, as_tokenizer_name
 
 if TYPE_CHECKING:  # torch-heavy: imported when a prediction runs, not with the settings
@@ -64,8 +65,8 @@ class PredictSettings:
     progress: bool = True
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "format", InputFormat(self.format))
-        object.__setattr__(self, "output_format", OutputFormat(self.output_format))
+        for name, kind in (("format", InputFormat), ("output_format", OutputFormat)):
+            object.__setattr__(self, name, checked_choice(kind, getattr(self, name), name))
         object.__setattr__(self, "tokenizer", as_tokenizer_name(self.tokenizer, one_per_line=True))
         if self.max_sentences and self.format is not InputFormat.TASK:
             raise ValueError("--max-sentences is for --format task (text input is streamed whole)")

@@ -58,7 +58,7 @@ class TrainTaskSettings:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "task", as_task(self.task))  # unknown: one line naming the known ones
-        object.__setattr__(self, "mode", TrainMode(self.mode))
+        object.__setattr__(self, "mode", checked_choice(TrainMode, self.mode, "mode"))
         object.__setattr__(self, "word_vectors_format", checked_choice(
             WordVectorFormat, self.word_vectors_format, "word-vector format"))
         fine = self.mode is TrainMode.FINE_TUNE
