@@ -33,6 +33,7 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
 
@@ -40,6 +41,7 @@ import h5py
 import numpy as np
 from tqdm import tqdm
 
+from contextvec.choices import checked_choice, spellings
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.fingerprint import model_identity
 from contextvec.io.atomic import atomic_path, file_lock, output_target
@@ -47,7 +49,17 @@ from contextvec.io.shards import ShardDir
 
 CACHE_ENV = "CONTEXTVEC_CACHE"
 FORMAT_VERSION = 1
-DTYPES = ("float32", "float16")
+
+
+class FeatureDtype(StrEnum):
+    """The dtype the cache stores layers in (``FeatureSettings.dtype``, ``--feature-dtype``)."""
+
+    FLOAT32 = "float32"
+    FLOAT16 = "float16"
+    """Half the disk and memory; the task models read it as float32."""
+
+
+DTYPES = spellings(FeatureDtype)
 
 
 @dataclass(frozen=True)
@@ -58,14 +70,13 @@ class FeatureSettings:
     what an interrupted pass keeps)."""
 
     cache_dir: str | os.PathLike | None = None
-    dtype: str = "float32"
+    dtype: FeatureDtype = FeatureDtype.FLOAT32
     batch_size: int = 64
     max_tokens: int | None = 4096
     chunk_sentences: int = 1000
 
     def __post_init__(self) -> None:
-        if self.dtype not in DTYPES:
-            raise ValueError(f"feature dtype must be one of {', '.join(DTYPES)}, not {self.dtype!r}")
+        object.__setattr__(self, "dtype", checked_choice(FeatureDtype, self.dtype, "feature dtype"))
         if self.batch_size < 1:
             raise ValueError(f"the encoder batch size must be >= 1, not {self.batch_size}")
         if self.chunk_sentences < 1:
@@ -84,10 +95,9 @@ def data_identity(sentences: Sequence[Sequence[str]]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def cache_key(model_id: str, data_id: str, dtype: str = "float32") -> str:
+def cache_key(model_id: str, data_id: str, dtype: FeatureDtype | str = FeatureDtype.FLOAT32) -> str:
     """The file stem of a cache entry: a hash of format version, model, data and dtype."""
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {DTYPES}, not {dtype!r}")
+    dtype = checked_choice(FeatureDtype, dtype, "dtype").value
     blob = json.dumps({"format": FORMAT_VERSION, "model": model_id, "data": data_id, "dtype": dtype})
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
@@ -197,7 +207,8 @@ def cached_features(
     :func:`model_identity` to avoid rehashing the weights for every split.
     """
     settings = settings or FeatureSettings()
-    cache_dir, dtype, chunk_sentences = settings.cache_dir, settings.dtype, settings.chunk_sentences
+    # The dtype's plain spelling: what numpy, the manifest and the HDF5 attributes take.
+    cache_dir, dtype, chunk_sentences = settings.cache_dir, settings.dtype.value, settings.chunk_sentences
     model_id = model_id or model_identity(encoder)
     data_id = data_identity(sentences)
     key = cache_key(model_id, data_id, dtype)

@@ -307,7 +307,8 @@ def test_sentence_splitting_and_named_tokenizers(tmp_path):
     assert Tokenizer("moses")("It's $5, isn't it?") == [["It", "'s", "$", "5", ",", "isn", "'t",
                                                          "it", "?"]]
     assert Tokenizer("moses-sentences")("A b. C d.") == [["A", "b", "."], ["C", "d", "."]]
-    with pytest.raises(ValueError, match="unknown tokenizer"):
+    with pytest.raises(ValueError, match="tokenizer must be one of whitespace, moses, moses-sentences, "
+                                         "not 'spacy'"):
         Tokenizer("spacy")
     path = tmp_path / "raw.txt"
     path.write_text("First one. Second one!\n\nThird,here.\n", encoding="utf-8")

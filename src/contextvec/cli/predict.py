@@ -20,7 +20,7 @@ from typing import TextIO
 
 from contextvec.cli import common
 from contextvec.jobs.predict import InputFormat, OutputFormat, PredictSettings, run_predict
-from contextvec.text.tokenize import Tokenizer
+from contextvec.text.tokenize import LINE_TOKENIZERS
 
 HELP = "run a task model saved by train-task --save-model on new text or a task file"
 DESCRIPTION = HELP + """. INPUT: text, one sentence per line, or (--format task) the task's own
@@ -39,7 +39,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=[f.value for f in InputFormat], default="text",
                    help="text: one sentence per line; task: the task's own file format, read by its "
                    "reader (default: text)")
-    p.add_argument("--tokenizer", choices=Tokenizer.LINE_NAMES, default="whitespace",
+    p.add_argument("--tokenizer", choices=LINE_TOKENIZERS, default="whitespace",
                    help="how --format text lines become tokens (default: whitespace)")
     p.add_argument("--output-format", choices=[f.value for f in OutputFormat], default="jsonl",
                    help="jsonl, or conll for NER (default: jsonl)")

@@ -18,7 +18,7 @@ from contextvec.cli.common import (
 )
 from contextvec.encoders.outputs import POOL_MODES
 from contextvec.logs import LOG_LEVELS, LogLevel
-from contextvec.text.tokenize import Tokenizer
+from contextvec.text.tokenize import LINE_TOKENIZERS
 
 HELP = "serve contextual vectors over HTTP (/v1/embed, OpenAI-compatible /v1/embeddings)"
 
@@ -53,7 +53,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="seconds to finish in-flight work on SIGTERM/SIGINT")
     limits.add_argument("--start-timeout", type=positive_float, default=300.0,
                         help="seconds to load and warm up the model before giving up")
-    p.add_argument("--tokenizer", choices=Tokenizer.LINE_NAMES, default="whitespace",
+    p.add_argument("--tokenizer", choices=LINE_TOKENIZERS, default="whitespace",
                    help="how string sentences are split unless a request says")
     openai = p.add_argument_group(
         "/v1/embeddings (sentence vectors)",

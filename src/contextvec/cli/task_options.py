@@ -30,7 +30,7 @@ from contextvec.features import CACHE_ENV, DTYPES
 from contextvec.io.atomic import atomic_path
 from contextvec.io.text_lines import read_once
 from contextvec.io.word_vectors import FORMATS
-from contextvec.tasks.models import CLASSIFIERS, LAYERS, MIX_PLACEMENTS
+from contextvec.tasks.models import CLASSIFIERS, LAYERS, MIX_PLACEMENTS, Placement
 from contextvec.tasks.schemes import SCHEMES
 from contextvec.tasks.spec import TASK_SPECS
 
@@ -161,7 +161,8 @@ def add_contextual_arguments(p: argparse.ArgumentParser) -> None:
     ctx = p.add_argument_group("contextual vectors")
     ctx.add_argument("--no-contextual", action="store_true",
                      help="baseline without contextual vectors (no encoder is loaded)")
-    ctx.add_argument("--placement", choices=MIX_PLACEMENTS, default="input",
+    ctx.add_argument("--placement", choices=MIX_PLACEMENTS,
+                     default=Placement.INPUT.value,
                      help="where the mixes enter: [x; ELMo] at the biLSTM input, and [h; ELMo'] at "
                      "its output (default: input)")
     ctx.add_argument("--layer-norm", action="store_true",

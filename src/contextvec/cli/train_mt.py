@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import time
 
+from contextvec.choices import spellings
 from contextvec.cli import common
 from contextvec.cli import training_options as options
-from contextvec.text.tokenize import Tokenizer
+from contextvec.text.tokenize import LINE_TOKENIZERS
 from contextvec.training.corpus import expand_paths
-from contextvec.training.mt.config import BLEU_TOKENIZERS, OPTIMIZERS, SELECTIONS, MTTrainConfig
+from contextvec.training.mt.config import MT_OPTIMIZERS, BleuTokenize, MTTrainConfig, Selection
 from contextvec.training.mt.data import MTFiles
 from contextvec.training.mt.trainer import MTTrainer
 
@@ -59,15 +60,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="learn the vector of source words without a word vector (else zero, fixed)")
     g.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=None,
                    help="look source words up lower-cased (default: if the vectors are all lower-case)")
-    g.add_argument("--optimizer", choices=OPTIMIZERS, default="adam",
+    g.add_argument("--optimizer", choices=MT_OPTIMIZERS, default="adam",
                    help="adam (lr 0.001) or sgd (lr 1.0, halved when valid perplexity rises)")
     g.add_argument("--lr-halving", action=argparse.BooleanOptionalAction, default=None,
                    help="halve the lr after an epoch whose valid perplexity rose (default: with sgd)")
-    g.add_argument("--select", choices=SELECTIONS, default="bleu",
+    g.add_argument("--select", choices=spellings(Selection), default="bleu",
                    help="what 'best on valid' means for model/")
-    g.add_argument("--bleu-tokenize", choices=BLEU_TOKENIZERS, default="none",
+    g.add_argument("--bleu-tokenize", choices=spellings(BleuTokenize), default="none",
                    help="sacrebleu tokenization: none (tokenized BLEU of the given tokens) or 13a")
-    g.add_argument("--tokenizer", choices=Tokenizer.LINE_NAMES, default="whitespace",
+    g.add_argument("--tokenizer", choices=LINE_TOKENIZERS, default="whitespace",
                    help="how lines become tokens (whitespace: pre-tokenized files)")
     p.set_defaults(run=run)
 

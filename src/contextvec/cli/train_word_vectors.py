@@ -6,6 +6,7 @@ import argparse
 
 from contextvec.cli import common
 from contextvec.cli import training_options as options
+from contextvec.io.word_vectors import WRITTEN_FORMATS, WordVectorFormat
 from contextvec.text.tokenize import Tokenizer
 from contextvec.training.corpus import expand_paths
 from contextvec.training.word2vec import ALGORITHMS, WordVectorConfig, train_word_vectors
@@ -18,7 +19,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = options.add_command(subparsers, "train-word-vectors", HELP)
     p.add_argument("--train", nargs="+", required=True, help="corpus files or globs (plain or .gz)")
     p.add_argument("--output", required=True, help="vectors file (written atomically; .gz: gzipped)")
-    p.add_argument("--format", choices=("word2vec", "glove", "word2vec-binary"), default="word2vec",
+    default_format = WordVectorFormat.WORD2VEC.value  # listed first
+    p.add_argument("--format", choices=(default_format, *(f for f in WRITTEN_FORMATS if f != default_format)),
+                   default=default_format,
                    help="output format (word2vec: text, with a 'count dim' header)")
     p.add_argument("--algorithm", choices=ALGORITHMS, default=defaults.algorithm, help="gensim model")
     p.add_argument("--dim", type=common.positive_int32, default=defaults.dim, help="vector size")

@@ -6,11 +6,12 @@ import argparse
 import json
 import sys
 
+from contextvec.choices import spellings
 from contextvec.cli import common
 from contextvec.cli import training_options as options
 from contextvec.io.atomic import atomic_path
-from contextvec.text.tokenize import Tokenizer
-from contextvec.training.mt.config import BLEU_TOKENIZERS
+from contextvec.text.tokenize import LINE_TOKENIZERS
+from contextvec.training.mt.config import BleuTokenize
 from contextvec.training.mt.data import read_parallel_side, tokenize_lines
 from contextvec.training.mt.translator import bleu, bleu_signature, load_translator, translate
 
@@ -25,7 +26,7 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="GNMT length normalisation alpha for the beam's final choice (0: off)")
     p.add_argument("--batch-size", type=common.positive_int, default=64,
                    help="sentences per batch (divided by the beam)")
-    p.add_argument("--tokenizer", choices=Tokenizer.LINE_NAMES, default="whitespace",
+    p.add_argument("--tokenizer", choices=LINE_TOKENIZERS, default="whitespace",
                    help="how input lines become tokens (whitespace: pre-tokenized input)")
     options.add_device_argument(p)
     options.add_run_arguments(p, resume=False)
@@ -42,7 +43,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     b.add_argument("--src", required=True, help="source file, one sentence per line")
     b.add_argument("--ref", required=True, help="reference translations, line-aligned")
     _common(b)
-    b.add_argument("--tokenize", choices=BLEU_TOKENIZERS, default="none",
+    b.add_argument("--tokenize", choices=spellings(BleuTokenize), default="none",
                    help="sacrebleu tokenization: none (tokenized BLEU on the given tokens, for "
                    "Moses-tokenized references) or 13a")
     b.add_argument("--output", help="also write the translations here (default: not written)")

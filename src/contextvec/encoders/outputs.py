@@ -12,9 +12,10 @@ CLI, the Python API and the server give the same numbers.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import TypeVar
 
 import numpy as np
+
+from contextvec.choices import checked_choice, spellings
 
 
 class Layers(StrEnum):
@@ -37,23 +38,11 @@ class Pooling(StrEnum):
     """The first token's vector."""
 
 
-Choice = TypeVar("Choice", bound=StrEnum)
-
-LAYER_MODES = tuple(mode.value for mode in Layers)
+LAYER_MODES = spellings(Layers)
 """The spellings of :class:`Layers`: ``all``, ``top``, ``average``."""
 
-POOL_MODES = tuple(mode.value for mode in Pooling)
+POOL_MODES = spellings(Pooling)
 """The spellings of :class:`Pooling`: ``mean``, ``max``, ``first``."""
-
-
-def checked_choice(kind: type[Choice], value: object, name: str, none_too: bool = False) -> Choice:
-    """``value`` (a member of the string enum ``kind`` or its spelling) as that member; any
-    other is a ``ValueError`` naming ``name`` and the choices (and None, if ``none_too``)."""
-    try:
-        return kind(value)
-    except ValueError:
-        choices = ", ".join(member.value for member in kind) + (" or None" if none_too else "")
-        raise ValueError(f"{name} must be one of {choices}, not {value!r}") from None
 
 
 def as_layers(value: Layers | str) -> Layers:

@@ -39,6 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from contextvec.choices import checked_choice, spellings
 from contextvec.encoders.cpu import (  # noqa: F401  (the CPU checks, importable from here too)
     BF16_FLAGS,
     INT8_FLAGS,
@@ -48,7 +49,6 @@ from contextvec.encoders.cpu import (  # noqa: F401  (the CPU checks, importable
     native_bf16,
     native_int8,
 )
-from contextvec.encoders.outputs import checked_choice
 
 
 class Precision(StrEnum):
@@ -62,7 +62,7 @@ class Precision(StrEnum):
     """int8 weights, dynamically quantised activations."""
 
 
-PRECISIONS = tuple(precision.value for precision in Precision)
+PRECISIONS = spellings(Precision)
 """The precisions ``contextvec.load(precision=...)`` accepts (the spellings of :class:`Precision`)."""
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from contextvec.choices import checked_choice
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.fingerprint import model_identity
 from contextvec.experiments.entry import Experiment, RunContext
@@ -18,6 +19,7 @@ from contextvec.experiments.plans import RunSpec
 from contextvec.experiments.store import ResultStore, run_key, split_identity
 from contextvec.experiments.summary import FinishedRun
 from contextvec.experiments.workers import RunInputs, run_jobs, source
+from contextvec.features import FeatureDtype
 from contextvec.io.word_vectors import WordVectors
 from contextvec.tasks.split import Split
 from contextvec.tasks.train import attach_features
@@ -32,12 +34,16 @@ class RunnerSettings:
 
     output_dir: Path
     cache_dir: str | Path | None = None
-    feature_dtype: str = "float32"
+    feature_dtype: FeatureDtype = FeatureDtype.FLOAT32
     jobs: int = 1
     threads: int = 1
     progress: bool = True
     overwrite: bool = False
     log: Callable[[str], None] = tqdm.write
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "feature_dtype",
+                           checked_choice(FeatureDtype, self.feature_dtype, "feature dtype"))
 
 
 @dataclass

@@ -21,6 +21,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import IO
 
+from contextvec.choices import checked_choice, spellings
+
 
 class EmptyLines(StrEnum):
     """What to do with empty or whitespace-only lines (``--empty-lines``)."""
@@ -40,19 +42,15 @@ class InvalidUtf8(StrEnum):
     """Decode them with U+FFFD for each bad byte."""
 
 
-EMPTY_LINE_POLICIES = tuple(policy.value for policy in EmptyLines)
-INVALID_UTF8_POLICIES = tuple(policy.value for policy in InvalidUtf8)
+EMPTY_LINE_POLICIES = spellings(EmptyLines)
+INVALID_UTF8_POLICIES = spellings(InvalidUtf8)
 
 
 def as_policies(empty_lines: EmptyLines | str,
                 invalid_utf8: InvalidUtf8 | str) -> tuple[EmptyLines, InvalidUtf8]:
     """The two bad-line policies as enums; a ``ValueError`` naming the choices for any other."""
-    for name, kind, value in (("empty_lines", EmptyLines, empty_lines),
-                              ("invalid_utf8", InvalidUtf8, invalid_utf8)):
-        if value not in kind.__members__.values():
-            choices = ", ".join(policy.value for policy in kind)
-            raise ValueError(f"{name} must be one of {choices}, not {value!r}")
-    return EmptyLines(empty_lines), InvalidUtf8(invalid_utf8)
+    return (checked_choice(EmptyLines, empty_lines, "empty_lines"),
+            checked_choice(InvalidUtf8, invalid_utf8, "invalid_utf8"))
 
 
 class InputError(ValueError):

@@ -20,14 +20,30 @@ from __future__ import annotations
 import gzip
 import os
 from collections.abc import Container, Iterator, Sequence
+from enum import StrEnum
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
 import numpy as np
 
+from contextvec.choices import checked_choice, spellings
 from contextvec.io.atomic import atomic_path
 
-FORMATS = ("auto", "glove", "word2vec", "word2vec-binary")
+
+class WordVectorFormat(StrEnum):
+    """A word-vector file's format (the module docstring describes each)."""
+
+    AUTO = "auto"
+    """Reading only: told apart by the file's first line (:func:`detect_format`)."""
+    GLOVE = "glove"
+    WORD2VEC = "word2vec"
+    WORD2VEC_BINARY = "word2vec-binary"
+
+
+FORMATS = spellings(WordVectorFormat)
+"""The formats :func:`load_word_vectors` reads."""
+WRITTEN_FORMATS = FORMATS[1:]
+"""The formats :func:`save_word_vectors` writes (all but ``auto``)."""
 _CHUNK = 1 << 20
 _MAX_WORD_BYTES = 1 << 16
 
@@ -95,7 +111,7 @@ def detect_format(path: str | os.PathLike) -> str:
 
 def load_word_vectors(
     path: str | os.PathLike,
-    format: str = "auto",
+    format: WordVectorFormat | str = WordVectorFormat.AUTO,
     *,
     max_words: int | None = None,
     keep: Container[str] | None = None,
@@ -111,14 +127,13 @@ def load_word_vectors(
     naming the line; ``"replace"`` as Python's codecs).
     """
     path = Path(path)
-    if format not in FORMATS:
-        raise ValueError(f"unknown word-vector format {format!r}; choose from {', '.join(FORMATS)}")
+    format = checked_choice(WordVectorFormat, format, "word-vector format")
     if duplicates not in ("error", "first"):
         raise ValueError(f"duplicates must be 'error' or 'first', not {duplicates!r}")
     if not path.is_file():
         raise FileNotFoundError(f"word-vector file not found: {path}")
-    if format == "auto":
-        format = detect_format(path)
+    if format is WordVectorFormat.AUTO:
+        format = WordVectorFormat(detect_format(path))
     records = _read_binary(path, errors) if format == "word2vec-binary" else _read_text(
         path, format == "word2vec", errors
     )
@@ -259,7 +274,7 @@ def save_word_vectors(
     path: str | os.PathLike,
     words: Sequence[str],
     vectors: np.ndarray,
-    format: str = "word2vec",
+    format: WordVectorFormat | str = WordVectorFormat.WORD2VEC,
 ) -> Path:
     """Write vectors atomically as ``word2vec`` text (default), ``glove`` or ``word2vec-binary``.
 
@@ -269,8 +284,7 @@ def save_word_vectors(
     """
     path = Path(path)
     vectors = np.asarray(vectors, dtype=np.float32)
-    if format not in FORMATS[1:]:
-        raise ValueError(f"unknown word-vector format {format!r}; choose from {', '.join(FORMATS[1:])}")
+    format = checked_choice(WordVectorFormat, format, "word-vector format", among=WRITTEN_FORMATS)
     if vectors.ndim != 2 or vectors.shape[0] != len(words):
         raise ValueError(f"need a ({len(words)}, dim) matrix, got shape {vectors.shape}")
     for word in words:

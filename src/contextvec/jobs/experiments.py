@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from contextvec.choices import checked_choice
 from contextvec.experiments.elmo_table import ElmoAnalysis
 from contextvec.experiments.plans import (
     DEFAULT_FRACTIONS,
@@ -33,7 +34,7 @@ from contextvec.experiments.representations import (
     check_representations,
 )
 from contextvec.experiments.runner import ExperimentData, ExperimentResult, RunnerSettings, run_experiment
-from contextvec.io.word_vectors import WordVectors
+from contextvec.io.word_vectors import WordVectorFormat, WordVectors
 from contextvec.jobs.choice import EncoderChoice, TaskFiles
 from contextvec.tasks.models import ModelSettings
 from contextvec.tasks.spec import get_task
@@ -71,7 +72,7 @@ class AnalysisSettings:
     threads: int | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "analysis", Analysis(self.analysis))
+        object.__setattr__(self, "analysis", checked_choice(Analysis, self.analysis, "analysis"))
         self.plan()  # a plan's settings errors before any reading or loading
 
     def plan(self) -> list[RunSpec]:
@@ -122,7 +123,7 @@ class RepresentationsSettings:
     elmo: str | None = None
     bert: str | None = None
     word_vectors: str | None = None
-    word_vectors_format: str = "auto"
+    word_vectors_format: WordVectorFormat = WordVectorFormat.AUTO
     threads: int | None = None
     log: Callable[[str], None] = tqdm.write
 
@@ -131,6 +132,8 @@ class RepresentationsSettings:
             raise ValueError(f"the representations table is of sentence classification tasks, "
                              f"not {self.task}")
         object.__setattr__(self, "names", tuple(check_representations(self.names)))
+        object.__setattr__(self, "word_vectors_format", checked_choice(
+            WordVectorFormat, self.word_vectors_format, "word-vector format"))
         if len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"--seeds names one twice: {' '.join(map(str, self.seeds))}")
 

@@ -23,6 +23,9 @@ from typing import TYPE_CHECKING, BinaryIO, TextIO
 
 from tqdm import tqdm
 
+from contextvec.choices import checked_choice
+from contextvec.text.tokenize import Tokenizer, TokenizerName, as_tokenizer_name
+
 if TYPE_CHECKING:  # torch-heavy: imported when a prediction runs, not with the settings
     from contextvec.tasks.spec import TaskSpec
     from contextvec.tasks.split import Split
@@ -51,7 +54,7 @@ class PredictSettings:
     model_dir: str | os.PathLike
     input: str
     format: InputFormat = InputFormat.TEXT
-    tokenizer: str = "whitespace"
+    tokenizer: TokenizerName = TokenizerName.WHITESPACE
     output_format: OutputFormat = OutputFormat.JSONL
     score: bool = False
     max_sentences: int | None = None
@@ -62,8 +65,9 @@ class PredictSettings:
     progress: bool = True
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "format", InputFormat(self.format))
-        object.__setattr__(self, "output_format", OutputFormat(self.output_format))
+        for name, kind in (("format", InputFormat), ("output_format", OutputFormat)):
+            object.__setattr__(self, name, checked_choice(kind, getattr(self, name), name))
+        object.__setattr__(self, "tokenizer", as_tokenizer_name(self.tokenizer, one_per_line=True))
         if self.max_sentences and self.format is not InputFormat.TASK:
             raise ValueError("--max-sentences is for --format task (text input is streamed whole)")
         if self.score and self.format is not InputFormat.TASK:
@@ -95,10 +99,8 @@ class PredictResult:
                 f"{self.source} (training reported dev {self.metric} {self.reported_dev})")
 
 
-def _text_sentences(stream: BinaryIO, source: str, tokenizer_name: str) -> Iterator[list[str]]:
+def _text_sentences(stream: BinaryIO, source: str, tokenizer_name: TokenizerName) -> Iterator[list[str]]:
     """Tokenized lines; each line is decoded on its own, so a bad byte is reported at its line."""
-    from contextvec.text.tokenize import Tokenizer
-
     tokenize = Tokenizer(tokenizer_name)
     for number, raw in enumerate(stream, start=1):
         try:

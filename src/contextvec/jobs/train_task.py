@@ -12,11 +12,13 @@ from pathlib import Path
 import torch
 
 from contextvec.api import is_hf_bert_dir
+from contextvec.choices import checked_choice
 from contextvec.features import FeatureSettings
+from contextvec.io.word_vectors import WordVectorFormat
 from contextvec.jobs.choice import EncoderChoice, TaskFiles
 from contextvec.tasks.finetune import FineTuneSettings, fine_tune
 from contextvec.tasks.fit import TaskReport
-from contextvec.tasks.models import ModelSettings, wanted_words
+from contextvec.tasks.models import Classifier, ModelSettings, Placement, wanted_words
 from contextvec.tasks.readers import DEV_SPLIT_SEED
 from contextvec.tasks.saved import save_fine_tuned, save_task_model
 from contextvec.tasks.spec import TaskSpec, as_task
@@ -50,13 +52,15 @@ class TrainTaskSettings:
     training: TrainSettings | FineTuneSettings = field(default_factory=TrainSettings)
     features: FeatureSettings = field(default_factory=FeatureSettings)
     word_vectors: str | None = None
-    word_vectors_format: str = "auto"
+    word_vectors_format: WordVectorFormat = WordVectorFormat.AUTO
     save_model: str | None = None
     threads: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "task", as_task(self.task))  # unknown: one line naming the known ones
-        object.__setattr__(self, "mode", TrainMode(self.mode))
+        object.__setattr__(self, "mode", checked_choice(TrainMode, self.mode, "mode"))
+        object.__setattr__(self, "word_vectors_format", checked_choice(
+            WordVectorFormat, self.word_vectors_format, "word-vector format"))
         fine = self.mode is TrainMode.FINE_TUNE
         if fine != isinstance(self.training, FineTuneSettings):
             raise ValueError("fine-tune trains with FineTuneSettings, a task model with TrainSettings")
@@ -70,9 +74,10 @@ class TrainTaskSettings:
             return
         if self.model is None:
             raise ValueError("a task model needs its ModelSettings")
-        if (self.model.placement == "none") != (self.mode is TrainMode.NO_CONTEXTUAL):
-            raise ValueError(f"placement {self.model.placement!r} does not fit mode {self.mode.value!r}")
-        if self.model.classifier == "bcn" and self.model.placement not in ("input", "none"):
+        if (self.model.placement is Placement.NONE) != (self.mode is TrainMode.NO_CONTEXTUAL):
+            raise ValueError(f"placement {self.model.placement.value!r} does not fit mode "
+                             f"{self.mode.value!r}")
+        if self.model.classifier is Classifier.BCN and self.model.placement is Placement.INPUT_OUTPUT:
             raise ValueError("--classifier bcn reads contextual vectors at its input only: drop --placement")
 
 

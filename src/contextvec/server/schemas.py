@@ -12,14 +12,14 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, StrictStr
 
 from contextvec.encoders.outputs import LAYER_MODES, POOL_MODES
-from contextvec.text.tokenize import Tokenizer
+from contextvec.text.tokenize import LINE_TOKENIZERS
 
 Strict = ConfigDict(extra="forbid", strict=True)
 
 LayerMode = Literal[LAYER_MODES]  # the spellings of encoders.outputs.Layers and Pooling
 PoolMode = Literal[POOL_MODES]
 Encoding = Literal["float", "base64"]
-TokenizerName = Literal[Tokenizer.LINE_NAMES]
+TokenizerName = Literal[LINE_TOKENIZERS]  # the spellings of text.tokenize's one-sentence-a-line tokenizers
 # Bounded so that the mixed vectors stay finite in float32 (JSON has no inf/NaN). A strict
 # float takes integers too; its bounds appear in the schema as minimum and maximum.
 FiniteFloat = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=-1e30, le=1e30)]

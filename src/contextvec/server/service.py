@@ -32,7 +32,7 @@ from contextvec.server.errors import APIError, validation_message
 from contextvec.server.metrics import Metrics
 from contextvec.server.settings import ServerSettings
 from contextvec.server.vectors import FieldError, LayerView, encode, has_lone_surrogate, layer_view
-from contextvec.text.tokenize import Tokenizer
+from contextvec.text.tokenize import Tokenizer, TokenizerName, as_tokenizer_name
 
 logger = logging.getLogger("contextvec.server")
 
@@ -66,7 +66,7 @@ class Service:
         # Started by the app's lifespan, when the server starts serving.
         self.engine = Engine(encoder, batching, worker=worker, on_batch=self.metrics.observe_batch,
                              start=False)
-        self.tokenizers: dict[str, Tokenizer] = {}
+        self.tokenizers: dict[TokenizerName, Tokenizer] = {}
         self.started = int(time.time())
         bert = isinstance(encoder, BertEncoder)
         self.sentence_encoder: BertSentenceEncoder | None = None
@@ -159,7 +159,8 @@ class Service:
             noun = "sentences" if field == "sentences" else "texts"
             raise APIError(413, f"{field}: {len(sentences)} {noun}, over the limit of "
                                 f"{most} per request ({option})", field)
-        name = tokenizer or limits.tokenizer
+        # The schema admits only the line tokenizers' spellings: as the enum here, at the edge.
+        name = as_tokenizer_name(tokenizer or limits.tokenizer, one_per_line=True)
         out = []
         for i, sentence in enumerate(sentences):
             items = [sentence] if isinstance(sentence, str) else sentence
@@ -167,7 +168,7 @@ class Service:
                 raise APIError(422, f"{field}[{i}]: contains a lone surrogate (not valid Unicode)",
                                f"{field}[{i}]")
             tokens = sentence if not isinstance(sentence, str) else (
-                sentence.split() if name == "whitespace" else self._tokenizer(name)(sentence)[0])
+                sentence.split() if name is TokenizerName.WHITESPACE else self._tokenizer(name)(sentence)[0])
             if len(tokens) > limits.max_sentence_tokens:
                 raise APIError(413, f"{field}[{i}]: {len(tokens)} tokens, over the limit of "
                                     f"{limits.max_sentence_tokens} per sentence (--max-sentence-tokens)",
@@ -175,7 +176,7 @@ class Service:
             out.append(list(tokens))
         return out
 
-    def _tokenizer(self, name: str) -> Tokenizer:
+    def _tokenizer(self, name: TokenizerName) -> Tokenizer:
         if name not in self.tokenizers:
             self.tokenizers[name] = Tokenizer(name)
         return self.tokenizers[name]

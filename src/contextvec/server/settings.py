@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from contextvec.encoders.outputs import Layers, Pooling, checked_choice
+from contextvec.choices import checked_choice
+from contextvec.encoders.outputs import Layers, Pooling
 from contextvec.io.sentence_transformers import SentencePooling
+from contextvec.text.tokenize import TokenizerName, as_tokenizer_name
 
 
 @dataclass(frozen=True)
@@ -24,8 +26,8 @@ class ServerSettings:
         max_sentences: sentences per request (more: 413).
         max_sentence_tokens: tokens per sentence (more: 413).
         max_body_bytes: request body size in bytes (more: 413).
-        tokenizer: how string sentences are split unless a request says: ``"whitespace"`` or
-            ``"moses"``.
+        tokenizer: how string sentences are split unless a request says:
+            ``TokenizerName.WHITESPACE`` or ``TokenizerName.MOSES`` (or their spellings).
         openai_layers: ``Layers.TOP``, ``Layers.AVERAGE`` (or their spellings) or scalar-mix
             weights (one per layer) for ``/v1/embeddings``; None (with ``openai_pool`` None):
             the model's own sentence vector.
@@ -40,8 +42,8 @@ class ServerSettings:
             the words of the average of all layers).
 
     Raises:
-        ValueError: an ``openai_layers`` or ``openai_pool`` that is none of the choices
-            (``Layers.ALL`` is none: it is no sentence vector).
+        ValueError: a ``tokenizer``, ``openai_layers`` or ``openai_pool`` that is none of the
+            choices (``Layers.ALL`` is none: it is no sentence vector).
     """
 
     model_name: str = "elmo-en-small"
@@ -54,7 +56,7 @@ class ServerSettings:
     max_sentences: int = 256
     max_sentence_tokens: int = 512
     max_body_bytes: int = 4 * 1024 * 1024
-    tokenizer: str = "whitespace"
+    tokenizer: TokenizerName = TokenizerName.WHITESPACE
     openai_layers: Layers | tuple[float, ...] | None = None
     openai_gamma: float = 1.0
     openai_pool: Pooling | None = None
@@ -63,6 +65,7 @@ class ServerSettings:
     openai_sentence: SentencePooling | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "tokenizer", as_tokenizer_name(self.tokenizer, one_per_line=True))
         if self.openai_pool is not None:
             object.__setattr__(self, "openai_pool",
                                checked_choice(Pooling, self.openai_pool, "openai_pool", none_too=True))

@@ -23,12 +23,15 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from contextvec.tasks.schemes import SCHEMES
+from contextvec.choices import checked_choice
+from contextvec.tasks.schemes import TagScheme
 
 FORBIDDEN = -10000.0
 
 
-def allowed_transitions(labels: list[str], scheme: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def allowed_transitions(
+    labels: list[str], scheme: TagScheme | str
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(``allowed`` (tags, tags) bool: ``allowed[i, j]`` = tag j may follow tag i,
     ``start`` (tags,) bool: the tag may begin a sequence, ``end`` (tags,) bool: it may end one)
     for ``bio`` (IOB2), ``iob1`` or ``bioul`` (BIOES) labels.
@@ -36,13 +39,12 @@ def allowed_transitions(labels: list[str], scheme: str) -> tuple[torch.Tensor, t
     Labels are ``O`` or ``B-X``/``I-X`` (and ``L-X``/``U-X`` for bioul); any other label is
     unconstrained.
     """
-    if scheme not in SCHEMES:
-        raise ValueError(f"scheme must be one of {SCHEMES}, not {scheme!r}")
+    scheme = checked_choice(TagScheme, scheme, "scheme")
     n = len(labels)
     allowed = torch.ones(n, n, dtype=torch.bool)
     start = torch.ones(n, dtype=torch.bool)
     end = torch.ones(n, dtype=torch.bool)
-    if scheme == "bioul":
+    if scheme is TagScheme.BIOUL:
         for i, frm in enumerate(labels):
             open_entity = frm[:2] in ("B-", "I-")
             start[i] = frm[:2] not in ("I-", "L-")
@@ -52,7 +54,7 @@ def allowed_transitions(labels: list[str], scheme: str) -> tuple[torch.Tensor, t
                 allowed[i, j] = (continues and to[2:] == frm[2:]) if open_entity else not continues
         return allowed, start, end
     # The prefix that may not start an entity: BIO's I- must continue one, IOB1's B- must split two.
-    continuing = "I-" if scheme == "bio" else "B-"
+    continuing = "I-" if scheme is TagScheme.BIO else "B-"
     for j, to in enumerate(labels):
         if not to.startswith(continuing):
             continue

@@ -117,7 +117,7 @@ def save_task_model(
     indexer: Indexer = model.indexer
     settings: ModelSettings = model.settings
     if (encoder is None) != (settings.num_mixes == 0):
-        raise ValueError(f"placement {settings.placement!r} and encoder {encoder!r} do not match")
+        raise ValueError(f"placement {settings.placement.value!r} and encoder {encoder!r} do not match")
     directory, tmp = _staging(directory)
     try:
         state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()

@@ -3,8 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import StrEnum
 
-SCHEMES = ("bio", "iob1", "bioul")
+from contextvec.choices import spellings
+
+
+class TagScheme(StrEnum):
+    """The tags a tagging model predicts (``ModelSettings.tag_scheme``, ``--tag-scheme``)."""
+
+    BIO = "bio"
+    """IOB2: every entity starts with ``B-``."""
+    IOB1 = "iob1"
+    """The CoNLL-2003 files' tags: ``B-`` only between two entities of one type."""
+    BIOUL = "bioul"
+    """BIOES: ``U-`` for a one-token entity, ``L-`` for the last token of a longer one."""
+
+
+SCHEMES = spellings(TagScheme)
 
 
 def _retag_starts(tags: Sequence[str], old: str, new: str) -> list[str]:

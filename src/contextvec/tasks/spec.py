@@ -17,7 +17,14 @@ from types import MappingProxyType
 
 from contextvec.encoders.bert.finetune import BertForSequenceClassification, BertForTokenClassification
 from contextvec.tasks.metrics import accuracy, entity_mentions, ner_scores
-from contextvec.tasks.models import BCNClassifier, ModelSettings, NerTagger, SentenceClassifier, TaskModelBase
+from contextvec.tasks.models import (
+    BCNClassifier,
+    Classifier,
+    ModelSettings,
+    NerTagger,
+    SentenceClassifier,
+    TaskModelBase,
+)
 from contextvec.tasks.readers import DEV_SPLIT_SEED, carve_dev, read_conll2003, read_sst, read_trec
 from contextvec.tasks.schemes import tag_set
 from contextvec.tasks.split import Split
@@ -52,10 +59,10 @@ class TaskSpec:
 
     def model_class(self, settings: ModelSettings) -> type[TaskModelBase]:
         """The frozen-feature model of ``settings``: the task's, or the BCN (``classifier="bcn"``)."""
-        if settings.classifier == "pool":
+        if settings.classifier is Classifier.POOL:
             return self.model
         if self.tagging:
-            raise ValueError(f"classifier {settings.classifier!r} is for sentence classification, "
+            raise ValueError(f"classifier {settings.classifier.value!r} is for sentence classification, "
                              f"not {self.name}")
         return BCNClassifier
 

@@ -189,7 +189,7 @@ def build_task_model(
     contextual = None
     if settings.num_mixes:
         if encoder is None:
-            raise ValueError(f"placement {settings.placement!r} needs an encoder")
+            raise ValueError(f"placement {settings.placement.value!r} needs an encoder")
         contextual = contextual_embedder(encoder, settings)
     return spec.model_class(settings)(tokens, labels, settings, contextual), indexer
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from enum import StrEnum
+
+from contextvec.choices import checked_choice, spellings
 
 Sentence = str | Sequence[str]
 """A sentence: a whitespace-tokenized string, or a sequence of tokens."""
@@ -64,26 +67,40 @@ def split_sentences(paragraph: str) -> list[str]:
     return [s for s in sentences if s]
 
 
+class TokenizerName(StrEnum):
+    """The tokenizers of raw text lines (:class:`Tokenizer`): what every ``tokenizer`` setting
+    and ``--tokenizer`` option names."""
+
+    WHITESPACE = "whitespace"
+    """``str.split()`` (input already tokenized)."""
+    MOSES = "moses"
+    """sacremoses' English tokenizer without HTML escaping (the tokenization of the 1B Word
+    Benchmark that ELMo was trained on)."""
+    MOSES_SENTENCES = "moses-sentences"
+    """Running text split into sentences first, then ``moses``: a line gives one token list per
+    sentence."""
+
+
+LINE_TOKENIZERS = (TokenizerName.WHITESPACE.value, TokenizerName.MOSES.value)
+"""The tokenizers that keep one line one sentence (parallel files, predictions, the server)."""
+
+
+def as_tokenizer_name(value: TokenizerName | str, one_per_line: bool = False) -> TokenizerName:
+    """``value`` as a :class:`TokenizerName` (with ``one_per_line``, one of
+    :data:`LINE_TOKENIZERS`); a ``ValueError`` naming the choices for any other."""
+    return checked_choice(TokenizerName, value, "tokenizer", among=LINE_TOKENIZERS if one_per_line else None)
+
+
 class Tokenizer:
-    """A named tokenizer of raw text lines into lists of tokens.
+    """A named tokenizer of raw text lines into lists of tokens (:class:`TokenizerName`)."""
 
-    ``whitespace``: ``str.split()`` (input already tokenized). ``moses``: sacremoses' English
-    tokenizer without HTML escaping (the tokenization of the 1B Word Benchmark that ELMo was
-    trained on). ``moses-sentences``: first split running text into sentences, then ``moses``;
-    each sentence becomes its own item.
-    """
+    NAMES = spellings(TokenizerName)
 
-    NAMES = ("whitespace", "moses", "moses-sentences")
-    LINE_NAMES = NAMES[:2]
-    """The tokenizers that keep each line one sentence (all but ``moses-sentences``): for jobs
-    whose lines pair one to one with something (a translation, a prediction, a request)."""
-
-    def __init__(self, name: str = "whitespace", lang: str = "en") -> None:
-        if name not in self.NAMES:
-            raise ValueError(f"unknown tokenizer {name!r}; choose from {', '.join(self.NAMES)}")
+    def __init__(self, name: TokenizerName | str = TokenizerName.WHITESPACE, lang: str = "en") -> None:
+        name = as_tokenizer_name(name)
         self.name = name
         self._moses = None
-        if name != "whitespace":
+        if name is not TokenizerName.WHITESPACE:
             from sacremoses import MosesTokenizer
 
             self._moses = MosesTokenizer(lang=lang)
@@ -92,5 +109,5 @@ class Tokenizer:
         """The token lists of one line: one list, or one per sentence (``moses-sentences``)."""
         if self._moses is None:
             return [line.split()]
-        texts = split_sentences(line) if self.name == "moses-sentences" else [line]
+        texts = split_sentences(line) if self.name is TokenizerName.MOSES_SENTENCES else [line]
         return [self._moses.tokenize(t, escape=False) for t in texts]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from contextvec.io.text_lines import open_text, read_once
 from contextvec.text.chars import BOS_TOKEN, EOS_TOKEN
-from contextvec.text.tokenize import Tokenizer
+from contextvec.text.tokenize import Tokenizer, TokenizerName
 
 UNK_TOKEN = "<UNK>"
 SPECIALS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
@@ -62,12 +62,12 @@ def _round_robin(paths: list[Path], skip: int = 0) -> Iterator[str]:
 
 
 def read_sentences(
-    paths: Iterable[Path], tokenizer: str = "whitespace", interleave: bool = False,
-    skip_lines: int = 0,
+    paths: Iterable[Path], tokenizer: TokenizerName | str = TokenizerName.WHITESPACE,
+    interleave: bool = False, skip_lines: int = 0,
 ) -> Iterator[list[str]]:
     """Tokenized lines of every file in order (``.gz`` read transparently).
 
-    ``tokenizer`` names a :class:`~contextvec.text.tokenize.Tokenizer`; ``moses-sentences``
+    ``tokenizer``: a :class:`~contextvec.text.tokenize.TokenizerName` or its spelling; ``moses-sentences``
     yields each sentence of a paragraph-per-line corpus separately. Blank lines (document
     separators in the shared corpora) are skipped; invalid UTF-8 is decoded with U+FFFD.
     ``interleave`` reads the files line by line in turn instead of one after the other, so a

@@ -1,8 +1,35 @@
-"""Optimiser pieces shared by BERT pretraining and fine-tuning."""
+"""Optimiser pieces shared by the training runs: the optimizers a config names, BERT's
+parameter groups."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from enum import StrEnum
+
+import torch
 from torch import nn
+
+from contextvec.choices import checked_choice
+
+
+class Optimizer(StrEnum):
+    """The optimizer of a biLM (``TrainConfig.optimizer``) or translation run (adam or sgd)."""
+
+    ADAGRAD = "adagrad"
+    """Adagrad with initial accumulator 1.0, as bilm-tf."""
+    ADAM = "adam"
+    SGD = "sgd"
+
+
+def make_optimizer(kind: Optimizer | str, parameters: Iterable[nn.Parameter],
+                   lr: float) -> torch.optim.Optimizer:
+    """The torch optimizer ``kind`` (or its spelling) names, over ``parameters`` at learning rate ``lr``."""
+    kind = checked_choice(Optimizer, kind, "optimizer")
+    if kind is Optimizer.ADAGRAD:
+        return torch.optim.Adagrad(parameters, lr=lr, initial_accumulator_value=1.0)
+    if kind is Optimizer.ADAM:
+        return torch.optim.Adam(parameters, lr=lr)
+    return torch.optim.SGD(parameters, lr=lr)
 
 
 def bert_parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:

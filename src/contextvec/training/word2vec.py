@@ -15,21 +15,33 @@ import os
 import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
+from contextvec.choices import checked_choice, spellings
 from contextvec.extras import needs
-from contextvec.io.word_vectors import WordVectors, save_word_vectors
-from contextvec.text.tokenize import Tokenizer
+from contextvec.io.word_vectors import WordVectorFormat, WordVectors, save_word_vectors
+from contextvec.text.tokenize import TokenizerName, as_tokenizer_name
 from contextvec.training.corpus import expand_paths, read_sentences
 
 with needs("word-vectors"):
     from gensim.models import FastText, Word2Vec
     from gensim.models.callbacks import CallbackAny2Vec
 
-ALGORITHMS = ("word2vec", "fasttext")
+
+
+class Algorithm(StrEnum):
+    """gensim's model (``WordVectorConfig.algorithm``, ``--algorithm``)."""
+
+    WORD2VEC = "word2vec"
+    FASTTEXT = "fasttext"
+    """Vectors of words and of their character n-grams."""
+
+
+ALGORITHMS = spellings(Algorithm)
 
 
 @dataclass(frozen=True)
@@ -39,7 +51,7 @@ class WordVectorConfig:
     first (needed when the vectors serve lower-cased data such as Multi30k's ``.lc`` files)."""
 
     dim: int = 300
-    algorithm: str = "word2vec"
+    algorithm: Algorithm = Algorithm.WORD2VEC
     window: int = 5
     min_count: int = 5
     epochs: int = 5
@@ -47,15 +59,13 @@ class WordVectorConfig:
     negative: int = 5
     sample: float = 1e-3
     lowercase: bool = False
-    tokenizer: str = "moses-sentences"
+    tokenizer: TokenizerName = TokenizerName.MOSES_SENTENCES
     max_vocab: int | None = None
     seed: int = 1
 
     def __post_init__(self) -> None:
-        if self.algorithm not in ALGORITHMS:
-            raise ValueError(f"algorithm must be one of {ALGORITHMS}, not {self.algorithm!r}")
-        if self.tokenizer not in Tokenizer.NAMES:
-            raise ValueError(f"tokenizer must be one of {Tokenizer.NAMES}, not {self.tokenizer!r}")
+        object.__setattr__(self, "algorithm", checked_choice(Algorithm, self.algorithm, "algorithm"))
+        object.__setattr__(self, "tokenizer", as_tokenizer_name(self.tokenizer))
         if self.dim < 1 or self.epochs < 1 or self.min_count < 1:
             raise ValueError("dim, epochs and min_count must be >= 1")
 
@@ -85,7 +95,7 @@ def train_word_vectors(
     output: str | os.PathLike | None,
     config: WordVectorConfig = WordVectorConfig(),
     threads: int = 1,
-    output_format: str = "word2vec",
+    output_format: WordVectorFormat | str = WordVectorFormat.WORD2VEC,
     progress: bool = True,
     log: Callable[[str], None] = print,
 ) -> WordVectors:
@@ -128,7 +138,7 @@ def train_word_vectors(
         level = gensim_logger.level
         gensim_logger.setLevel(logging.WARNING)  # its INFO lines would bury the progress bar
         try:
-            model = (FastText if config.algorithm == "fasttext" else Word2Vec)(**common)
+            model = (FastText if config.algorithm is Algorithm.FASTTEXT else Word2Vec)(**common)
         finally:
             gensim_logger.setLevel(level)
             bar.bar.close()

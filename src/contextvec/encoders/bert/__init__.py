@@ -4,7 +4,7 @@
 transformer layer stack (HF's ``BertEncoder``, attribute ``encoder``) is ``model.BertLayerStack``.
 """
 
-from contextvec.encoders.bert.combine import LAYER_COMBINATIONS, combine_layers
+from contextvec.encoders.bert.combine import LayerCombination, combine_layers
 from contextvec.encoders.bert.config import BertConfig
 from contextvec.encoders.bert.encoder import SUBWORD_POOLING, BertEncoder, window_spans
 from contextvec.encoders.bert.loader import (
@@ -20,7 +20,6 @@ from contextvec.io.hf_bert import BertCheckpointError
 MODEL_TYPE = "bert"
 
 __all__ = [
-    "LAYER_COMBINATIONS",
     "MODEL_TYPE",
     "SUBWORD_POOLING",
     "BertCheckpointError",
@@ -28,6 +27,7 @@ __all__ = [
     "BertEncoder",
     "BertModel",
     "BertModelOutput",
+    "LayerCombination",
     "WordPieceTokenizer",
     "WordPieces",
     "build_model",

@@ -13,26 +13,34 @@ For a learned weighting of all layers use :class:`~contextvec.embedder.ScalarMix
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import TypeVar
 
 import numpy as np
 import torch
 
-LAYER_COMBINATIONS = ("last", "sum_last_4", "concat_last_4")
+from contextvec.choices import checked_choice
+
+
+class LayerCombination(StrEnum):
+    """A fixed combination of an encoder's layers (:func:`combine_layers`)."""
+
+    LAST = "last"
+    SUM_LAST_4 = "sum_last_4"
+    CONCAT_LAST_4 = "concat_last_4"
 
 Array = TypeVar("Array", np.ndarray, torch.Tensor)
 
 
-def combine_layers(layers: Array, how: str = "last") -> Array:
-    """One of :data:`LAYER_COMBINATIONS` applied to ``layers`` (layers on axis 0)."""
-    if how not in LAYER_COMBINATIONS:
-        raise ValueError(f"how must be one of {LAYER_COMBINATIONS}, not {how!r}")
-    if how == "last":
+def combine_layers(layers: Array, how: LayerCombination | str = LayerCombination.LAST) -> Array:
+    """One :class:`LayerCombination` (or its spelling) applied to ``layers`` (layers on axis 0)."""
+    how = checked_choice(LayerCombination, how, "how")
+    if how is LayerCombination.LAST:
         return layers[-1]
     if layers.shape[0] < 4:
         raise ValueError(f"{how} needs at least 4 layers, got {layers.shape[0]}")
     last4 = layers[-4:]
-    if how == "sum_last_4":
+    if how is LayerCombination.SUM_LAST_4:
         return last4.sum(0)
     if isinstance(layers, torch.Tensor):
         return torch.cat(list(last4), dim=-1)

@@ -43,7 +43,15 @@ from contextvec.tasks.models.bilstm import (
     WordCharCNN,
 )
 from contextvec.tasks.models.contextual import FixedLayers, check_layers, contextual_embedder
-from contextvec.tasks.models.settings import CLASSIFIERS, LAYERS, MIX_PLACEMENTS, PLACEMENTS, ModelSettings
+from contextvec.tasks.models.settings import (
+    CLASSIFIERS,
+    LAYERS,
+    MIX_PLACEMENTS,
+    Classifier,
+    ModelLayers,
+    ModelSettings,
+    Placement,
+)
 from contextvec.tasks.models.vocab import (
     MAX_CHARS,
     PAD,
@@ -58,8 +66,9 @@ from contextvec.tasks.models.vocab import (
 )
 
 __all__ = [
-    "CLASSIFIERS", "LAYERS", "MAX_CHARS", "MIX_PLACEMENTS", "PAD", "PLACEMENTS", "UNK", "BCNClassifier",
-    "Batch", "FixedLayers", "Indexer", "ModelSettings", "NerTagger", "NgramEmbedder", "SentenceClassifier",
-    "TaskModelBase", "TokenEmbedder", "Vocabulary", "WordCharCNN", "build_vocabularies", "char_ngrams",
-    "check_layers", "contextual_embedder", "ngram_vocabulary", "wanted_words",
+    "CLASSIFIERS", "LAYERS", "MAX_CHARS", "MIX_PLACEMENTS", "PAD", "UNK", "BCNClassifier", "Batch",
+    "Classifier", "FixedLayers", "Indexer", "ModelLayers", "ModelSettings", "NerTagger", "NgramEmbedder", "Placement",
+    "SentenceClassifier", "TaskModelBase",
+    "TokenEmbedder", "Vocabulary", "WordCharCNN", "build_vocabularies", "char_ngrams", "check_layers",
+    "contextual_embedder", "ngram_vocabulary", "wanted_words",
 ]

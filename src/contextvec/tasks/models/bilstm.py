@@ -120,7 +120,7 @@ class TaskModelBase(nn.Module):
     ) -> None:
         super().__init__()
         if (contextual is None) != (settings.num_mixes == 0):
-            raise ValueError(f"placement {settings.placement!r} needs "
+            raise ValueError(f"placement {settings.placement.value!r} needs "
                              f"{'a' if settings.num_mixes else 'no'} contextual embedder")
         if contextual is not None and len(contextual.mixes) != settings.num_mixes:
             raise ValueError(f"the embedder has {len(contextual.mixes)} mixes, "

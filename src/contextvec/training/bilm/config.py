@@ -5,15 +5,29 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass, field, replace
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from contextvec.choices import checked_choice, plain, spellings
 from contextvec.encoders.bilm.config import PRESETS as MODEL_PRESETS
 from contextvec.encoders.bilm.config import BiLMConfig, ConfigError
-from contextvec.text.tokenize import Tokenizer
+from contextvec.text.tokenize import TokenizerName
+from contextvec.training.optim import Optimizer
 
-OPTIMIZERS = ("adagrad", "adam", "sgd")
-BF16_MODES = ("off", "softmax", "all")
+
+class Bf16(StrEnum):
+    """Which part of a training step runs in bfloat16 autocast (``TrainConfig.bf16``)."""
+
+    OFF = "off"
+    SOFTMAX = "softmax"
+    """The output layer only (the largest matmuls)."""
+    ALL = "all"
+    """The whole forward pass."""
+
+
+OPTIMIZERS = spellings(Optimizer)
+BF16_MODES = spellings(Bf16)
 
 
 @dataclass(frozen=True)
@@ -47,7 +61,7 @@ class TrainConfig:
     model: BiLMConfig = field(default_factory=BiLMConfig)
     rows: int = 128
     unroll: int = 20
-    optimizer: str = "adagrad"
+    optimizer: Optimizer = Optimizer.ADAGRAD
     lr: float = 0.2
     dropout: float = 0.1
     token_dropout: bool = True
@@ -65,27 +79,28 @@ class TrainConfig:
     contiguous: bool = False
     interleave: bool = False
     skip_lines: int = 0
-    tokenizer: str = "whitespace"
+    tokenizer: TokenizerName = TokenizerName.WHITESPACE
     checkpoint_every: int = 1000
     seed: int = 0
-    bf16: str = "off"
+    bf16: Bf16 = Bf16.OFF
 
     def __post_init__(self) -> None:
-        if self.optimizer not in OPTIMIZERS:
-            raise ConfigError(f"optimizer must be one of {OPTIMIZERS}, not {self.optimizer!r}")
-        if self.tokenizer not in Tokenizer.NAMES:
-            raise ConfigError(f"tokenizer must be one of {Tokenizer.NAMES}, not {self.tokenizer!r}")
+        try:  # a spelling (a config file's, a preset's) becomes its enum member
+            for name, kind in (("optimizer", Optimizer), ("tokenizer", TokenizerName), ("bf16", Bf16)):
+                object.__setattr__(self, name, checked_choice(kind, getattr(self, name), name))
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
         if self.rows < 1 or self.unroll < 1:
             raise ConfigError("rows and unroll must be >= 1")
         if not 0.0 <= self.weight_drop < 1.0:
             raise ConfigError("weight_drop must be in [0, 1)")
-        if self.bf16 not in BF16_MODES:
-            raise ConfigError(f"bf16 must be one of {BF16_MODES}, not {self.bf16!r}")
         if self.skip_lines < 0:
             raise ConfigError("skip_lines must be >= 0")
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        """The fields as plain values (spellings, not enum members): what checkpoints and
+        config files hold."""
+        d = plain(asdict(self))
         d["model"] = self.model.to_dict()
         return d
 

@@ -41,19 +41,12 @@ from contextvec.training.loop import (
     mean_loss,
     perplexity_of,
 )
+from contextvec.training.optim import make_optimizer
 
 # Settings a run may change when resumed: its length, the lr schedule, and full vs sampled softmax
 # and bf16 autocast (training-time approximations: same parameters, same data stream).
 RESUMABLE_CHANGES = ("epochs", "max_steps", "checkpoint_every", "halve_from_epoch",
                      "average_from_epoch", "negatives", "bf16")
-
-
-def _optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
-    if config.optimizer == "adagrad":  # bilm-tf: Adagrad with initial accumulator 1.0
-        return torch.optim.Adagrad(model.parameters(), lr=config.lr, initial_accumulator_value=1.0)
-    if config.optimizer == "adam":
-        return torch.optim.Adam(model.parameters(), lr=config.lr)
-    return torch.optim.SGD(model.parameters(), lr=config.lr)
 
 
 class Trainer(TrainingLoop):
@@ -96,7 +89,7 @@ class Trainer(TrainingLoop):
         self.log(f"vocabulary {len(self.vocab):,} types; "
                  f"{sum(p.numel() for p in self.model.parameters()):,} parameters")
         self.net = self.wrap(self.model)
-        self.optimizer = _optimizer(self.model, config)
+        self.optimizer = make_optimizer(config.optimizer, self.model.parameters(), config.lr)
         self.lr = config.lr
         self.data_state: dict[str, Any] | None = None
         self.lstm_state: LSTMState | None = None

@@ -3,15 +3,32 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
+from enum import StrEnum
 from typing import Any
 
-from contextvec.text.tokenize import Tokenizer
+from contextvec.choices import checked_choice, plain
+from contextvec.text.tokenize import TokenizerName, as_tokenizer_name
+from contextvec.training.optim import Optimizer
 
-OPTIMIZERS = ("adam", "sgd")
-SELECTIONS = ("bleu", "perplexity")
-"""What "best on valid" means for the saved model."""
-BLEU_TOKENIZERS = ("none", "13a")
-"""sacrebleu's tokenizations offered: none (the given tokens) or 13a."""
+
+class Selection(StrEnum):
+    """What "best on valid" means for the saved model (``MTTrainConfig.select``)."""
+
+    BLEU = "bleu"
+    PERPLEXITY = "perplexity"
+
+
+class BleuTokenize(StrEnum):
+    """sacrebleu's tokenization for BLEU (``bleu_tokenize``, ``translate --tokenize``)."""
+
+    NONE = "none"
+    """The given tokens (tokenized BLEU, as multi-bleu.perl)."""
+    T13A = "13a"
+    """The joined text re-tokenized the WMT way."""
+
+
+MT_OPTIMIZERS = (Optimizer.ADAM.value, Optimizer.SGD.value)
+"""The optimizers of a translation run."""
 
 
 @dataclass(frozen=True)
@@ -32,7 +49,7 @@ class MTTrainConfig:
     max_vocab: int | None = None
     batch_size: int = 64
     max_length: int | None = None
-    optimizer: str = "adam"
+    optimizer: Optimizer = Optimizer.ADAM
     lr: float | None = None
     lr_halving: bool | None = None
     clip: float = 5.0
@@ -40,26 +57,25 @@ class MTTrainConfig:
     max_steps: int | None = None
     checkpoint_every: int = 500
     valid_beam: int = 1
-    select: str = "bleu"
-    bleu_tokenize: str = "none"
-    tokenizer: str = "whitespace"
+    select: Selection = Selection.BLEU
+    bleu_tokenize: BleuTokenize = BleuTokenize.NONE
+    tokenizer: TokenizerName = TokenizerName.WHITESPACE
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name, allowed in (("optimizer", OPTIMIZERS), ("select", SELECTIONS),
-                              ("bleu_tokenize", BLEU_TOKENIZERS)):
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"{name} must be {' or '.join(allowed)}, not {getattr(self, name)!r}")
-        if self.tokenizer not in Tokenizer.LINE_NAMES:
-            raise ValueError("parallel files need the whitespace or moses tokenizer (one sentence "
-                             f"per line), not {self.tokenizer!r}")
+        # A spelling (a config file's) becomes its enum member; parallel files: one sentence a line.
+        object.__setattr__(self, "optimizer", checked_choice(Optimizer, self.optimizer, "optimizer",
+                                                             among=MT_OPTIMIZERS))
+        for name, kind in (("select", Selection), ("bleu_tokenize", BleuTokenize)):
+            object.__setattr__(self, name, checked_choice(kind, getattr(self, name), name))
+        object.__setattr__(self, "tokenizer", as_tokenizer_name(self.tokenizer, one_per_line=True))
         if self.batch_size < 1 or self.valid_beam < 1 or self.epochs < 0:
             raise ValueError("batch_size and valid_beam must be >= 1, epochs >= 0")
         # Resolve the optimizer's defaults so that the saved config says what ran.
         if self.lr is None:
-            object.__setattr__(self, "lr", 1e-3 if self.optimizer == "adam" else 1.0)
+            object.__setattr__(self, "lr", 1e-3 if self.optimizer is Optimizer.ADAM else 1.0)
         if self.lr_halving is None:
-            object.__setattr__(self, "lr_halving", self.optimizer == "sgd")
+            object.__setattr__(self, "lr_halving", self.optimizer is Optimizer.SGD)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> MTTrainConfig:
@@ -69,4 +85,6 @@ class MTTrainConfig:
         return cls(**d)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields as plain values (spellings, not enum members): what checkpoints and
+        config files hold."""
+        return plain(asdict(self))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contextvec.io.text_lines import read_lines, scan_lines
-from contextvec.text.tokenize import Tokenizer
+from contextvec.text.tokenize import Tokenizer, TokenizerName, as_tokenizer_name
 
 POOL_BATCHES = 50
 
@@ -51,16 +51,18 @@ def read_parallel_side(path: str | os.PathLike) -> list[str]:
     return [text for _, text in read_lines(path)]
 
 
-def tokenize_lines(lines: Sequence[str], tokenizer: str = "whitespace") -> list[list[str]]:
-    """One token list per line (``whitespace`` or ``moses``)."""
-    if tokenizer == "whitespace":
+def tokenize_lines(lines: Sequence[str],
+                   tokenizer: TokenizerName | str = TokenizerName.WHITESPACE) -> list[list[str]]:
+    """One token list per line (``whitespace`` or ``moses``: a line is one sentence)."""
+    tokenizer = as_tokenizer_name(tokenizer, one_per_line=True)
+    if tokenizer is TokenizerName.WHITESPACE:
         return [line.split() for line in lines]
     tokenize = Tokenizer(tokenizer)
     return [tokenize(line)[0] for line in lines]
 
 
 def read_parallel(source: str | os.PathLike, target: str | os.PathLike,
-                  tokenizer: str = "whitespace") -> list[SentencePair]:
+                  tokenizer: TokenizerName | str = TokenizerName.WHITESPACE) -> list[SentencePair]:
     """Tokenized sentence pairs; error on a line-count mismatch or an empty line."""
     src, tgt = read_parallel_side(source), read_parallel_side(target)
     for path, lines in ((source, src), (target, tgt)):

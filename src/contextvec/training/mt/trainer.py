@@ -42,7 +42,7 @@ from contextvec.io.cove import WORDS_FILE
 from contextvec.io.word_vectors import load_word_vectors
 from contextvec.training.corpus import CorpusVocabulary
 from contextvec.training.loop import CHECKPOINT, MODEL_DIR, StopRequest, TrainingLoop, mean_loss
-from contextvec.training.mt.config import MTTrainConfig
+from contextvec.training.mt.config import MTTrainConfig, Selection
 from contextvec.training.mt.data import MTFiles, epoch_batches, read_parallel
 from contextvec.training.mt.translator import (
     TARGET_VOCAB,
@@ -54,6 +54,7 @@ from contextvec.training.mt.translator import (
     save_translator,
     translate,
 )
+from contextvec.training.optim import make_optimizer
 
 
 class MTTrainer(TrainingLoop):
@@ -120,8 +121,7 @@ class MTTrainer(TrainingLoop):
             self.model.encoder.unk.zero_()
         self.model.to(self.device)
         params = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer = (torch.optim.Adam(params, lr=c.lr) if c.optimizer == "adam"
-                          else torch.optim.SGD(params, lr=c.lr))
+        self.optimizer = make_optimizer(c.optimizer, params, c.lr)
         self.sources = [self.model.encoder.token_ids(s) for s, _ in pairs]
         self.targets = [[self.vocab.id(w) for w in t] for _, t in pairs]
         self.lengths = [(len(s), len(t)) for s, t in zip(self.sources, self.targets, strict=True)]
@@ -246,7 +246,7 @@ class MTTrainer(TrainingLoop):
             self.set_lr(self.lr / 2)
             entry["lr_halved"] = True
         self.previous_ppl = ppl
-        value = score if c.select == "bleu" else -ppl
+        value = score if c.select is Selection.BLEU else -ppl
         if self.best is None or value > self.best:
             self.best = value
             entry["best"] = True

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from contextvec.choices import checked_choice
 from contextvec.encoders.cove.loader import COVE, load_words, save_words
 from contextvec.encoders.cove.mt_lstm import pad_ids
 from contextvec.encoders.cove.seq2seq import MODEL_TYPE, Seq2Seq, Seq2SeqConfig
@@ -24,6 +25,7 @@ from contextvec.io.atomic import atomic_path
 from contextvec.io.native import is_native_dir, load_native, save_native
 from contextvec.training.corpus import CorpusVocabulary
 from contextvec.training.loop import MODEL_DIR, TRAINING_RECORD
+from contextvec.training.mt.config import BleuTokenize
 from contextvec.training.mt.data import SentencePair
 
 with needs("mt"):
@@ -144,20 +146,21 @@ def translate(model: Seq2Seq, vocab: CorpusVocabulary, sentences: Sequence[Seque
 
 
 def bleu(hypotheses: Sequence[Sequence[str]], references: Sequence[Sequence[str]],
-         tokenize: str = "none") -> Any:
+         tokenize: BleuTokenize | str = BleuTokenize.NONE) -> Any:
     """sacrebleu's corpus BLEU of token lists, uncased (``lowercase=True``). ``tokenize="none"``
     scores the given tokens (tokenized BLEU, as multi-bleu.perl); ``"13a"`` re-tokenizes the
     joined text the WMT way. Returns a ``sacrebleu`` ``BLEUScore`` (``.score``, ``str()``)."""
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references")
+    tokenize = checked_choice(BleuTokenize, tokenize, "tokenize")
     return sacrebleu.corpus_bleu([" ".join(h) for h in hypotheses],
                                  [[" ".join(r) for r in references]],
-                                 tokenize=tokenize, lowercase=True,
-                                 force=tokenize == "none")  # tokenized input is intended there
+                                 tokenize=tokenize.value, lowercase=True,
+                                 force=tokenize is BleuTokenize.NONE)  # tokenized input is intended there
 
 
-def bleu_signature(tokenize: str = "none") -> str:
+def bleu_signature(tokenize: BleuTokenize | str = BleuTokenize.NONE) -> str:
     """sacrebleu's signature of :func:`bleu`'s settings (one reference)."""
-    metric = sacrebleu.BLEU(tokenize=tokenize, lowercase=True)
+    metric = sacrebleu.BLEU(tokenize=checked_choice(BleuTokenize, tokenize, "tokenize").value, lowercase=True)
     metric.corpus_score(["a"], [["a"]])  # the signature needs the number of references
     return str(metric.get_signature())
