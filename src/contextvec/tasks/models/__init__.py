@@ -67,8 +67,8 @@ from contextvec.tasks.models.vocab import (
 
 __all__ = [
     "CLASSIFIERS", "LAYERS", "MAX_CHARS", "MIX_PLACEMENTS", "PAD", "UNK", "BCNClassifier", "Batch",
-    "Classifier", "FixedLayers", "Indexer", "ModelLayers", "ModelSettings", "NerTagger", "NgramEmbedder", "Placement",
-    "SentenceClassifier", "TaskModelBase",
-    "TokenEmbedder", "Vocabulary", "WordCharCNN", "build_vocabularies", "char_ngrams", "check_layers",
-    "contextual_embedder", "ngram_vocabulary", "wanted_words",
+    "Classifier", "FixedLayers", "Indexer", "ModelLayers", "ModelSettings", "NerTagger", "NgramEmbedder",
+    "Placement", "SentenceClassifier", "TaskModelBase", "TokenEmbedder", "Vocabulary", "WordCharCNN",
+    "build_vocabularies", "char_ngrams", "check_layers", "contextual_embedder", "ngram_vocabulary",
+    "wanted_words",
 ]
