@@ -40,9 +40,9 @@ from contextvec.training.bilm.lm import (
 from contextvec.training.bilm.model_files import Perplexity, init_weights
 from contextvec.training.corpus import expand_paths, read_sentences
 
-# The first lines of WikiText-2 (whole articles; the readers stream a file from its start, so the
-# excerpt in tests/data serves where ../shared is absent): about the token count of the tests'
-# budget, each line a paragraph or a ` = Heading = `, between blank lines.
+# The first lines of WikiText-2, whole articles: four for training, one held out. The readers
+# stream a file from its start, so the excerpt in tests/data holding just these lines serves
+# where ../shared is absent. Each line is a paragraph or a ` = Heading = `, between blank lines.
 TRAIN_LINES, VALID_LINES = 287, 47
 
 
