@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import io
+import itertools
 import json
 import math
 import multiprocessing
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import SHARED
+from conftest import shared_file
 from safetensors.torch import load_file
 from tolerance import FP32_EPS, bert_terms
 
@@ -40,7 +41,10 @@ from contextvec.training.bert.stream import PretrainingStream
 from contextvec.training.bert.trainer import BertTrainer
 from contextvec.training.bert.wordpiece import SPECIAL_TOKENS
 
-WIKI = SHARED / "corpora" / "wikipedia-en-2015" / "part-000.txt.gz"
+# Whole articles from the start of the shard (the excerpt in tests/data serves where ../shared is
+# absent): Anarchism and Autism, then the short Albedo and A, a blank line between articles.
+WIKI = "corpora/wikipedia-en-2015/part-000.txt.gz"
+WIKI_LINES = 215
 
 
 @pytest.fixture(autouse=True)
@@ -52,20 +56,17 @@ def _one_thread():
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
-    """Wikipedia articles (a blank line between them): train.txt.gz 4 articles, valid.txt 6 short
-    ones, small.txt 6 short ones (a few steps per epoch), and tokenizer/ (a 1,000-piece vocabulary
-    made by ``contextvec train-wordpiece``)."""
+    """Wikipedia articles (a blank line between them): train.txt.gz 2 long ones, valid.txt 2 short
+    ones (also the small corpus of a few steps per epoch), and tokenizer/ (a 1,000-piece
+    vocabulary made by ``contextvec train-wordpiece``)."""
     root = tmp_path_factory.mktemp("bert-corpus")
-    with gzip.open(WIKI, "rt", encoding="utf-8") as f:
-        lines = [next(f) for _ in range(810)]
-
-    def take(*ranges: tuple[int, int]) -> list[str]:  # 1-based inclusive line ranges
-        return [line for start, end in ranges for line in lines[start - 1: end]]
-
+    with gzip.open(shared_file(WIKI), "rt", encoding="utf-8") as f:
+        lines = list(itertools.islice(f, WIKI_LINES))
+    assert len(lines) == WIKI_LINES
+    cut = [i for i, line in enumerate(lines) if not line.strip()][1] + 1  # after 2 articles
     with gzip.open(root / "train.txt.gz", "wt", encoding="utf-8") as f:
-        f.writelines(take((1, 215)))
-    (root / "valid.txt").write_text("".join(take((696, 802))), encoding="utf-8")
-    (root / "small.txt").write_text("".join(take((196, 216), (696, 716), (777, 802))), encoding="utf-8")
+        f.writelines(lines[:cut])
+    (root / "valid.txt").write_text("".join(lines[cut:]), encoding="utf-8")
     assert main(["train-wordpiece", "--train", str(root / "train.txt.gz"), "--vocab-size", "1000",
                  "--output", str(root / "tokenizer"), "--quiet"]) == 0
     return root
@@ -255,16 +256,16 @@ def test_sentence_pairs_follow_documents(labelled):
 
 def test_stream_state_resumes_exactly(corpus, tokenizer):
     settings = InstanceSettings(max_seq_length=64, seed=7, pool_size=20)
-    straight = PretrainingStream([corpus / "small.txt"], tokenizer, settings)
+    straight = PretrainingStream([corpus / "valid.txt"], tokenizer, settings)
     expected = [next(straight) for _ in range(160)]
     assert straight.epoch >= 1  # the run crosses an epoch boundary
-    first = PretrainingStream([corpus / "small.txt"], tokenizer, settings)
+    first = PretrainingStream([corpus / "valid.txt"], tokenizer, settings)
     head = [next(first) for _ in range(50)]
     buffer = io.BytesIO()
     torch.save(first.state(), buffer)  # as checkpoints store it
     buffer.seek(0)
     state = torch.load(buffer, weights_only=True)
-    rest = PretrainingStream([corpus / "small.txt"], tokenizer, settings, state=state)
+    rest = PretrainingStream([corpus / "valid.txt"], tokenizer, settings, state=state)
     assert head + [next(rest) for _ in range(110)] == expected
     batch = collate(expected[:4])
     assert batch.input_ids.shape[0] == 4 and batch.n_masked == sum(
@@ -327,9 +328,9 @@ def test_training_lowers_perplexity_and_saves_an_hf_bert(corpus, tmp_path, capsy
 def test_sigint_and_resume_are_exact(corpus, tmp_path):
     """A run stopped by SIGINT (between steps) and resumed ends with the same parameters as an
     uninterrupted run: model, optimizer, schedule, dropout RNG and data position are restored
-    (the run crosses epoch boundaries of small.txt)."""
-    config = _config(max_steps=14, checkpoint_every=4, pool_size=20)
-    train = [str(corpus / "small.txt")]
+    (the run crosses an epoch boundary: its steps take more pairs than valid.txt makes)."""
+    config = _config(max_steps=20, checkpoint_every=4, pool_size=20)
+    train = [str(corpus / "valid.txt")]
     vocab = corpus / "tokenizer"
     straight = _quiet_trainer(config, train, tmp_path / "a", vocab=vocab)
     straight.train()
@@ -356,7 +357,7 @@ def test_sigint_and_resume_are_exact(corpus, tmp_path):
 
     resumed = _quiet_trainer(config, train, tmp_path / "b")  # the vocabulary is in the output
     resumed.train(resume=True)
-    assert resumed.step == 14 and resumed.tokens_seen == straight.tokens_seen
+    assert resumed.step == 20 and resumed.tokens_seen == straight.tokens_seen
     for (name, a), (_, b) in zip(straight.model.state_dict().items(),
                                  resumed.model.state_dict().items(), strict=True):
         assert torch.equal(a, b), name

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import itertools
 import json
 import math
 import subprocess
@@ -12,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from conftest import SHARED
+from conftest import shared_file
 from safetensors.torch import load_file
 from tolerance import BF16_EPS, assert_reordered_close
 
@@ -39,19 +40,27 @@ from contextvec.training.bilm.lm import (
 from contextvec.training.bilm.model_files import Perplexity, init_weights
 from contextvec.training.corpus import expand_paths, read_sentences
 
-PTB = SHARED / "corpora" / "ptb"
+# The first lines of WikiText-2, whole articles: four for training, one held out. The readers
+# stream a file from its start, so the excerpt in tests/data holding just these lines serves
+# where ../shared is absent. Each line is a paragraph or a ` = Heading = `, between blank lines.
+TRAIN_LINES, VALID_LINES = 287, 47
+
+
+def _first_lines(relative: str, count: int) -> list[str]:
+    with gzip.open(shared_file(relative), "rt", encoding="utf-8") as f:
+        lines = list(itertools.islice(f, count))
+    assert len(lines) == count, f"{relative} has fewer than {count} lines"
+    return lines
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
-    """The first 600 PTB training lines (gzipped, with a blank line) and 150 valid lines."""
+    """WikiText-2's first training lines (train.txt.gz) and its first valid article (valid.txt)."""
     root = tmp_path_factory.mktemp("corpus")
-    with gzip.open(PTB / "ptb.train.txt.gz", "rt", encoding="utf-8") as f:
-        train = [next(f) for _ in range(600)]
-    with gzip.open(PTB / "ptb.valid.txt.gz", "rt", encoding="utf-8") as f:
-        valid = [next(f) for _ in range(150)]
+    train = _first_lines("corpora/wikitext-2/wiki.train.tokens.gz", TRAIN_LINES)
+    valid = _first_lines("corpora/wikitext-2/wiki.valid.tokens.gz", VALID_LINES)
     with gzip.open(root / "train.txt.gz", "wt", encoding="utf-8") as f:
-        f.writelines(train[:300] + ["\n"] + train[300:])
+        f.writelines(train)
     (root / "valid.txt").write_text("".join(valid), encoding="utf-8")
     return root
 
@@ -76,8 +85,12 @@ def test_vocabulary_order_and_limits(tmp_path):
 def test_corpus_reading(corpus, tmp_path):
     paths = expand_paths([str(corpus / "*.gz")])
     sentences = list(read_sentences(paths))
-    assert len(sentences) == 600  # the blank line is skipped
-    assert sentences[0][:3] == ["aer", "banknote", "berlitz"]
+    with gzip.open(paths[0], "rt", encoding="utf-8") as f:
+        lines = f.readlines()
+    # Whitespace tokens of each line, in order; empty and blank (" ") lines are skipped.
+    assert sentences == [line.split() for line in lines if line.strip()]
+    assert len(sentences) < len(lines) and not lines[0].strip()
+    assert sentences[0] == ["=", "Valkyria", "Chronicles", "III", "="]
     with pytest.raises(FileNotFoundError, match="no file matches"):
         expand_paths([str(tmp_path / "*.txt")])
 
@@ -436,9 +449,13 @@ def test_char_cnn_trims_padding_without_changing_outputs():
 
 
 def test_halving_schedule_can_be_set_when_resuming(corpus, tmp_path):
-    lines = (corpus / "valid.txt").read_text(encoding="utf-8").splitlines()[:40]
+    # The article's first sections: a few dozen steps an epoch.
+    lines = (corpus / "valid.txt").read_text(encoding="utf-8").splitlines()[:26]
     small = tmp_path / "small.txt"
     small.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    sentences = list(read_sentences([small]))
+    per_epoch = len(list(StreamBatcher(lambda: iter(sentences), CorpusVocabulary.build(sentences),
+                                       _config().rows, _config().unroll)))
 
     def run(epochs, resume=False, **changes):
         config = _config(epochs=epochs, lr=0.01, **changes)
@@ -453,11 +470,12 @@ def test_halving_schedule_can_be_set_when_resuming(corpus, tmp_path):
     # So may a switch to the sampled softmax: the run goes on from where it stood.
     switched = run(4, resume=True, halve_from_epoch=2, negatives=5, bf16="softmax")
     assert switched.config.negatives == 5 and switched.epoch == 4 and switched.lr == 0.01 / 8
-    # The run keeps from which step which setting changed (34 steps an epoch); model/ holds the
-    # best epoch on valid, so its record lists the changes made before that epoch.
+    # The run keeps from which step which setting changed (an epoch is one pass of the windows);
+    # model/ holds the best epoch on valid, so its record lists the changes made before that epoch.
     assert switched.changes == [
-        {"step": 34, "changed": {"epochs": [1, 3], "halve_from_epoch": [None, 2]}},
-        {"step": 102, "changed": {"epochs": [3, 4], "negatives": [0, 5], "bf16": ["off", "softmax"]}},
+        {"step": per_epoch, "changed": {"epochs": [1, 3], "halve_from_epoch": [None, 2]}},
+        {"step": 3 * per_epoch,
+         "changed": {"epochs": [3, 4], "negatives": [0, 5], "bf16": ["off", "softmax"]}},
     ]
     record = json.loads((tmp_path / "run" / "model" / "training.json").read_text(encoding="utf-8"))
     assert record["changes"] == switched.changes[:record["epochs_completed"] - 2]
