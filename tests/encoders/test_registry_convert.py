@@ -116,10 +116,11 @@ def test_the_python_call_converts_and_refuses_as_the_command(own_tiny_dir, tmp_p
 
 
 def test_each_family_says_whether_it_runs_in_low_precision(tmp_path):
-    """ELMo and BERT run in bf16 and int8 too; the others refuse in one line naming their kind."""
+    """ELMo (from any of its bilm files) and BERT run in bf16 and int8 too; the others refuse in one
+    line naming their kind."""
     from contextvec.encoders.registry import FAMILIES
 
-    assert [f.name for f in FAMILIES if f.low_precision] == ["bilm-tf", "hf-bert", "elmo-bilm"]
+    assert [f.name for f in FAMILIES if f.low_precision] == ["bilm-tf", "tf-elmo", "hf-bert", "elmo-bilm"]
     mt_lstm = MTLSTM(MTLSTMConfig(input_dim=4, hidden_size=2), ["a"], torch.zeros(1, 4))
     cove = save_cove_encoder(mt_lstm, tmp_path / "cove")
     with pytest.raises(ValueError, match="^precision int8: a CoVe model runs in fp32 only$"):
