@@ -225,11 +225,16 @@ class ProjectedLSTMLayer(nn.Module):
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         """Run the recurrence.
 
-        ``inputs`` (directions, batch, time, input_dim); ``lengths`` (batch,) sorted in
-        decreasing order (steps past a sequence's length are not computed and come out 0).
-        ``state`` is the initial ``(h, c)``, each (directions, batch, dim); zeros if omitted.
-        Returns the outputs (directions, batch, time, projection_dim) and the state after each
-        sequence's last step.
+        Args:
+            inputs: ``(directions, batch, timesteps, input_dim)`` float.
+            lengths: ``(batch,)`` long, sorted in decreasing order; steps past a sequence's length
+                are not computed and come out 0.
+            state: the initial ``(h, c)``: ``h`` ``(directions, batch, projection_dim)``, ``c``
+                ``(directions, batch, cell_dim)``; zeros if omitted.
+
+        Returns:
+            The outputs ``(directions, batch, timesteps, projection_dim)`` and the state ``(h, c)``
+            after each sequence's last step, shaped as ``state``.
         """
         d, batch, steps, _ = inputs.shape
         c_dim = self.cell_dim

@@ -62,7 +62,17 @@ class ElmoBiLM(nn.Module):
         return self.token_encoder(self.boundary_char_ids)
 
     def forward(self, char_ids: torch.Tensor) -> BiLMOutput:
-        """Layers for a batch of character ids ``(batch, time, 50)`` (all-zero rows = padding)."""
+        """Every layer of the biLM for a padded batch of sentences.
+
+        Args:
+            char_ids: ``(batch, timesteps, 50)`` long character ids; all-zero rows are padding,
+                which must follow each sentence's tokens.
+
+        Returns:
+            A :class:`BiLMOutput`: ``layers`` ``(n_layers + 1, batch, timesteps, 2 *
+            projection_dim)`` float (token layer first) and ``mask`` ``(batch, timesteps)`` bool,
+            True at real tokens.
+        """
         mask = (char_ids > 0).any(dim=-1)
         dtype = self.token_encoder.char_embedding.weight.dtype
         tokens = torch.zeros(
