@@ -103,8 +103,9 @@ class ProjectedLSTMLayer(nn.Module):
         self.bias = nn.Parameter(torch.zeros(d, 4 * c))
         self.projection = nn.Parameter(torch.empty(d, projection_dim, c)) if projection else None
         self.reset_parameters()
-        # Shape donor for the fused kernel; its own parameters are never used or saved.
-        self._fused: list[nn.LSTM] = [nn.LSTM(input_dim, c)] if not projection else []
+        # Shape donor for the fused kernel; its own parameters are never used or saved, so they
+        # have no storage (as in a model built on the meta device).
+        self._fused: list[nn.LSTM] = [nn.LSTM(input_dim, c, device="meta")] if not projection else []
         # Lower-precision weights per direction (see pack_weights); None runs the float ones.
         self.packed: nn.ModuleDict | None = None
         # oneDNN layouts of the float weights, for inference (remade when a weight changes).
