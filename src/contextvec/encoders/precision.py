@@ -127,15 +127,26 @@ class LowPrecisionWeight(nn.Module):
     def forward(self, x: torch.Tensor, bias: torch.Tensor | None = None,
                 gelu: str | None = None, float_output: bool = True,
                 add: torch.Tensor | None = None) -> torch.Tensor:
-        """``x @ W.T``, plus ``bias`` (out,) if given (added in the same pass as the scales),
-        plus ``add`` (..., out) if given, then GELU if ``gelu`` names its form (``"none"``:
-        exact, or ``"tanh"``; not with ``add``).
+        """``x @ W.T``, plus ``bias``, plus ``add``, then GELU if ``gelu`` names its form.
 
         bf16 through oneDNN adds the float32 bias (and ``add``) and applies the GELU inside the
         matmul, on its float32 sums, and rounds the result to bf16 once; elsewhere the bf16
-        product is rounded first and the bias added in float32 after. ``float_output=False``
-        leaves oneDNN's bf16 result in bf16 (the same values) for a caller that only multiplies
-        it by another bf16 matrix."""
+        product is rounded first and the bias added in float32 after.
+
+        Args:
+            x: ``(..., in)`` float.
+            bias: ``(out,)`` float32, added in the same pass as the scales.
+            gelu: ``"none"`` (exact GELU) or ``"tanh"``; no GELU if None. Not with ``add``.
+            float_output: False leaves oneDNN's bf16 result in bf16 (the same values), for a
+                caller that only multiplies it by another bf16 matrix.
+            add: ``(..., out)``, added to the product (an LSTM's input projections).
+
+        Returns:
+            ``(..., out)``, float32 (bf16 with ``float_output=False`` on oneDNN's bf16 path).
+
+        Raises:
+            ValueError: both ``add`` and ``gelu``.
+        """
         if add is not None and gelu is not None:
             raise ValueError("LowPrecisionWeight: add and gelu do not go together")
         rows = x.reshape(-1, self.in_features)
@@ -312,7 +323,17 @@ class LowPrecisionLinear(nn.Module):
         self.register_buffer("bias", bias)
 
     def forward(self, x: torch.Tensor, gelu: str | None = None, float_output: bool = True) -> torch.Tensor:
-        """``x @ W.T + bias``, then GELU if ``gelu`` names its form."""
+        """``x @ W.T + bias``, then GELU if ``gelu`` names its form.
+
+        Args:
+            x: ``(..., in)`` float.
+            gelu: ``"none"`` (exact GELU) or ``"tanh"``; no GELU if None.
+            float_output: False lets a bf16 layer return its bf16 result (see
+                :class:`LowPrecisionWeight`).
+
+        Returns:
+            ``(..., out)``, float32 unless ``float_output`` is False.
+        """
         return self.weight_packed(x, self.bias, gelu, float_output)
 
 

@@ -159,6 +159,15 @@ class LayerProbes(nn.Module):
         return self.weight.shape[0] + 1
 
     def forward(self, layers: torch.Tensor) -> torch.Tensor:
+        """Logits of every probe for a batch of token vectors.
+
+        Args:
+            layers: ``(num_layers, tokens, dim)`` float, each token's vector at every layer.
+
+        Returns:
+            ``(num_layers + 1, tokens, classes)`` float logits, one probe per layer, the mix
+            probe last.
+        """
         per_layer = torch.baddbmm(self.bias, layers, self.weight)  # one batched matmul for all layers
         mixed = self.mix_classifier(self.mix(layers))
         return torch.cat([per_layer, mixed.unsqueeze(0)])

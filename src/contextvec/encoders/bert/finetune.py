@@ -81,7 +81,16 @@ class BertForMultipleChoice(BertWithHead):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
-        """(batch, choices, pieces) -> (batch, choices) logits."""
+        """Score every choice of every example.
+
+        Args:
+            input_ids: ``(batch, choices, pieces)`` long, word-piece ids of each choice's row.
+            attention_mask: ``(batch, choices, pieces)``, 1/True at real pieces; all real if omitted.
+            token_type_ids: ``(batch, choices, pieces)`` long, segment ids; all 0 if omitted.
+
+        Returns:
+            ``(batch, choices)`` float logits.
+        """
         batch, choices, length = input_ids.shape
 
         def flat(t: torch.Tensor | None) -> torch.Tensor | None:

@@ -48,6 +48,14 @@ class BertPredictionHeadTransform(nn.Module):
         self.approximate = config.gelu_approximate
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        """``LayerNorm(gelu(dense(hidden)))``.
+
+        Args:
+            hidden: ``(..., hidden)`` float, hidden states.
+
+        Returns:
+            ``(..., hidden)`` float.
+        """
         return self.LayerNorm(F.gelu(self.dense(hidden), approximate=self.approximate))
 
 
@@ -62,6 +70,14 @@ class BertLMPredictionHead(nn.Module):
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Vocabulary logits of hidden states.
+
+        Args:
+            hidden: ``(..., hidden)`` float, hidden states (all pieces, or only the masked ones).
+
+        Returns:
+            ``(..., vocab)`` float logits.
+        """
         return self.decoder(self.transform(hidden)) + self.bias
 
 
@@ -97,9 +113,22 @@ class BertForPreTraining(nn.Module):
         token_type_ids: torch.Tensor | None = None,
         mlm_labels: torch.Tensor | None = None,
     ) -> PreTrainingOutput:
-        """Logits of both heads. With ``mlm_labels`` (-100 where nothing is predicted), the MLM head
-        runs only on the predicted positions: on 15% of the pieces, that saves 85% of the
-        vocabulary-sized matmul."""
+        """Logits of both heads.
+
+        With ``mlm_labels`` the MLM head runs only on the predicted positions: on 15% of the
+        pieces, that saves 85% of the vocabulary-sized matmul.
+
+        Args:
+            input_ids: ``(batch, pieces)`` long, word-piece ids.
+            attention_mask: ``(batch, pieces)``, 1/True at real pieces; all real if omitted.
+            token_type_ids: ``(batch, pieces)`` long, segment ids (0 for sentence A, 1 for B).
+            mlm_labels: ``(batch, pieces)`` long, the original ids at masked pieces, -100 where
+                nothing is predicted.
+
+        Returns:
+            ``mlm_logits`` ``(masked pieces, vocab)`` (``(batch, pieces, vocab)`` without
+            ``mlm_labels``) and ``nsp_logits`` ``(batch, 2)``, as :class:`PreTrainingOutput`.
+        """
         output = self.bert(input_ids, attention_mask, token_type_ids)
         hidden = output.hidden_states[-1]
         if mlm_labels is not None:

@@ -53,7 +53,19 @@ class BertEmbeddings(nn.Module):
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
-        """``input_ids`` (batch, pieces) -> (batch, pieces, hidden)."""
+        """Embed word-piece ids with their positions and token types.
+
+        Args:
+            input_ids: ``(batch, pieces)`` long, word-piece ids.
+            token_type_ids: ``(batch, pieces)`` long, segment ids (0 for sentence A, 1 for B);
+                all 0 if omitted.
+
+        Returns:
+            ``(batch, pieces, hidden)`` in the embeddings' dtype.
+
+        Raises:
+            ValueError: more pieces than ``max_position_embeddings``.
+        """
         length = input_ids.shape[1]
         if length > self.position_embeddings.num_embeddings:
             raise ValueError(
@@ -156,8 +168,18 @@ class BertSelfAttention(nn.Module):
 
     def forward(self, hidden: torch.Tensor, layout: RowLayout,
                 keep: torch.Tensor | None = None) -> torch.Tensor:
-        """``hidden`` (n, hidden) laid out by ``layout`` -> (n, hidden), or only the rows
-        ``keep`` (every row still attends to all)."""
+        """Multi-head attention of every piece over the pieces of its row.
+
+        Args:
+            hidden: ``(n, hidden)`` float, the pieces of all rows laid out by ``layout``.
+            layout: where each row's pieces lie in ``hidden`` (dense grid or packed end to end).
+            keep: ``(k,)`` long, indices into the n pieces: only those rows are returned (every
+                piece still attends to all of its row).
+
+        Returns:
+            ``(n, hidden)``, or ``(k, hidden)`` with ``keep``: the heads' outputs side by side,
+            before the output projection.
+        """
         grid = layout.to_grid(self._project(hidden))                  # (rows, T, 3 * hidden)
         shape = (layout.rows, layout.longest, 3, self.num_heads, self.head_dim)
         q, k, v = grid.view(shape).permute(2, 0, 3, 1, 4)             # each (rows, heads, T, d)
@@ -185,6 +207,15 @@ class BertResidualOutput(nn.Module):
 
     def forward(self, hidden: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         # In place on the projection's fresh output: one tensor fewer per layer.
+        """Project ``hidden``, add ``residual`` and normalise.
+
+        Args:
+            hidden: ``(n, input_size)`` float, the attention or feed-forward output.
+            residual: ``(n, hidden)`` float, the input of the sublayer.
+
+        Returns:
+            ``(n, hidden)`` float.
+        """
         projected = run_linear(self._onednn, "dense", self.dense, hidden)
         return self.LayerNorm(self.dropout(projected).add_(residual))
 
@@ -197,6 +228,16 @@ class BertAttention(nn.Module):
 
     def forward(self, hidden: torch.Tensor, layout: RowLayout,
                 keep: torch.Tensor | None = None) -> torch.Tensor:
+        """Self-attention, then projection, residual and LayerNorm.
+
+        Args:
+            hidden: ``(n, hidden)`` float, the pieces of all rows laid out by ``layout``.
+            layout: where each row's pieces lie in ``hidden``.
+            keep: ``(k,)`` long, indices into the n pieces: only those rows are returned.
+
+        Returns:
+            ``(n, hidden)``, or ``(k, hidden)`` with ``keep``.
+        """
         residual = hidden if keep is None else hidden.index_select(0, keep)
         return self.output(self.self(hidden, layout, keep), residual)
 
@@ -213,6 +254,14 @@ class BertIntermediate(nn.Module):
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         # In inference the GELU runs inside oneDNN's matmul (PackedFloatWeights); in bf16 the
         # result stays bf16 (it only feeds BertOutput's bf16 matmul: no round trip via float32).
+        """The feed-forward expansion: ``gelu(hidden @ W.T + b)``.
+
+        Args:
+            hidden: ``(n, hidden)`` float.
+
+        Returns:
+            ``(n, intermediate_size)``; bf16 under ``precision="bf16"``, else float32.
+        """
         return run_linear(self._onednn, "dense", self.dense, hidden, gelu=self.approximate,
                           float_output=False)
 
@@ -226,8 +275,17 @@ class BertLayer(nn.Module):
 
     def forward(self, hidden: torch.Tensor, layout: RowLayout,
                 keep: torch.Tensor | None = None) -> torch.Tensor:
-        """``hidden`` (n, hidden) laid out by ``layout`` -> (n, hidden); with ``keep``, only
-        those rows are computed past attention, and returned in that order."""
+        """One transformer layer: attention, then the feed-forward block.
+
+        Args:
+            hidden: ``(n, hidden)`` float, the pieces of all rows laid out by ``layout``.
+            layout: where each row's pieces lie in ``hidden``.
+            keep: ``(k,)`` long, indices into the n pieces: only those rows are computed past
+                attention.
+
+        Returns:
+            ``(n, hidden)``, or ``(k, hidden)`` with ``keep``, in the order of ``keep``.
+        """
         attended = self.attention(hidden, layout, keep)
         return self.output(self.intermediate(attended), attended)
 
@@ -242,8 +300,18 @@ class BertLayerStack(nn.Module):
 
     def forward(self, hidden: torch.Tensor, layout: RowLayout,
                 last_rows: torch.Tensor | None = None) -> list[torch.Tensor]:
-        """The output of every layer (not including the input), each (n, hidden); the last
-        layer's only at ``last_rows`` if given (nothing reads its other rows)."""
+        """Run every layer in turn.
+
+        Args:
+            hidden: ``(n, hidden)`` float, the embedding output laid out by ``layout``.
+            layout: where each row's pieces lie in ``hidden``.
+            last_rows: ``(k,)`` long, indices into the n pieces: the last layer computes only
+                those rows (nothing reads its other rows).
+
+        Returns:
+            The output of every layer (not including the input), each ``(n, hidden)``; the last
+            ``(k, hidden)`` with ``last_rows``.
+        """
         outputs = []
         for index, layer in enumerate(self.layer):
             hidden = layer(hidden, layout, last_rows if index == len(self.layer) - 1 else None)
@@ -259,6 +327,14 @@ class BertPooler(nn.Module):
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The pooled [CLS] vector: ``tanh(dense(hidden[:, 0]))``.
+
+        Args:
+            hidden: ``(batch, pieces, hidden)`` float, the last hidden state.
+
+        Returns:
+            ``(batch, hidden)`` float.
+        """
         return torch.tanh(self.dense(hidden[:, 0]))
 
 
@@ -282,8 +358,18 @@ class BertModel(nn.Module):
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
     ) -> BertModelOutput:
-        """``input_ids``, ``attention_mask`` (1/True at real pieces), ``token_type_ids``:
-        (batch, pieces). Padded positions get vectors too; they are meaningless."""
+        """Every hidden state of a padded batch of word-piece rows.
+
+        Args:
+            input_ids: ``(batch, pieces)`` long, word-piece ids.
+            attention_mask: ``(batch, pieces)``, 1/True at real pieces; all real if omitted.
+            token_type_ids: ``(batch, pieces)`` long, segment ids; all 0 if omitted.
+
+        Returns:
+            ``hidden_states``: ``num_hidden_layers + 1`` tensors ``(batch, pieces, hidden)``
+            (embedding output first); ``pooler_output``: ``(batch, hidden)``, or None without a
+            pooler. Padded positions get vectors too; they are meaningless.
+        """
         mask = None
         if attention_mask is not None and not bool(attention_mask.all()):
             mask = attention_mask.bool()[:, None, None, :]

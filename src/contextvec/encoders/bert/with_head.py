@@ -75,7 +75,19 @@ class BertWithHead(nn.Module):
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
     ):
-        """(rows, pieces) of piece ids (and mask, token types) -> the head's output (each class says)."""
+        """Run BERT on a padded batch of word-piece rows, then the head.
+
+        Args:
+            input_ids: ``(batch, pieces)`` long, word-piece ids.
+            attention_mask: ``(batch, pieces)``, 1/True at real pieces; all real if omitted.
+            token_type_ids: ``(batch, pieces)`` long, segment ids; all 0 if omitted.
+
+        Returns:
+            The head's output, each class says: ``(batch, labels)`` logits for sequence
+            classification, ``(batch, pieces, labels)`` for token classification, a
+            :class:`~contextvec.encoders.bert.qa.SpanLogits` of ``(batch, pieces)`` each for
+            question answering.
+        """
         return self._head(self.bert(input_ids, attention_mask, token_type_ids))
 
     def _head(self, output: BertModelOutput):

@@ -30,6 +30,14 @@ class Highway(nn.Module):
         self._onednn = PackedFloatWeights()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Apply every highway layer in turn.
+
+        Args:
+            x: ``(tokens, dim)`` float, the pooled filter outputs (``dim`` = ``n_filters``).
+
+        Returns:
+            ``(tokens, dim)`` float.
+        """
         for k, (transform, gate) in enumerate(zip(self.transform, self.gate, strict=True)):
             g = torch.sigmoid(run_linear(self._onednn, f"gate.{k}", gate, x))
             x = x + g * (torch.relu(run_linear(self._onednn, f"transform.{k}", transform, x)) - x)
@@ -103,6 +111,15 @@ class CharCNN(nn.Module):
         return char_ids[:, :keep] if keep < char_ids.shape[1] else char_ids
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """One context-independent vector per token.
+
+        Args:
+            char_ids: ``(tokens, characters)`` long character ids (``characters`` is 50 for
+                bilm-tf's models), each row a token between its begin and end markers.
+
+        Returns:
+            ``(tokens, token_dim)`` float (``(tokens, n_filters)`` with ``project=False``).
+        """
         chars = self.char_embedding(self._trim(char_ids))  # (n, <= 50, dim)
         pooled = []
         packed = self.packed_filters or [None] * len(self.convolutions)

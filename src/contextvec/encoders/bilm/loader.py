@@ -36,9 +36,8 @@ def load_bilm_tf(options_file: str | os.PathLike, weight_file: str | os.PathLike
     """Build an :class:`ElmoBiLM` from bilm-tf ``options.json`` + ``weights.hdf5`` (eval mode)."""
     config = read_options(options_file)
     options = config.to_options()
-    model = ElmoBiLM(config)
-    model.load_state_dict(bilm_tf.to_state_dict(bilm_tf.read_weights(weight_file, options), options))
-    return model.eval()
+    arrays = bilm_tf.read_weights(weight_file, options)
+    return ElmoBiLM.from_state_dict(config, bilm_tf.to_state_dict(arrays, options))
 
 
 def save_bilm_tf(
@@ -73,12 +72,12 @@ def load_native_encoder(path: Path, device: torch.device) -> ElmoEncoder:
     model_type, config, state_dict = load_native(path)
     if model_type != MODEL_TYPE:
         raise NativeFormatError(f"{path}: model_type {model_type!r} is not {MODEL_TYPE!r}")
-    bilm = ElmoBiLM(BiLMConfig.from_dict(config))
-    if not bilm.config.bidirectional:
+    bilm_config = BiLMConfig.from_dict(config)
+    if not bilm_config.bidirectional:
         raise ValueError(f"{path}: a forward-only LM gives no ELMo representations")
     # Trained models also keep their softmax (for perplexity and fine-tuning).
-    bilm.load_state_dict({k: v for k, v in state_dict.items() if not k.startswith("softmax.")})
-    return ElmoEncoder(bilm).to(device).eval()
+    state = {k: v for k, v in state_dict.items() if not k.startswith("softmax.")}
+    return ElmoEncoder(ElmoBiLM.from_state_dict(bilm_config, state)).to(device).eval()
 
 
 def save_native_encoder(encoder: Encoder, directory: Path) -> Path:

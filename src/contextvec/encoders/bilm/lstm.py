@@ -103,8 +103,9 @@ class ProjectedLSTMLayer(nn.Module):
         self.bias = nn.Parameter(torch.zeros(d, 4 * c))
         self.projection = nn.Parameter(torch.empty(d, projection_dim, c)) if projection else None
         self.reset_parameters()
-        # Shape donor for the fused kernel; its own parameters are never used or saved.
-        self._fused: list[nn.LSTM] = [nn.LSTM(input_dim, c)] if not projection else []
+        # Shape donor for the fused kernel; its own parameters are never used or saved, so they
+        # have no storage (as in a model built on the meta device).
+        self._fused: list[nn.LSTM] = [nn.LSTM(input_dim, c, device="meta")] if not projection else []
         # Lower-precision weights per direction (see pack_weights); None runs the float ones.
         self.packed: nn.ModuleDict | None = None
         # oneDNN layouts of the float weights, for inference (remade when a weight changes).
@@ -225,11 +226,16 @@ class ProjectedLSTMLayer(nn.Module):
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         """Run the recurrence.
 
-        ``inputs`` (directions, batch, time, input_dim); ``lengths`` (batch,) sorted in
-        decreasing order (steps past a sequence's length are not computed and come out 0).
-        ``state`` is the initial ``(h, c)``, each (directions, batch, dim); zeros if omitted.
-        Returns the outputs (directions, batch, time, projection_dim) and the state after each
-        sequence's last step.
+        Args:
+            inputs: ``(directions, batch, timesteps, input_dim)`` float.
+            lengths: ``(batch,)`` long, sorted in decreasing order; steps past a sequence's length
+                are not computed and come out 0.
+            state: the initial ``(h, c)``: ``h`` ``(directions, batch, projection_dim)``, ``c``
+                ``(directions, batch, cell_dim)``; zeros if omitted.
+
+        Returns:
+            The outputs ``(directions, batch, timesteps, projection_dim)`` and the state ``(h, c)``
+            after each sequence's last step, shaped as ``state``.
         """
         d, batch, steps, _ = inputs.shape
         c_dim = self.cell_dim

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 import torch
@@ -44,10 +44,41 @@ class ElmoBiLM(nn.Module):
             )
             for index in range(config.n_layers)
         )
+        # A constant, not part of the state: made from numpy, it has its values in a model built
+        # on the meta device too (see from_state_dict).
         self.register_buffer(
             "boundary_char_ids", torch.from_numpy(BOS_IDS[None].repeat(2, 0)), persistent=False
         )
         self.boundary_char_ids[1] = torch.from_numpy(EOS_IDS)
+
+    @classmethod
+    def from_state_dict(cls, config: BiLMConfig, state_dict: Mapping[str, torch.Tensor]) -> ElmoBiLM:
+        """The model of ``config`` holding the tensors of ``state_dict`` (eval mode).
+
+        The model is built without storage (on the meta device) and takes the tensors
+        themselves, so no random initial values are drawn only to be overwritten. A tensor
+        that is already what ``load_state_dict`` would make of it (the parameter's dtype,
+        contiguous, in a storage of its own that torch allocated) becomes the parameter as it
+        is; any other is copied into one, so the loaded model is laid out as a copied one.
+
+        Args:
+            config: the architecture.
+            state_dict: every tensor of the model's state dict, on the CPU.
+
+        Returns:
+            The model, its parameters on the CPU.
+
+        Raises:
+            RuntimeError: missing or unexpected tensors, or tensors of other shapes than
+                ``config`` makes (``load_state_dict``'s message).
+        """
+        with torch.device("meta"):
+            model = cls(config)
+        like = model.state_dict()
+        state = {name: _owned(tensor, like[name].dtype) if name in like else tensor
+                 for name, tensor in state_dict.items()}
+        model.load_state_dict(state, assign=True)
+        return model.eval()
 
     def encode_tokens(self, char_ids: torch.Tensor) -> torch.Tensor:
         """Token vectors ``(n, token_dim)`` for character ids ``(n, 50)``.
@@ -62,7 +93,17 @@ class ElmoBiLM(nn.Module):
         return self.token_encoder(self.boundary_char_ids)
 
     def forward(self, char_ids: torch.Tensor) -> BiLMOutput:
-        """Layers for a batch of character ids ``(batch, time, 50)`` (all-zero rows = padding)."""
+        """Every layer of the biLM for a padded batch of sentences.
+
+        Args:
+            char_ids: ``(batch, timesteps, 50)`` long character ids; all-zero rows are padding,
+                which must follow each sentence's tokens.
+
+        Returns:
+            A :class:`BiLMOutput`: ``layers`` ``(n_layers + 1, batch, timesteps, 2 *
+            projection_dim)`` float (token layer first) and ``mask`` ``(batch, timesteps)`` bool,
+            True at real tokens.
+        """
         mask = (char_ids > 0).any(dim=-1)
         dtype = self.token_encoder.char_embedding.weight.dtype
         tokens = torch.zeros(
@@ -93,6 +134,17 @@ class ElmoBiLM(nn.Module):
         return run_bilstm(
             self.layers, tokens, mask, boundaries, self.config.use_skip_connections, keep_boundaries
         )
+
+
+def _owned(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``tensor`` where it is a contiguous ``dtype`` tensor alone in a storage torch allocated
+    (aligned as torch aligns), else a copy that is: a view would keep its whole base alive, and a
+    storage borrowed from numpy or a file's reader is aligned (and freed) by someone else."""
+    storage = tensor.untyped_storage()
+    if (tensor.dtype == dtype and tensor.is_contiguous() and tensor.storage_offset() == 0
+            and storage.nbytes() == tensor.numel() * tensor.element_size() and storage.resizable()):
+        return tensor
+    return tensor.to(dtype=dtype, memory_format=torch.contiguous_format, copy=True)
 
 
 def run_bilstm(

@@ -28,9 +28,7 @@ def _bilm(options: dict[str, Any], arrays: dict[str, np.ndarray], where: Path) -
         config = BiLMConfig.from_options(options)
     except ConfigError as e:
         raise ConfigError(f"{where}: {e}") from e
-    model = ElmoBiLM(config)
-    model.load_state_dict(bilm_tf.to_state_dict(arrays, config.to_options()))
-    return model.eval()
+    return ElmoBiLM.from_state_dict(config, bilm_tf.to_state_dict(arrays, config.to_options()))
 
 
 def load_tf_bilm(directory: str | os.PathLike) -> ElmoBiLM:

@@ -33,8 +33,15 @@ class CoveContext(Encoder):
         return self.inner.config
 
     def forward(self, sentences: Sequence[Sequence[str]]) -> EncoderOutput:
-        """``sentences``: token lists. Returns layers ``(num_layers, batch, max_len, output_dim)``
-        (the inner encoder's layers 1.. with the first ``word_dim`` features dropped) and its mask
-        ``(batch, max_len)``."""
+        """Encode sentences and keep only the context vectors of the inner encoder.
+
+        Args:
+            sentences: ``batch`` sentences, each a sequence of tokens.
+
+        Returns:
+            An :class:`EncoderOutput` with ``layers`` ``(num_layers, batch, timesteps, output_dim)``
+            (the inner encoder's layers 1.. with the first ``word_dim`` features dropped) and its
+            ``mask`` ``(batch, timesteps)`` bool, True at real tokens.
+        """
         layers, mask = self.inner(sentences)
         return EncoderOutput(layers[1:, :, :, self.word_dim:], mask)

@@ -115,8 +115,19 @@ class MTLSTM(nn.Module):
         return torch.where((ids == UNK_ID).unsqueeze(-1), self.unk.to(rows.dtype), rows)
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor, dropout: float = 0.0) -> MTLSTMOutput:
-        """Run the layers on padded ids. ``dropout`` (training only) applies to each layer's
-        input; the returned outputs are never dropped out."""
+        """Run the biLSTM layers on padded word ids.
+
+        Args:
+            ids: ``(batch, timesteps)`` long word ids (0 = unknown word; padding may hold any id).
+            lengths: ``(batch,)`` long, the number of real tokens of each row.
+            dropout: dropout probability on each layer's input (training only); the returned
+                outputs are never dropped out.
+
+        Returns:
+            An :class:`MTLSTMOutput`: ``embeddings`` ``(batch, timesteps, input_dim)``, each
+            layer's output ``(batch, timesteps, 2 * hidden)`` (zero at padding) and each layer's
+            final ``(h, c)``, ``(batch, 2 * hidden)`` each.
+        """
         mask = sequence_mask(lengths, ids.shape[1])
         embeddings = self.embed_ids(ids) * mask.unsqueeze(-1)
         x = embeddings

@@ -121,8 +121,17 @@ class Seq2Seq(nn.Module):
 
     def forward(self, source_ids: torch.Tensor, source_lengths: torch.Tensor,
                 target_in: torch.Tensor) -> torch.Tensor:
-        """Teacher forcing: logits (batch, target time, vocab) for the inputs ``target_in``
-        (``<S>`` + the target words, padded with any id)."""
+        """Teacher forcing: the decoder reads the reference target, one step per position.
+
+        Args:
+            source_ids: ``(batch, source timesteps)`` long source word ids.
+            source_lengths: ``(batch,)`` long, the number of real source tokens of each row.
+            target_in: ``(batch, target timesteps)`` long, ``<S>`` and the target words, padded
+                with any id.
+
+        Returns:
+            ``(batch, target timesteps, vocab)`` float logits of the next target word.
+        """
         state = self.encode(source_ids, source_lengths)
         outputs = []
         for t in range(target_in.shape[1]):

@@ -35,8 +35,16 @@ class ManyLangsTokenEmbedder(nn.Module):
         self.projection = nn.Linear(config.word_dim + config.n_filters, config.projection_dim)
 
     def forward(self, word_ids: torch.Tensor | None, char_ids: torch.Tensor | None) -> torch.Tensor:
-        """``word_ids`` ``(n,)`` and ``char_ids`` ``(n, max_chars)`` (None where the model has
-        no such part) -> ``(n, projection_dim)``."""
+        """One context-independent vector per token, from its word and/or its characters.
+
+        Args:
+            word_ids: ``(tokens,)`` long word ids, or None where the model has no word embeddings.
+            char_ids: ``(tokens, characters)`` long character ids, or None where the model has no
+                character CNN.
+
+        Returns:
+            ``(tokens, projection_dim)`` float.
+        """
         parts = []
         if self.word_embedding is not None:
             parts.append(self.word_embedding(word_ids))

@@ -41,6 +41,15 @@ class _BatchNorm(nn.BatchNorm1d):
     with the running statistics instead of failing."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Batch norm over the batch dimension.
+
+        Args:
+            x: ``(batch, dim)`` float, one pooled vector per sentence.
+
+        Returns:
+            ``(batch, dim)`` float, normalised with the batch's statistics in training (the
+            running ones on a batch of one) and with the running ones in evaluation.
+        """
         if self.training and x.shape[0] == 1:
             return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias, False, 0.0,
                                 self.eps)
@@ -58,6 +67,14 @@ class Maxout(nn.Module):
         self.out_dim, self.pieces = out_dim, pieces
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Normalise, drop out, project, and keep the largest piece of each unit.
+
+        Args:
+            x: ``(batch, in_dim)`` float, one pooled vector per sentence.
+
+        Returns:
+            ``(batch, out_dim)`` float.
+        """
         y = self.linear(self.dropout(self.norm(x)))
         return y.view(*y.shape[:-1], self.out_dim, self.pieces).max(dim=-1).values
 

@@ -27,7 +27,15 @@ class WordCharCNN(nn.Module):
         self.output_dim = filters
 
     def forward(self, chars: torch.Tensor) -> torch.Tensor:
-        """(batch, time, max_chars) ids -> (batch, time, filters)."""
+        """One vector per token from its characters.
+
+        Args:
+            chars: ``(batch, timesteps, characters)`` long character ids, ``PAD`` after each
+                token's characters and at padded tokens.
+
+        Returns:
+            ``(batch, timesteps, filters)`` float; zeros at tokens without characters.
+        """
         batch, time, width = chars.shape
         flat = chars.reshape(batch * time, width)
         x = self.conv(self.embedding(flat).transpose(1, 2))[:, :, :width]  # (tokens, filters, chars)
@@ -50,6 +58,14 @@ class NgramEmbedder(nn.Module):
         self.output_dim = dim
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """The mean of each token's n-gram vectors.
+
+        Args:
+            ids: ``(batch, timesteps, ngrams)`` long n-gram ids, ``PAD`` after each token's n-grams.
+
+        Returns:
+            ``(batch, timesteps, dim)`` float; zeros at tokens without n-grams.
+        """
         known = (ids != PAD).sum(-1, keepdim=True).clamp(min=1)
         return self.embedding(ids).sum(-2) / known
 
@@ -92,6 +108,22 @@ class TokenEmbedder(nn.Module):
     def forward(
         self, words: torch.Tensor, chars: torch.Tensor, ngrams: torch.Tensor | None = None
     ) -> torch.Tensor:
+        """The non-contextual representation ``x`` of every token.
+
+        In training, singleton words are replaced by ``UNK`` at rate ``word_unk_rate``.
+
+        Args:
+            words: ``(batch, timesteps)`` long word ids.
+            chars: ``(batch, timesteps, characters)`` long character ids (read only with the char CNN).
+            ngrams: ``(batch, timesteps, ngrams)`` long n-gram ids, required with n-gram embeddings.
+
+        Returns:
+            ``(batch, timesteps, output_dim)`` float: the word embedding, then the char CNN's and
+            the n-gram embedder's vectors where the model has them.
+
+        Raises:
+            ValueError: a model with n-gram embeddings and no ``ngrams``.
+        """
         if self.training and self.word_unk_rate > 0:
             coin = torch.rand(words.shape, device=words.device) < self.word_unk_rate
             drop = self.singletons[words] & coin

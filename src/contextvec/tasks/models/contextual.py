@@ -31,6 +31,15 @@ class FixedLayers(Encoder):
         self.output_dim = encoder.output_dim * (4 if how is LayerCombination.CONCAT_LAST_4 else 1)
 
     def forward(self, sentences: Sequence[Sequence[str]]) -> EncoderOutput:
+        """Encode sentences and combine the inner encoder's layers into one.
+
+        Args:
+            sentences: ``batch`` sentences, each a sequence of tokens.
+
+        Returns:
+            An :class:`EncoderOutput` with ``layers`` ``(1, batch, timesteps, output_dim)`` and
+            ``mask`` ``(batch, timesteps)`` bool, True at real tokens.
+        """
         layers, mask = self.inner(sentences)
         return EncoderOutput(combine_layers(layers, self.how)[None], mask)
 

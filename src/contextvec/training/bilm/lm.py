@@ -43,6 +43,19 @@ class ChunkedSoftmaxNLL(torch.autograd.Function):
         ctx, hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
         targets: torch.Tensor, block: int,
     ) -> torch.Tensor:
+        """Each row's NLL of its target, a block of rows' logits at a time.
+
+        Args:
+            ctx: autograd's context, which keeps what the backward pass needs.
+            hidden: ``(n, dim)`` float, the softmax inputs.
+            weight: ``(vocab, dim)`` float, the softmax weights.
+            bias: ``(vocab,)`` float, the softmax bias.
+            targets: ``(n,)`` long target ids.
+            block: how many rows' logits to hold at once.
+
+        Returns:
+            ``(n,)`` float, ``logsumexp(logits) - logits[target]`` of each row.
+        """
         lse = hidden.new_empty(hidden.shape[0])
         picked = (hidden * weight[targets]).sum(-1) + bias[targets]
         for s in range(0, hidden.shape[0], block):
@@ -111,6 +124,15 @@ class LockableDropout(nn.Dropout):
         self.locked = locked
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Dropout, with one mask per row shared by its steps when ``locked``.
+
+        Args:
+            x: ``(directions, rows, steps, dim)`` float activations.
+
+        Returns:
+            ``(directions, rows, steps, dim)``, dropped out and rescaled in training, ``x`` itself
+            otherwise.
+        """
         if not (self.locked and self.training and self.p > 0):
             return super().forward(x)
         keep = x.new_empty(x.shape[:-2] + (1, x.shape[-1])).bernoulli_(1 - self.p)
@@ -156,11 +178,21 @@ class LanguageModel(nn.Module):
         generator: torch.Generator | None = None,
         bf16: str = "off",
     ) -> tuple[torch.Tensor, torch.Tensor, LSTMState]:
-        """NLL sums (directions,), target counts (directions,), next state.
+        """Score one window of both directions' next-token targets.
 
-        ``negatives`` > 0 uses sampled softmax with that many log-uniform negatives shared by
-        the batch (drawn from ``generator``); 0 uses the full softmax. ``bf16`` autocasts the
-        ``"softmax"`` or ``"all"`` of the pass to bfloat16 (``"off"``: float32 throughout).
+        Args:
+            window: the tokens and ``(directions, rows, unroll)`` targets and mask of one step.
+            state: per LSTM layer, the ``(h, c)`` carried from the previous window, each
+                ``(directions, rows, dim)``; zeros if omitted.
+            negatives: > 0 uses sampled softmax with that many log-uniform negatives shared by the
+                batch (drawn from ``generator``); 0 uses the full softmax.
+            generator: the random source of the negatives.
+            bf16: autocasts the ``"softmax"`` or ``"all"`` of the pass to bfloat16 (``"off"``:
+                float32 throughout).
+
+        Returns:
+            NLL sums ``(directions,)`` float, target counts ``(directions,)`` long, and the next
+            state, float32 whatever the autocast made of it.
         """
         device = self.softmax.weight.device
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16 == "all"):
