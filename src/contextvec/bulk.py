@@ -14,24 +14,13 @@ keeps its finished shards, and ``resume`` computes only the missing ones (after 
 the input, model and settings are the same). The shards are finally merged into ``OUTPUT`` by an
 atomic rename, so ``OUTPUT`` is either complete or absent. Peak disk use is about twice the
 output size during the merge.
-
-How it computes: through a :class:`~contextvec.engine.Engine` of its own (one per run, closed at
-its end, also when it fails or is interrupted), to which each length batch is queued as one call
-run as one forward pass as given. The batches are cut here, from the chunk alone, as
-``Encoder.embed_batches`` cuts them, so the bytes written do not depend on timing, on earlier
-chunks, on a resume or on Ray (docs/engine.md says why the engine does not form them). While the
-engine runs a batch, this thread slices the layers out of the previous one, and a finished
-chunk's shard is written while the next chunk's first batches run.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
-from collections import deque
-from collections.abc import Iterable, Iterator
-from contextlib import closing
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,28 +32,24 @@ from contextvec.api import ModelSpec
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.fingerprint import model_identity
 from contextvec.encoders.outputs import Layers, Pooling, as_layers, as_pooling, view_layers
-from contextvec.engine import Engine, EngineSettings
-from contextvec.engine.batcher import Job
 from contextvec.io.atomic import atomic_path, output_lock, output_target, refuse_to_replace
 from contextvec.io.shards import ResumeError, ShardDir
 from contextvec.io.text_lines import (
     EmptyLines,
     InvalidUtf8,
-    Lines,
     as_policies,
     check_scan,
     input_file,
     read_lines,
     scan_lines,
 )
-from contextvec.text.batching import length_batches
 
 SENTENCE_TO_INDEX = "sentence_to_index"
 RUN_ATTRIBUTE = "contextvec_run"
 
 __all__ = [
-    "BulkSettings", "ResumeError", "bulk_engine", "check_finished", "embed_chunk", "embed_chunks",
-    "embed_to_hdf5", "merge_shards", "write_shard",
+    "BulkSettings", "ResumeError", "check_finished", "embed_chunk", "embed_to_hdf5", "merge_shards",
+    "write_shard",
 ]
 
 
@@ -143,108 +128,21 @@ def _chunks(path: Path, size: int) -> Iterator[list[tuple[int, str]]]:
         yield chunk
 
 
-Datasets = list[tuple[str, np.ndarray]]
-"""A shard's contents: ``(key, array)`` pairs."""
-
-IN_FLIGHT = 4
-"""Batches of a chunk queued in the engine at once: enough that the next batch is always waiting
-while this thread slices the finished one, and the engine's queue stays bounded whatever the
-batch size."""
-
-
-def bulk_engine(encoder: Encoder) -> Engine:
-    """The engine a bulk run embeds through (one per run, one per Ray worker; close it when done):
-    one call per forward pass, run as given, because the run cuts its own batches (see
-    :func:`embed_chunk`)."""
-    return Engine(encoder, EngineSettings(max_batch_tokens=None, batching=False, max_queue=IN_FLIGHT))
-
-
-class _Chunk:
-    """One chunk on its way through the engine. Its sentences are cut into length batches as
-    ``Encoder.embed_batches`` cuts them (``batch_size``, ``max_tokens``) and each batch, longest
-    sentence first, is queued as one call, at most ``IN_FLIGHT`` at a time; so the engine runs
-    the very forward passes ``embed_batches`` runs, in the same order, and writes the same bytes.
-    Empty lines are answered by the engine without a forward pass."""
-
-    def __init__(self, engine: Engine, chunk: Lines, settings: BulkSettings) -> None:
-        # Only called when the engine is idle (the previous chunk's calls are all answered), so
-        # no forward pass sees the caches half cleared.
-        engine.encoder.clear_caches()
-        self.engine, self.settings = engine, settings
-        self.keys = [text.strip() if settings.sentence_keys else str(i) for i, text in chunk]
-        self.sentences = [text.split() for _, text in chunk]
-        nonempty = [i for i, tokens in enumerate(self.sentences) if tokens]
-        lengths = [len(self.sentences[i]) for i in nonempty]
-        batches = [[nonempty[b] for b in batch]
-                   for batch in length_batches(lengths, settings.batch_size, settings.max_tokens)]
-        empty = [i for i, tokens in enumerate(self.sentences) if not tokens]
-        self.batches = deque(([empty] if empty else []) + batches)
-        self.queued: deque[tuple[list[int], Job]] = deque()
-        self._queue_more()
-
-    def _queue_more(self) -> None:
-        try:
-            while self.batches and len(self.queued) < IN_FLIGHT:
-                batch = self.batches.popleft()
-                self.queued.append((batch, self.engine.submit([self.sentences[i] for i in batch], math.inf)))
-        except BaseException:
-            self.cancel()
-            raise
-
-    def collect(self) -> Datasets:
-        """The chunk's ``(key, array)`` in chunk order, each batch sliced to the run's layers
-        while the engine computes the next."""
-        results: list[np.ndarray] = [np.empty(0)] * len(self.keys)
-        try:
-            while self.queued:
-                batch, job = self.queued.popleft()
-                arrays = job.future.result()
-                self._queue_more()
-                for i, array in zip(batch, arrays, strict=True):
-                    results[i] = view_layers(array, self.settings.layers, self.settings.pool)
-        except BaseException:
-            self.cancel()
-            raise
-        return list(zip(self.keys, results, strict=True))
-
-    def cancel(self) -> None:
-        """Drop the calls not yet run (the engine skips them), e.g. when one has failed."""
-        self.batches.clear()
-        for _, job in self.queued:
-            job.cancel()
-
-
-def embed_chunk(engine: Engine, chunk: Lines, settings: BulkSettings) -> Datasets:
+def embed_chunk(encoder: Encoder, chunk: list[tuple[int, str]],
+                settings: BulkSettings) -> list[tuple[str, np.ndarray]]:
     """``(key, array)`` for each ``(line index, text)`` of a chunk, in chunk order: the datasets
-    of one shard, embedded through ``engine`` (made by :func:`bulk_engine`, idle when called).
-    Any engine that writes this output (local, Ray) embeds through here; the encoder's caches
-    are cleared first, so the shard's bytes do not depend on earlier chunks, and the chunk is cut
-    into the batches ``Encoder.embed_batches(sentences, batch_size, max_tokens)`` runs, so they
-    do not depend on timing either."""
-    return _Chunk(engine, chunk, settings).collect()
+    of one shard. Any engine that writes this output (local, Ray) embeds through here; the
+    encoder's caches are cleared first, so the shard's bytes do not depend on earlier chunks."""
+    encoder.clear_caches()
+    keys = [text.strip() if settings.sentence_keys else str(i) for i, text in chunk]
+    results: list[np.ndarray] = [np.empty(0)] * len(chunk)
+    for row, array in encoder.embed_batches([text.split() for _, text in chunk], settings.batch_size,
+                                            settings.max_tokens):
+        results[row] = view_layers(array, settings.layers, settings.pool)
+    return list(zip(keys, results, strict=True))
 
 
-def embed_chunks(engine: Engine, chunks: Iterable[tuple[int, Lines]],
-                 settings: BulkSettings) -> Iterator[tuple[int, Lines, Datasets]]:
-    """``(number, chunk, datasets)`` for each numbered chunk, in order, the datasets as
-    :func:`embed_chunk` makes them; a chunk's are handed out once the next chunk's first batches
-    are queued, so the engine computes while the caller writes the shard. Close the iterator
-    (``contextlib.closing``) when giving up early: that drops the batches still queued."""
-    finished: tuple[int, Lines, Datasets] | None = None
-    for number, chunk in chunks:
-        running = _Chunk(engine, chunk, settings)
-        try:
-            if finished is not None:
-                yield finished
-            finished = number, chunk, running.collect()
-        except BaseException:  # the caller gave up (or writing failed): drop the queued batches
-            running.cancel()
-            raise
-    if finished is not None:
-        yield finished
-
-
-def write_shard(path: Path, items: Datasets) -> None:
+def write_shard(path: Path, items: list[tuple[str, np.ndarray]]) -> None:
     """One shard, written atomically: complete under its name or absent."""
     with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
         for key, array in items:
@@ -316,13 +214,13 @@ def embed_to_hdf5(
         with tqdm(total=scan.n_lines, unit="sent", disable=not settings.progress, desc="embed") as bar:
             bar.update(sum(min(chunk_lines, scan.n_lines - n * chunk_lines) for n in done))
             tokens_done = 0
-            todo = ((n, chunk) for n, chunk in enumerate(_chunks(input_path, chunk_lines)) if n not in done)
-            with bulk_engine(encoder) as engine, closing(embed_chunks(engine, todo, settings)) as embedded:
-                for number, chunk, items in embedded:
-                    write_shard(parts.shard(number), items)
-                    tokens_done += sum(len(text.split()) for _, text in chunk)
-                    bar.update(len(chunk))
-                    bar.set_postfix_str(f"{tokens_done / max(bar.format_dict['elapsed'], 1e-9):.0f} tok/s")
+            for number, chunk in enumerate(_chunks(input_path, chunk_lines)):
+                if number in done:
+                    continue
+                write_shard(parts.shard(number), embed_chunk(encoder, chunk, settings))
+                tokens_done += sum(len(text.split()) for _, text in chunk)
+                bar.update(len(chunk))
+                bar.set_postfix_str(f"{tokens_done / max(bar.format_dict['elapsed'], 1e-9):.0f} tok/s")
 
         merge_shards(parts, n_chunks, output_path, input_path, index=settings.index,
                      progress=settings.progress)
