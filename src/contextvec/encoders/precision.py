@@ -82,8 +82,7 @@ def _onednn_bf16() -> bool:
 
 def check_precision(precision: str, device: torch.device | str = "cpu") -> str:
     """``precision`` if it can run on ``device``, else a one-line ``ValueError`` saying why."""
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+    precision = as_precision(precision)
     device = torch.device(device)
     if precision == "bf16" and device.type == "cpu" and not native_bf16():
         reason = inference_paths(int8_exact=False)["bf16"].reason
@@ -352,10 +351,7 @@ def apply_precision(module: nn.Module, precision: str, *, check_cpu: bool = True
         return module
     parameter = next(module.parameters(), None)
     device = parameter.device if parameter is not None else torch.device("cpu")
-    if check_cpu:
-        check_precision(precision, device)
-    elif precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+    precision = check_precision(precision, device) if check_cpu else as_precision(precision)
     kept: set[int] = set()
     if precision == "int8":
         # Rounding where its error is amplified the most (the token vectors every LSTM step
