@@ -3,20 +3,12 @@ and the task table is read once (``helpers_walk`` says what counts)."""
 
 from __future__ import annotations
 
+from helpers_tasks import write_trec
 from helpers_walk import walk
-
-QUESTIONS = [("NUM:count", "how many {} are there ?"), ("LOC:city", "where is the {} city ?")]
-THINGS = ["dogs", "cats", "rivers", "books", "trees", "cars", "birds", "stars", "hills", "boats"]
-
-
-def _trec(path):
-    path.write_text("\n".join(f"{label} {text.format(thing)}" for thing in THINGS
-                              for label, text in QUESTIONS) + "\n", encoding="latin-1")
-    return path
 
 
 def test_train_task_input_goes_down_in_under_20_stops_and_looks_the_task_up_once(tmp_path, own_tiny_dir):
-    result = walk(["train-task", "trec", "--train", str(_trec(tmp_path / "train.label")),
+    result = walk(["train-task", "trec", "--train", str(write_trec(tmp_path / "train.label", repeat=1)),
                    "--model", str(own_tiny_dir), "--epochs", "1", "--word-dim", "8", "--hidden", "8",
                    "--cache-dir", str(tmp_path / "cache"), "--quiet"], {"trec"})
     report = "\n".join(result.lines())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers_tasks import THINGS, write_trec
 
 from contextvec.encoders.cove import MTLSTM, MTLSTMConfig, save_cove_encoder
 from contextvec.experiments import RunnerSettings
@@ -19,14 +20,9 @@ from contextvec.jobs.experiments import (
 from contextvec.tasks.models import ModelSettings
 from contextvec.tasks.train import TrainSettings
 
-THINGS = ["dogs", "cats", "rivers", "books", "trees", "cars", "birds", "stars", "hills", "boats"]
-
 
 def _trec(path):
-    questions = (("NUM:count", "how many {} are there ?"), ("LOC:city", "where is the {} city ?"))
-    lines = [f"{label} {text.format(thing)}" for thing in THINGS * 2 for label, text in questions]
-    path.write_text("\n".join(lines) + "\n", encoding="latin-1")
-    return TaskFiles(path)
+    return TaskFiles(write_trec(path))
 
 
 def test_layers_analysis_job_runs_resumes_and_reports(tmp_path, own_tiny_dir):

@@ -7,6 +7,7 @@ import io
 import json
 
 import pytest
+from helpers_tasks import write_trec
 
 from contextvec.features import FeatureSettings
 from contextvec.jobs.choice import EncoderChoice, TaskFiles
@@ -16,20 +17,9 @@ from contextvec.tasks.finetune import FineTuneSettings
 from contextvec.tasks.models import ModelSettings
 from contextvec.tasks.train import TrainSettings
 
-QUESTIONS = [("NUM:count", "how many {} are there ?"), ("LOC:city", "where is the {} city ?")]
-THINGS = ["dogs", "cats", "rivers", "books", "trees", "cars", "birds", "stars", "hills", "boats"]
-
-
-def _trec(path, repeat: int = 2):
-    """Questions of two coarse labels, each label with its own words (so a model can learn them)."""
-    lines = [f"{label} {text.format(thing)}" for _ in range(repeat) for thing in THINGS
-             for label, text in QUESTIONS]
-    path.write_text("\n".join(lines) + "\n", encoding="latin-1")
-    return path
-
 
 def _settings(tmp_path, tiny_dir, **changes) -> TrainTaskSettings:
-    fields = {"task": "trec", "files": TaskFiles(_trec(tmp_path / "train.label")),
+    fields = {"task": "trec", "files": TaskFiles(write_trec(tmp_path / "train.label")),
               "mode": TrainMode.CONTEXTUAL, "encoder": EncoderChoice(str(tiny_dir)),
               "model": ModelSettings(word_dim=8, char_cnn=False, hidden=8, lstm_layers=1, placement="input"),
               "training": TrainSettings(epochs=2, lr=0.01, progress=False),
