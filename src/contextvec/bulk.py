@@ -14,13 +14,22 @@ keeps its finished shards, and ``resume`` computes only the missing ones (after 
 the input, model and settings are the same). The shards are finally merged into ``OUTPUT`` by an
 atomic rename, so ``OUTPUT`` is either complete or absent. Peak disk use is about twice the
 output size during the merge.
+
+How it computes: through a :class:`~contextvec.engine.Engine` of its own (one per run, closed at
+its end, also when it fails or is interrupted), so that every forward pass runs on the engine's
+one torch thread. Each chunk is one call, cut into length batches on that thread as
+``Encoder.embed_batches`` cuts them, from the chunk alone, so the bytes written do not depend on
+timing, on earlier chunks, on a resume or on Ray (docs/engine.md says why the engine does not
+form them). A finished chunk's shard is written while the engine runs the next chunk.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,11 +41,14 @@ from contextvec.api import ModelSpec
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.fingerprint import model_identity
 from contextvec.encoders.outputs import Layers, Pooling, as_layers, as_pooling, view_layers
+from contextvec.engine import Engine, EngineSettings
+from contextvec.engine.batcher import Job, Runner
 from contextvec.io.atomic import atomic_path, output_lock, output_target, refuse_to_replace
 from contextvec.io.shards import ResumeError, ShardDir
 from contextvec.io.text_lines import (
     EmptyLines,
     InvalidUtf8,
+    Lines,
     as_policies,
     check_scan,
     input_file,
@@ -48,8 +60,8 @@ SENTENCE_TO_INDEX = "sentence_to_index"
 RUN_ATTRIBUTE = "contextvec_run"
 
 __all__ = [
-    "BulkSettings", "ResumeError", "check_finished", "embed_chunk", "embed_to_hdf5", "merge_shards",
-    "write_shard",
+    "BulkSettings", "ResumeError", "bulk_engine", "check_finished", "embed_chunk", "embed_chunks",
+    "embed_to_hdf5", "merge_shards", "write_shard",
 ]
 
 
@@ -128,21 +140,82 @@ def _chunks(path: Path, size: int) -> Iterator[list[tuple[int, str]]]:
         yield chunk
 
 
-def embed_chunk(encoder: Encoder, chunk: list[tuple[int, str]],
-                settings: BulkSettings) -> list[tuple[str, np.ndarray]]:
-    """``(key, array)`` for each ``(line index, text)`` of a chunk, in chunk order: the datasets
-    of one shard. Any engine that writes this output (local, Ray) embeds through here; the
-    encoder's caches are cleared first, so the shard's bytes do not depend on earlier chunks."""
-    encoder.clear_caches()
+Datasets = list[tuple[str, np.ndarray]]
+"""A shard's contents: ``(key, array)`` pairs."""
+
+
+def bulk_engine(encoder: Encoder) -> Engine:
+    """The engine a bulk run embeds through (one per run, one per Ray worker; close it when done).
+    Each chunk is one call, run on the engine's torch thread by the chunk's own runner (see
+    :func:`embed_chunk`): batching across calls and a token budget would cut other batches."""
+    return Engine(encoder, EngineSettings(max_batch_tokens=None, batching=False, max_queue=2))
+
+
+def _chunk_runner(encoder: Encoder, settings: BulkSettings) -> Runner:
+    """What the engine's torch thread runs for one chunk: the chunk's length batches as
+    ``Encoder.embed_batches`` cuts them, from empty caches, each sentence's layers in chunk order.
+    The whole chunk is one call, so the thread that calls the engine never waits on a forward
+    pass between batches, and the caches are cleared where no other forward pass runs."""
+
+    def run(sentences: list[Sequence]) -> list[np.ndarray]:
+        encoder.clear_caches()
+        arrays: list[np.ndarray] = [np.empty(0)] * len(sentences)
+        for row, array in encoder.embed_batches(sentences, settings.batch_size, settings.max_tokens):
+            arrays[row] = array
+        return arrays
+
+    return run
+
+
+def _submit(engine: Engine, chunk: Lines, settings: BulkSettings) -> Job:
+    return engine.submit([text.split() for _, text in chunk], math.inf,
+                         run=_chunk_runner(engine.encoder, settings))
+
+
+def _datasets(job: Job, chunk: Lines, settings: BulkSettings) -> Datasets:
+    """The chunk's ``(key, array)`` in chunk order, sliced to the run's layers and pooling here."""
+    arrays = job.future.result()
     keys = [text.strip() if settings.sentence_keys else str(i) for i, text in chunk]
-    results: list[np.ndarray] = [np.empty(0)] * len(chunk)
-    for row, array in encoder.embed_batches([text.split() for _, text in chunk], settings.batch_size,
-                                            settings.max_tokens):
-        results[row] = view_layers(array, settings.layers, settings.pool)
-    return list(zip(keys, results, strict=True))
+    return [(key, view_layers(array, settings.layers, settings.pool))
+            for key, array in zip(keys, arrays, strict=True)]
 
 
-def write_shard(path: Path, items: list[tuple[str, np.ndarray]]) -> None:
+def embed_chunk(engine: Engine, chunk: Lines, settings: BulkSettings) -> Datasets:
+    """``(key, array)`` for each ``(line index, text)`` of a chunk, in chunk order: the datasets
+    of one shard, embedded through ``engine`` (made by :func:`bulk_engine`). Any engine that
+    writes this output (local, Ray) embeds through here: the chunk starts from empty caches, so
+    its bytes do not depend on earlier chunks, and it is cut into the batches
+    ``Encoder.embed_batches(sentences, batch_size, max_tokens)`` runs, so they do not depend on
+    timing either."""
+    job = _submit(engine, chunk, settings)
+    try:
+        return _datasets(job, chunk, settings)
+    except BaseException:
+        job.cancel()
+        raise
+
+
+def embed_chunks(engine: Engine, chunks: Iterable[tuple[int, Lines]],
+                 settings: BulkSettings) -> Iterator[tuple[int, Lines, Datasets]]:
+    """``(number, chunk, datasets)`` for each numbered chunk, in order, the datasets as
+    :func:`embed_chunk` makes them; a chunk's are handed out once the next chunk is queued, so
+    the engine computes while the caller writes the shard. Close the iterator
+    (``contextlib.closing``) when giving up early: that drops the chunk still queued."""
+    finished: tuple[int, Lines, Datasets] | None = None
+    for number, chunk in chunks:
+        job = _submit(engine, chunk, settings)
+        try:
+            if finished is not None:
+                yield finished
+            finished = number, chunk, _datasets(job, chunk, settings)
+        except BaseException:  # the caller gave up (or writing failed): drop the queued chunk
+            job.cancel()
+            raise
+    if finished is not None:
+        yield finished
+
+
+def write_shard(path: Path, items: Datasets) -> None:
     """One shard, written atomically: complete under its name or absent."""
     with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
         for key, array in items:
@@ -214,13 +287,13 @@ def embed_to_hdf5(
         with tqdm(total=scan.n_lines, unit="sent", disable=not settings.progress, desc="embed") as bar:
             bar.update(sum(min(chunk_lines, scan.n_lines - n * chunk_lines) for n in done))
             tokens_done = 0
-            for number, chunk in enumerate(_chunks(input_path, chunk_lines)):
-                if number in done:
-                    continue
-                write_shard(parts.shard(number), embed_chunk(encoder, chunk, settings))
-                tokens_done += sum(len(text.split()) for _, text in chunk)
-                bar.update(len(chunk))
-                bar.set_postfix_str(f"{tokens_done / max(bar.format_dict['elapsed'], 1e-9):.0f} tok/s")
+            todo = ((n, chunk) for n, chunk in enumerate(_chunks(input_path, chunk_lines)) if n not in done)
+            with bulk_engine(encoder) as engine, closing(embed_chunks(engine, todo, settings)) as embedded:
+                for number, chunk, items in embedded:
+                    write_shard(parts.shard(number), items)
+                    tokens_done += sum(len(text.split()) for _, text in chunk)
+                    bar.update(len(chunk))
+                    bar.set_postfix_str(f"{tokens_done / max(bar.format_dict['elapsed'], 1e-9):.0f} tok/s")
 
         merge_shards(parts, n_chunks, output_path, input_path, index=settings.index,
                      progress=settings.progress)

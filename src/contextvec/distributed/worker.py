@@ -1,5 +1,8 @@
 """The work of one Ray actor: load the model once, then embed blocks into shards.
 
+Each actor embeds through its own engine (:func:`contextvec.bulk.bulk_engine`), made once with
+the model, as a local run does; its worker thread is a daemon that ends with the actor's process.
+
 This module does not import Ray: :func:`contextvec.distributed.engine.embed_ray` wraps
 :class:`EmbedWorker` with ``ray.remote``, so the class is tested and read as plain Python.
 """
@@ -13,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contextvec.api import ModelSpec
-from contextvec.bulk import BulkSettings, embed_chunk, write_shard
+from contextvec.bulk import BulkSettings, bulk_engine, embed_chunk, write_shard
 from contextvec.encoders.fingerprint import model_identity
 from contextvec.io.text_lines import Lines
 
@@ -48,6 +51,7 @@ class EmbedWorker:
         try:
             self.encoder = spec.load()
             self.identity = model_identity(self.encoder)
+            self.engine = bulk_engine(self.encoder)
             self.error: Exception | None = None
         except Exception as e:  # noqa: BLE001 - reported on the first call, see the docstring
             self.error = e
@@ -66,7 +70,7 @@ class EmbedWorker:
                                "(its files differ on that node)")
         _fault_hook()
         start, cpu = time.perf_counter(), time.process_time()
-        items = embed_chunk(self.encoder, lines, self.settings)
+        items = embed_chunk(self.engine, lines, self.settings)
         write_shard(Path(shard), items)
         return BlockDone(number, len(lines), sum(len(text.split()) for _, text in lines),
                          time.perf_counter() - start, time.process_time() - cpu, self.node)

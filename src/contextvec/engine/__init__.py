@@ -2,7 +2,7 @@
 
 [`Engine`][contextvec.engine.Engine] is the front door (``contextvec.Engine``); the server, any
 Python program with many concurrent callers, and bulk embedding (``contextvec embed``, locally
-and on each Ray worker, one call per batch it cut itself) embed through it.
+and on each Ray worker, one call per chunk, cut into its own batches) embed through it.
 """
 
 from contextvec.engine.batcher import QueueFull, ShuttingDown

@@ -17,9 +17,8 @@ The worker's rule:
 
 With ``batching=False`` the worker takes one job at a time (one call = one forward when it
 fits the budget): the baseline of ``benchmarks/serve_load.py`` and ``benchmarks/engine_threads.py``.
-With no budget as well, every job is one forward pass of exactly its sentences, in their order
-when they come sorted longest first: a caller that cut its own batches (``contextvec embed``)
-gets the very forward passes it cut.
+With no budget as well, every job is one forward pass of exactly its sentences (or one call of
+its ``run``: ``contextvec embed`` runs each chunk so, cut into its own length batches).
 
 The worker loop runs on a :class:`~contextvec.engine.worker.WorkerThread`: the one thread for
 torch work, which in a server also loaded and warmed the model (see that module for why).

@@ -4,8 +4,9 @@ Each call's sentences join a queue; the engine's one worker thread takes queued 
 every caller into one forward pass under a budget of padded tokens, then answers each caller
 with its own vectors (the rule: :mod:`contextvec.engine.batcher`). An encoder is stateless, so
 the vectors are those ``Encoder.embed`` gives each sentence, up to float rounding. With batching
-off and no budget, each call is one forward pass of exactly its sentences: bulk embedding queues
-its own length batches so, and gets the bytes ``Encoder.embed_batches`` gives.
+off and no budget, each call is one forward pass of exactly its sentences (bulk embedding hands
+each chunk over as one call that cuts its own batches, for the bytes ``Encoder.embed_batches``
+gives).
 """
 
 from __future__ import annotations
@@ -34,8 +35,7 @@ class EngineSettings:
     Attributes:
         max_batch_tokens: padded tokens (longest sentence x sentences) per forward pass; a
             longer sentence runs alone. None: no budget; with ``batching`` off, each call then
-            runs as one forward pass of exactly its sentences (how ``contextvec embed`` queues
-            the batches it cut itself).
+            runs as one forward pass of exactly its sentences.
         max_wait_ms: under load, the longest the oldest queued call waits for others to share
             its forward pass (a call to an idle engine runs at once).
         max_queue: calls waiting at once; one more raises
