@@ -10,6 +10,7 @@ import argparse
 import importlib
 import sys
 
+from contextvec.allocator import keep_freed_memory
 from contextvec.cli.common import release_outputs
 from contextvec.extras import MissingExtra
 
@@ -130,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     except MissingExtra as e:  # a command whose module imports an extra's package at its top
         print(f"contextvec: error: {e}", file=sys.stderr)
         return 2
+    keep_freed_memory()  # after parsing: --help and bad options return before it
     try:
         try:
             args.run(args)

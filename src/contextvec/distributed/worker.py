@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from contextvec.allocator import keep_freed_memory
 from contextvec.api import ModelSpec
 from contextvec.bulk import BulkSettings, bulk_engine, embed_chunk, write_shard
 from contextvec.encoders.fingerprint import model_identity
@@ -48,6 +49,7 @@ class EmbedWorker:
     def __init__(self, spec: ModelSpec, settings: BulkSettings) -> None:
         self.settings = settings
         self.node = platform.node()
+        keep_freed_memory()  # a worker process runs batch after batch, as the command does
         try:
             self.encoder = spec.load()
             self.identity = model_identity(self.encoder)
