@@ -36,6 +36,8 @@ Prints, measured in the same run:
 bf16 runs only on a CPU with native bf16 (otherwise ``contextvec.load`` refuses it; the row says
 so). Sentences: the reference elmo-small / bert-minilm ``sentences.txt`` cycled. Each figure is
 the median of ``--passes`` passes after a warm-up; the token cache is emptied before each pass.
+Like the ``contextvec`` command, the run keeps freed memory for reuse
+(``contextvec.allocator.keep_freed_memory``) unless given ``--default-malloc``.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from checkpoints import minilm_dir
 from flops import lstm_flops
 
 import contextvec
+from contextvec.allocator import keep_freed_memory
 from contextvec.encoders.bilm import PRESETS, BiLMConfig, ElmoBiLM, ElmoEncoder
 from contextvec.encoders.bilm.loader import save_bilm_tf
 from contextvec.encoders.precision import (
@@ -354,7 +357,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="repeats of each limit measurement")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--skip", default="", help="comma list of: elmo, bert")
+    parser.add_argument("--default-malloc", action="store_true",
+                        help="leave glibc's malloc settings as they are (default: keep freed "
+                             "memory for reuse, as the contextvec command does)")
     args = parser.parse_args()
+    kept = not args.default_malloc and keep_freed_memory()
+    print(f"freed memory kept for reuse (contextvec.allocator): {'yes' if kept else 'no'}")
     torch.set_num_threads(args.threads)
     precisions = args.precisions.split(",")
     print_cpu()
