@@ -25,7 +25,12 @@ Prints, measured in the same run:
    With allennlp importable (run under the environment of benchmarks/allennlp_env.sh with
    ``PYTHONPATH=src``), each row also gives x allennlp: allennlp 2.10.1's ``Elmo`` (fp32, its
    users' call ``elmo(batch_to_ids(batch))``, one representation, dropout 0) on the same weights
-   (written as bilm-tf files) and the same length-sorted batches of the same size;
+   (written as bilm-tf files) and the same length-sorted batches of the same size; with
+   ``onnxruntime`` installed (``contextvec[onnx]``), ONNX Runtime rows follow each batch size's:
+   the graph ``contextvec.export_onnx`` writes of the same fp32 weights, and that graph through
+   ``onnxruntime.quantization.quantize_dynamic`` (int8 weights, dynamic activations; it leaves
+   the products inside the LSTMs' ``Scan`` bodies in fp32), on the same batches, character ids
+   made inside the timing;
 4. BERT all-MiniLM-L6-v2: contextvec in each precision (all layers, word-aligned) against HF
    ``BertModel`` eager and ONNX Runtime fp32 and dynamic int8, on the same length-sorted batches,
    with each engine's agreement with HF (``bert_speed.compare``; needs ``transformers``, ``onnx``
@@ -257,6 +262,32 @@ def allennlp_seconds(name: str, batches: list[list[list[str]]], passes: int) -> 
     return median_seconds(run, passes)
 
 
+def ort_runners(name: str) -> dict[str, Callable[[list[list[str]]], object]] | None:
+    """``{"ORT fp32": run, "ORT int8": run}``, each running one batch of token lists through ONNX
+    Runtime on :func:`elmo` ``(name)``'s weights; None when ``onnxruntime`` is not importable."""
+    if importlib.util.find_spec("onnxruntime") is None:
+        return None
+    from bert_speed import ort_session
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from contextvec.text.chars import batch_to_char_ids
+
+    runners = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        fp32 = contextvec.export_onnx(elmo(name), Path(tmp) / "elmo.onnx")
+        int8 = Path(tmp) / "elmo-int8.onnx"
+        quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8)
+        for label, path in (("ORT fp32", fp32), ("ORT int8", int8)):
+            session = ort_session(path, torch.get_num_threads(), passive=False)
+
+            def run(batch: list[list[str]], session=session) -> object:
+                ids = batch_to_char_ids(batch).numpy()
+                return session.run(None, {"char_ids": ids, "mask": (ids > 0).any(-1).astype("int64")})
+
+            runners[label] = run
+    return runners
+
+
 def streamed_bytes_per_token(encoder: ElmoEncoder, precision: str) -> float:
     """Weight bytes each token streams at batch 1: every LSTM's recurrent and projection matrices."""
     c = encoder.config
@@ -274,6 +305,7 @@ def run_elmo(args: argparse.Namespace, precisions: list[str], limits: dict[str, 
           " the per-step\nproducts are at batch 32 (input projections run on the real tokens only,"
           " at full width)")
     for name in args.configs.split(","):
+        ort = ort_runners(name) if "ort" not in args.skip.split(",") else {}
         for batch_size in (int(b) for b in args.batch_sizes.split(",")):
             subset = sentences if batch_size > 1 else sentences[: args.batch1_sentences]
             n_tokens = sum(map(len, subset))
@@ -319,6 +351,15 @@ def run_elmo(args: argparse.Namespace, precisions: list[str], limits: dict[str, 
                 versus = f"{reference / seconds:9.2f}x" if reference else f"{'-':>10}"
                 print(f"{name:<9} {batch_size:>5} {precision:<9} {len(subset):>5} {rate:>9.1f} {ratio} "
                       f"{versus} {fraction:>8.1%}  {what}", flush=True)
+            for engine, run_batch in (ort or {}).items():
+                seconds = median_seconds(lambda: [run_batch(b) for b in batches], args.passes)  # noqa: B023
+                rate = n_tokens / seconds
+                ratio = f"{rate / base:6.2f}x" if base else "      -"
+                versus = f"{reference / seconds:9.2f}x" if reference else f"{'-':>10}"
+                print(f"{name:<9} {batch_size:>5} {engine:<9} {len(subset):>5} {rate:>9.1f} {ratio} {versus}"
+                      f" {'':>8}  the same batches", flush=True)
+        if ort is None:
+            print(f"{name}: ONNX Runtime rows skipped (needs onnxruntime: pip install 'contextvec[onnx]')")
     print()
 
 
@@ -356,7 +397,7 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=5, help="repeats of each limit measurement")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--skip", default="", help="comma list of: elmo, bert")
+    parser.add_argument("--skip", default="", help="comma list of: elmo, bert, ort (ELMo's ONNX Runtime)")
     parser.add_argument("--default-malloc", action="store_true",
                         help="leave glibc's malloc settings as they are (default: keep freed "
                              "memory for reuse, as the contextvec command does)")

@@ -448,6 +448,28 @@ def test_char_cnn_trims_padding_without_changing_outputs():
     assert widths[-1] == len("hello") + 2 + 3  # BOW, EOW, widest filter
 
 
+def test_char_cnn_length_groups_keep_outputs():
+    from contextvec.encoders.bilm.char_cnn import CharCNN
+    from contextvec.encoders.bilm.config import PRESETS as MODEL_PRESETS
+    from contextvec.text.chars import token_to_char_ids
+
+    torch.manual_seed(0)
+    config = MODEL_PRESETS["tiny"]
+    cnn = CharCNN(config)
+    for p in cnn.parameters():
+        torch.nn.init.normal_(p)
+    rng = np.random.default_rng(0)
+    # Lengths from 0 to past 50 characters, in no order, and a padded (all-zero) row.
+    tokens = ["".join(rng.choice(list("abcdé"), size=n)) for n in rng.integers(0, 60, size=40)]
+    ids = torch.from_numpy(np.stack([token_to_char_ids(t) for t in tokens] + [np.zeros(50, int)]))
+    terms = config.char_embed_dim * cnn.max_width + 3 * config.n_filters
+    cnn.min_group = len(ids) + 1
+    whole = cnn(ids)
+    for min_group, max_groups in ((4, 8), (1, 41), (10, 3)):
+        cnn.min_group, cnn.max_groups = min_group, max_groups
+        assert_reordered_close(cnn(ids), whole, terms=terms)
+
+
 def test_halving_schedule_can_be_set_when_resuming(corpus, tmp_path):
     # The article's first sections: a few dozen steps an epoch.
     lines = (corpus / "valid.txt").read_text(encoding="utf-8").splitlines()[:26]
