@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import logging
 import statistics
 import tempfile
 import time
@@ -276,7 +277,12 @@ def ort_runners(name: str) -> dict[str, Callable[[list[list[str]]], object]] | N
     with tempfile.TemporaryDirectory() as tmp:
         fp32 = contextvec.export_onnx(elmo(name), Path(tmp) / "elmo.onnx")
         int8 = Path(tmp) / "elmo-int8.onnx"
-        quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8)
+        # (quantize_dynamic logs a hint about pre-processing on the root logger: not ours to show.)
+        logging.disable(logging.WARNING)
+        try:
+            quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8)
+        finally:
+            logging.disable(logging.NOTSET)
         for label, path in (("ORT fp32", fp32), ("ORT int8", int8)):
             session = ort_session(path, torch.get_num_threads(), passive=False)
 
