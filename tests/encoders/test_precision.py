@@ -372,18 +372,28 @@ def test_packed_float_weights_follow_a_replaced_weight_and_fuse_gelu(pack_all):
 
 
 def test_packed_float_weights_pad_long_inputs_to_few_row_counts(pack_all):
-    """Past ``row_bucket`` rows the product runs padded to a multiple of it (oneDNN keeps memory
-    per row count seen); the padding never shows."""
+    """Past ``row_bucket`` rows the product runs on a padded row count (oneDNN keeps memory per
+    row count seen): eight counts per doubling, at most an eighth of the rows padding, and the
+    padding never shows, with ``add`` as without."""
+    counts = {PackedFloatWeights.padded_rows(rows) for rows in range(1, 4097)}
+    assert len(counts) == PackedFloatWeights.row_bucket + 8 * 6  # 1-64 as they are, 65-4096 in 6 doublings
+    for rows in range(1, 4097):
+        padded = PackedFloatWeights.padded_rows(rows)
+        assert rows <= padded <= rows + rows // 8
     torch.manual_seed(0)
     weight, bias = torch.randn(24, 16), torch.randn(24)
     packing = PackedFloatWeights()
     for rows in (5, 128, 129, 2 * 128 + 37):
-        x = torch.randn(rows, 16)
+        x, add = torch.randn(rows, 16), torch.randn(rows, 24)
         with torch.no_grad():
             out = packing.linear("w", x, weight, bias, gelu="tanh")
-        expected = torch.nn.functional.gelu(x @ weight.T + bias, approximate="tanh")
-        assert out.shape == expected.shape
-        assert_reordered_close(out, expected, terms=16)
+            summed = packing.packed_linear("w", x, weight, bias, add=add)
+        expected = x @ weight.T + bias
+        assert out.shape == summed.shape == expected.shape
+        assert_reordered_close(out, torch.nn.functional.gelu(expected, approximate="tanh"), terms=16)
+        assert_reordered_close(summed, expected + add, terms=17)
+    with pytest.raises(ValueError, match="add and gelu"), torch.no_grad():
+        packing.packed_linear("w", x, weight, bias, gelu="tanh", add=add)
 
 
 def test_bf16_bias_and_gelu_fused_into_the_product():

@@ -224,7 +224,7 @@ class PackedFloatWeights:
     oneDNN's per-call overhead outweighs its kernel (the bundled model's LSTM steps are slower
     packed)."""
     row_bucket = 64
-    """Products of more rows are padded to a multiple of this many (see ``linear``)."""
+    """Products of more rows are padded (see :meth:`padded_rows`)."""
 
     def __init__(self) -> None:
         self._packed: dict[str, tuple[weakref.ref, tuple, torch.Tensor]] = {}
@@ -236,6 +236,18 @@ class PackedFloatWeights:
                 and weight.dtype == torch.float32
                 and (weight.numel() >= cls.min_size or rows >= cls.min_rows)
                 and torch.backends.mkldnn.is_available())
+
+    @classmethod
+    def padded_rows(cls, rows: int) -> int:
+        """The row count a product of ``rows`` rows runs with. oneDNN keeps memory for every row
+        count it has seen, without bound (a long-running server's memory would grow with every
+        new count), so past ``row_bucket`` rows the count is rounded up to a multiple of an
+        eighth of the largest power of two below it: eight counts per doubling, and never more
+        than an eighth of the rows padding."""
+        if rows <= cls.row_bucket:
+            return rows
+        step = 1 << (rows.bit_length() - 4)
+        return -(-rows // step) * step
 
     def linear(
         self, name: str, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
@@ -250,21 +262,26 @@ class PackedFloatWeights:
 
     def packed_linear(
         self, name: str, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
-        gelu: str | None = None,
+        gelu: str | None = None, add: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """:meth:`linear` on the packed copy, for a caller that already knows it is
-        :meth:`usable` (an LSTM decides once per call, not once per step)."""
+        :meth:`usable` (an LSTM decides once per call, not once per step); ``add (rows, out)``
+        is added to the result inside the product (an LSTM's input projections; not with
+        ``gelu``)."""
         packed = self._copy(name, weight,
                             lambda w: torch.ops.mkldnn._reorder_linear_weight(w.contiguous(), None))
-        attr, algorithm = ("none", "") if gelu is None else ("gelu", gelu)
         rows = x.shape[0]
-        # oneDNN keeps memory for every row count it has seen, without bound (a long-running
-        # server's memory would grow with every new count), so more than ``row_bucket`` rows are
-        # padded to a multiple of it: few distinct counts, at most row_bucket - 1 rows of waste.
-        padded = rows if rows <= self.row_bucket else -(-rows // self.row_bucket) * self.row_bucket
+        padded = self.padded_rows(rows)
         if padded > rows:
             x = F.pad(x, (0, 0, 0, padded - rows))
-        out = torch.ops.mkldnn._linear_pointwise(x, packed, bias, attr, [], algorithm)
+            add = None if add is None else F.pad(add, (0, 0, 0, padded - rows))
+        if add is not None:
+            if gelu is not None:
+                raise ValueError("packed_linear: add and gelu do not go together")
+            out = torch.ops.mkldnn._linear_pointwise.binary(x, add, packed, bias, "add")
+        else:
+            attr, algorithm = ("none", "") if gelu is None else ("gelu", gelu)
+            out = torch.ops.mkldnn._linear_pointwise(x, packed, bias, attr, [], algorithm)
         return out[:rows] if padded > rows else out
 
     def transposed(self, name: str, weights: torch.Tensor) -> torch.Tensor:

@@ -29,18 +29,6 @@ def _tanh(x: torch.Tensor) -> torch.Tensor:
     return torch.sigmoid(x * 2).mul_(2).sub_(1)
 
 
-def _stack_sum(parts: list[torch.Tensor], other: torch.Tensor) -> torch.Tensor:
-    """``torch.stack(parts) + other`` in the parts' dtype (``other`` may be bf16 input
-    projections); without gradients each sum is written straight into the result (one pass over
-    the gates instead of two)."""
-    if torch.is_grad_enabled():
-        return torch.stack(parts) + other
-    out = torch.empty_like(other, dtype=parts[0].dtype)
-    for d, part in enumerate(parts):
-        torch.add(part, other[d], out=out[d])
-    return out
-
-
 def _bmm(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None,
          add: torch.Tensor | None = None) -> torch.Tensor:
     """``x (directions, rows, in) @ w (directions, in, out)``, plus ``bias (directions, out)`` or
@@ -143,16 +131,16 @@ class ProjectedLSTMLayer(nn.Module):
         if not per_direction:
             return _bmm(x, self._onednn.transposed(name, weight), bias, add)
         biases = [None] * n if bias is None else bias
+        adds = [None] * n if add is None else add
         if self.packed is not None:
             # The packed weights add ``add`` in their own pass (bf16: inside the product).
-            adds = [None] * n if add is None else add
             parts = [self.packed[name][first + d](x[d], biases[d], float_output=float_output, add=adds[d])
                      for d in range(n)]
         else:
-            parts = [self._onednn.packed_linear(f"{name}.{first + d}", x[d], weight[first + d], biases[d])
+            # oneDNN adds ``add`` to the product as it writes it: one pass over the gates.
+            parts = [self._onednn.packed_linear(f"{name}.{first + d}", x[d], weight[first + d], biases[d],
+                                                add=adds[d])
                      for d in range(n)]
-            if add is not None:
-                return _stack_sum(parts, add)
         # One direction's product as a view: stacking would copy it.
         return parts[0].unsqueeze(0) if n == 1 else torch.stack(parts)
 
