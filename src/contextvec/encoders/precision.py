@@ -148,50 +148,53 @@ class LowPrecisionWeight(nn.Module):
         """
         if add is not None and gelu is not None:
             raise ValueError("LowPrecisionWeight: add and gelu do not go together")
-        rows = x.reshape(-1, self.in_features)
-        if rows.shape[0] == 0:
-            out = x.new_zeros(0, self.out_features, dtype=torch.float32)
-        elif self.precision == "bf16":
-            rows = rows.to(torch.bfloat16)
-            if self._packed is not None and rows.device.type == "cpu":
-                if add is not None:
-                    # An LSTM's gates: the state's product and the input projections summed in
-                    # the product's float32 accumulation, one rounding and one pass for both.
-                    # (oneDNN takes no float32 bias beside a bf16 addend: the bias joins it.)
-                    other = add.reshape(-1, self.out_features)
-                    other = other if bias is None else other.float() + bias
-                    out = torch.ops.mkldnn._linear_pointwise.binary(
-                        rows, other.to(torch.bfloat16), self._packed, None, "add")
-                else:
-                    attr, algorithm = ("none", "") if gelu is None else ("gelu", gelu)
-                    out = torch.ops.mkldnn._linear_pointwise(rows, self._packed, bias, attr, [], algorithm)
-                out = out.float() if float_output else out
-                return out.view(*x.shape[:-1], self.out_features)
-            out = torch.mm(rows, self.weight.T).float()
-            out = out if bias is None else out.add_(bias)
-        else:
-            out = self._int8_mm(rows.float().contiguous(), bias)
-        out = out if add is None else out.add_(add.reshape(-1, self.out_features))
-        out = out if gelu is None else torch.ops.aten.gelu_(out, approximate=gelu)
-        return out.view(*x.shape[:-1], self.out_features)
+        if x.shape[:-1].numel() == 0:
+            return x.new_zeros(*x.shape[:-1], self.out_features, dtype=torch.float32)
+        # oneDNN's kernels take ``x`` with its leading dimensions as they are: an LSTM step's
+        # product is a few microseconds of work, and each reshape a call of its own.
+        if self.precision == "int8":
+            x = x if x.dtype == torch.float32 else x.float()
+            return self._int8_mm(x.contiguous(), bias, add, gelu)
+        x16 = x.to(torch.bfloat16)
+        if self._packed is not None and x.device.type == "cpu":
+            if add is not None:
+                # An LSTM's gates: the state's product and the input projections summed in
+                # the product's float32 accumulation, one rounding and one pass for both.
+                # (oneDNN takes no float32 bias beside a bf16 addend: the bias joins it.)
+                other = add if bias is None else add.float() + bias
+                out = torch.ops.mkldnn._linear_pointwise.binary(
+                    x16, other.to(torch.bfloat16), self._packed, None, "add")
+            else:
+                attr, algorithm = ("none", "") if gelu is None else ("gelu", gelu)
+                out = torch.ops.mkldnn._linear_pointwise(x16, self._packed, bias, attr, [], algorithm)
+            return out.float() if float_output else out
+        out = torch.mm(x16.reshape(-1, self.in_features), self.weight.T).float()
+        out = (out if bias is None else out.add_(bias)).view(*x.shape[:-1], self.out_features)
+        out = out if add is None else out.add_(add)
+        return out if gelu is None else torch.ops.aten.gelu_(out, approximate=gelu)
 
-    def _int8_mm(self, rows: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    def _int8_mm(self, x: torch.Tensor, bias: torch.Tensor | None, add: torch.Tensor | None,
+                 gelu: str | None) -> torch.Tensor:
+        """:meth:`forward` in int8 on float32 ``x (..., in)``."""
         # One symmetric scale per row (token), so a row's output does not depend on the other
         # rows of the batch: codes centre on a common zero point and the kernel's int32 sums
         # are exact, then each output row is scaled by its own input scale.
         half = self.levels // 2
         # (An all-zero row gets a tiny scale: its codes are all the zero point.) The temporaries
         # are reused in place: each fresh activation-sized buffer costs page faults.
-        work = rows.abs()
-        scales = work.amax(dim=1, keepdim=True).clamp_(min=1e-30).div_(half)
+        work = x.abs()
+        scales = work.amax(dim=-1, keepdim=True).clamp_(min=1e-30).div_(half)
         # Through int8, then shifted by the zero point in uint8 (wrapping: -63 + 64 = 1): torch
         # converts float to int8 several times faster than float to uint8.
-        codes = torch.div(rows, scales, out=work).round_().to(torch.int8).view(torch.uint8).add_(half + 1)
+        codes = torch.div(x, scales, out=work).round_().to(torch.int8).view(torch.uint8).add_(half + 1)
         out = torch.ops.onednn.qlinear_pointwise(
             codes, 1.0, half + 1, self._packed, self.scales, self.zero_points, None,
             1.0, 0, torch.float32, "none", [], "",
         )
-        return out.mul_(scales) if bias is None else torch.addcmul(bias, out, scales, out=out)
+        # The row scales, the bias and ``add`` in one pass.
+        base = bias if add is None else add if bias is None else add + bias
+        out = out.mul_(scales) if base is None else torch.addcmul(base, out, scales, out=out)
+        return out if gelu is None else torch.ops.aten.gelu_(out, approximate=gelu)
 
     def extra_repr(self) -> str:
         return f"{self.in_features} -> {self.out_features}, {self.precision}"

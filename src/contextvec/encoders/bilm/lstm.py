@@ -132,8 +132,12 @@ class ProjectedLSTMLayer(nn.Module):
             return _bmm(x, self._onednn.transposed(name, weight), bias, add)
         biases = [None] * n if bias is None else bias
         adds = [None] * n if add is None else add
+        if self.packed is not None and n == 1:
+            # One direction's (1, rows, in) as it is: packed weights take any leading dimensions,
+            # and add ``add`` in their own pass (bf16: inside the product).
+            bias = None if bias is None else bias[0]
+            return self.packed[name][first](x, bias, float_output=float_output, add=add)
         if self.packed is not None:
-            # The packed weights add ``add`` in their own pass (bf16: inside the product).
             parts = [self.packed[name][first + d](x[d], biases[d], float_output=float_output, add=adds[d])
                      for d in range(n)]
         else:
@@ -153,6 +157,9 @@ class ProjectedLSTMLayer(nn.Module):
         microseconds of work per op."""
         if per_direction:
             first = directions.start
+            if self.packed is not None and directions.stop - first == 1:
+                product = self.packed[name][first]
+                return lambda x, add=None: product(x, add=add)
             return lambda x, add=None: self._matmul(name, x, weight, True, add=add, first=first)
         w = self._onednn.transposed(name, weight)[directions]
         return lambda x, add=None: _bmm(x, w, add=add)
