@@ -14,7 +14,7 @@ What each engine does per batch:
 
 - **HF eager**: ``transformers.BertModel`` with ``output_hidden_states=True`` on the batch
   tokenized beforehand (words as pre-tokenized input) and padded to its longest row. Forward only.
-- **ORT fp32 / int8**: the same inputs through ONNX Runtime (default session, all graph
+- **ORT fp32 / int8**: the same inputs through ONNX Runtime (default options, all graph
   optimizations, which fuse attention, LayerNorm and GELU) on HF's model exported with every
   hidden state as an output; int8 is ``onnxruntime.quantization.quantize_dynamic`` of that file
   (int8 weights, no preprocessing). Forward only, numpy out.
@@ -84,7 +84,9 @@ def export_onnx(model: torch.nn.Module, example: dict[str, torch.Tensor], path: 
     return names
 
 
-def ort_session(path: Path, threads: int, passive: bool):
+def ort_runtime(path: Path, threads: int, passive: bool):
+    """ONNX Runtime on ``path``: ``threads`` intra-op threads, sequential, every graph optimization;
+    ``passive`` idle threads sleep instead of spinning."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -152,8 +154,8 @@ def compare(words: list[list[str]], batch_size: int, threads: int, passes: int,
     fp32_file, int8_file = workdir / "minilm.onnx", workdir / "minilm-int8.onnx"
     names = export_onnx(hf, encoded[0], fp32_file)
     quantize_dynamic(str(fp32_file), str(int8_file), weight_type=QuantType.QInt8)
-    sessions = {"ORT fp32": ort_session(fp32_file, threads, passive),
-                "ORT int8": ort_session(int8_file, threads, passive)}
+    runtimes = {"ORT fp32": ort_runtime(fp32_file, threads, passive),
+                "ORT int8": ort_runtime(int8_file, threads, passive)}
     # bf16 only where the CPU multiplies it natively (contextvec.load refuses it elsewhere).
     precisions = ("fp32", "bf16", "int8") if native_bf16() else ("fp32", "int8")
     ours = {p: contextvec.load(path, precision=p) for p in precisions}
@@ -163,7 +165,7 @@ def compare(words: list[list[str]], batch_size: int, threads: int, passes: int,
             return [hf(**batch, output_hidden_states=True).hidden_states for batch in encoded]
 
     def run_ort(name: str) -> Callable[[], list]:
-        return lambda: [sessions[name].run(names, batch) for batch in ort_inputs]
+        return lambda: [runtimes[name].run(names, batch) for batch in ort_inputs]
 
     def run_ours(precision: str) -> Callable[[], list]:
         return lambda: ours[precision].embed(words, batch_size=batch_size)

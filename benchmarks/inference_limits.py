@@ -268,7 +268,7 @@ def ort_runners(name: str) -> dict[str, Callable[[list[list[str]]], object]] | N
     Runtime on :func:`elmo` ``(name)``'s weights; None when ``onnxruntime`` is not importable."""
     if importlib.util.find_spec("onnxruntime") is None:
         return None
-    from bert_speed import ort_session
+    from bert_speed import ort_runtime
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     from contextvec.text.chars import batch_to_char_ids
@@ -284,11 +284,11 @@ def ort_runners(name: str) -> dict[str, Callable[[list[list[str]]], object]] | N
         finally:
             logging.disable(logging.NOTSET)
         for label, path in (("ORT fp32", fp32), ("ORT int8", int8)):
-            session = ort_session(path, torch.get_num_threads(), passive=False)
+            runtime = ort_runtime(path, torch.get_num_threads(), passive=False)
 
-            def run(batch: list[list[str]], session=session) -> object:
+            def run(batch: list[list[str]], runtime=runtime) -> object:
                 ids = batch_to_char_ids(batch).numpy()
-                return session.run(None, {"char_ids": ids, "mask": (ids > 0).any(-1).astype("int64")})
+                return runtime.run(None, {"char_ids": ids, "mask": (ids > 0).any(-1).astype("int64")})
 
             runners[label] = run
     return runners

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from bert_speed import cpu_name, ort_session  # the same CPU name and ORT set-up for both scripts
+from bert_speed import cpu_name, ort_runtime  # the same CPU name and ORT set-up for both scripts
 
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "data" / "reference" / "elmo-small"
 FLAGS_SHOWN = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16")
@@ -63,7 +63,7 @@ def main() -> None:
     encoder = contextvec.load(args.model)
     with tempfile.TemporaryDirectory() as tmp:
         path = contextvec.export_onnx(encoder, Path(tmp) / "elmo.onnx")
-        session = ort_session(path, args.threads, args.passive)
+        runtime = ort_runtime(path, args.threads, args.passive)
 
     def run_ours(cnn_all: bool) -> Callable[[list[list[str]]], list[np.ndarray]]:
         def run(batch: list[list[str]]) -> list[np.ndarray]:
@@ -77,7 +77,7 @@ def main() -> None:
     def run_ort(batch: list[list[str]]) -> list[np.ndarray]:
         ids = batch_to_char_ids(batch).numpy()
         mask = (ids > 0).any(-1).astype(np.int64)
-        (layers,) = session.run(None, {"char_ids": ids, "mask": mask})
+        (layers,) = runtime.run(None, {"char_ids": ids, "mask": mask})
         return [layers[b, :, : len(s)] for b, s in enumerate(batch)]
 
     engines = {"contextvec": run_ours(False), "contextvec cnn-all": run_ours(True), "ORT": run_ort}

@@ -107,7 +107,7 @@ class CharCNN(nn.Module):
         for blank in self._blank_ids:
             used &= char_ids != blank
         columns = torch.arange(1, char_ids.shape[1] + 1, device=char_ids.device)
-        return (used * columns).amax(dim=1) if char_ids.shape[0] else columns[:0]
+        return (used * columns).amax(dim=1)
 
     def _width(self, used: int, columns: int) -> int:
         """The columns to keep of tokens whose longest uses ``used`` columns, without changing
