@@ -223,3 +223,7 @@ def matmul_flops(config, length: int) -> float:
     linear = 4 * hidden * hidden + 2 * hidden * config.intermediate_size
     attention = 2 * length * hidden
     return 2.0 * config.num_hidden_layers * length * (linear + attention)
+
+
+if __name__ == "__main__":
+    main()
