@@ -280,6 +280,18 @@ def test_transposed_copies_are_contiguous_in_inference_and_follow_the_weights():
         assert torch.equal(packing.transposed("w", weights), weights.transpose(1, 2))
 
 
+def test_copies_of_views_of_inference_weights_are_kept():
+    """Weights made under ``torch.inference_mode`` (a model built there) have views without a
+    base; each call's fresh view of them still finds the copy made at the first call."""
+    with torch.inference_mode():
+        weights = torch.randn(2, 6, 4)
+        packing = PackedFloatWeights()
+        copy = packing.transposed("w", weights[0:1])
+        assert packing.transposed("w", weights[0:1]) is copy
+        assert packing.transposed("w", weights[1:2]) is not copy  # another matrix: made again
+        assert torch.equal(packing.transposed("w", weights[1:2]), weights[1:2].transpose(1, 2))
+
+
 def test_packed_float_weights_copy_and_pickle_empty(pack_all):
     import copy
     import pickle

@@ -31,7 +31,6 @@ Which instructions each precision runs on here, and why: :mod:`contextvec.encode
 from __future__ import annotations
 
 import functools
-import weakref
 from collections.abc import Callable
 from enum import StrEnum
 
@@ -230,7 +229,7 @@ class PackedFloatWeights:
     """Products of more rows are padded (see :meth:`padded_rows`)."""
 
     def __init__(self) -> None:
-        self._packed: dict[str, tuple[weakref.ref, tuple, torch.Tensor]] = {}
+        self._packed: dict[str, tuple[torch.Tensor, tuple, torch.Tensor]] = {}
 
     @classmethod
     def usable(cls, weight: torch.Tensor, rows: int) -> bool:
@@ -299,11 +298,15 @@ class PackedFloatWeights:
     def _copy(self, name: str, weight: torch.Tensor,
               make: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
         """``make(weight)``, made on first use and remade when ``weight`` changes."""
-        base = weight if weight._base is None else weight._base
-        key = (weight.data_ptr(), 0 if weight.is_inference() else weight._version, tuple(weight.shape))
+        # The entry holds the weight it was made from, so its memory cannot be freed and handed
+        # to another tensor while the entry lives: the same address is the same matrix. (A view's
+        # base would not do: views of inference tensors have none, and the copy would be remade
+        # at every call.)
+        key = (weight.data_ptr(), 0 if weight.is_inference() else weight._version, tuple(weight.shape),
+               weight.stride())
         entry = self._packed.get(name)
-        if entry is None or entry[0]() is not base or entry[1] != key:
-            entry = (weakref.ref(base), key, make(weight.detach()))
+        if entry is None or entry[1] != key:
+            entry = (weight.detach(), key, make(weight.detach()))
             self._packed[name] = entry
         return entry[2]
 
