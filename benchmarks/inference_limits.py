@@ -10,7 +10,9 @@ Prints, measured in the same run:
    BF16/VNNI, AVX2, int8 activation bits);
 2. the limits, per precision, through the kernels ``precision=`` uses (fp32 the faster of MKL's
    ``mm`` and oneDNN's packed GEMM, bf16 the faster of oneDNN's packed GEMM and ``torch.mm``, int8
-   oneDNN's int8 GEMM alone on codes quantized beforehand): GEMV bandwidth (a 16384 x 4096 weight
+   oneDNN's int8 GEMM alone on codes quantized beforehand, and where the int8 path runs LSTMs on
+   fbgemm, the faster of that and fbgemm's dynamic GEMM, its input's quantization included, as
+   fbgemm quantizes inside the call): GEMV bandwidth (a 16384 x 4096 weight
    times one vector, the weight's bytes in that precision over the time), a plain read of the
    fp32 weight, the square matmul (2048^3), and the LSTM's own products at batch 32 of each ELMo
    config (state ``32 x proj @ proj x 4 cell`` and projection ``32 x cell @ cell x proj`` per
@@ -69,6 +71,7 @@ from contextvec.encoders.precision import (
     BF16_FLAGS,
     INT8_FLAGS,
     PRECISIONS,
+    Int8Library,
     LowPrecisionWeight,
     PackedFloatWeights,
     apply_precision,
@@ -121,7 +124,8 @@ def products(precision: str, weight: torch.Tensor, rows: int) -> list[Callable[[
     """The kernels of ``precision`` for ``rows`` rows times ``weight (out, in)`` transposed, their
     inputs made beforehand: fp32 MKL's ``mm`` and oneDNN's packed GEMM, bf16 oneDNN's packed GEMM
     (``precision="bf16"``'s) and ``torch.mm``, int8 oneDNN's int8 GEMM alone on codes quantized
-    beforehand (``precision="int8"`` quantizes each call's input first). The limit is the fastest."""
+    beforehand (``precision="int8"`` quantizes each call's input first), and fbgemm's where the
+    int8 path runs LSTMs on it (quantizing inside the call). The limit is the fastest."""
     x = torch.randn(rows, weight.shape[1])
     if precision == "fp32":
         packing = PackedFloatWeights()
@@ -133,8 +137,12 @@ def products(precision: str, weight: torch.Tensor, rows: int) -> list[Callable[[
     onednn = torch.ops.onednn.qlinear_prepack(LowPrecisionWeight(weight, "int8").weight, None)
     codes = torch.randint(0, 256, x.shape, dtype=torch.uint8)
     scales, zeros = torch.ones(n), torch.zeros(n, dtype=torch.long)
-    return [lambda: torch.ops.onednn.qlinear_pointwise(codes, 1.0, 128, onednn, scales, zeros, None, 1.0, 0,
-                                                       torch.float32, "none", [], "")]
+    kernels = [lambda: torch.ops.onednn.qlinear_pointwise(codes, 1.0, 128, onednn, scales, zeros, None,
+                                                          1.0, 0, torch.float32, "none", [], "")]
+    if inference_paths()["int8"].int8_library is Int8Library.FBGEMM:
+        fbgemm = LowPrecisionWeight(weight, "int8", Int8Library.FBGEMM)
+        kernels.append(lambda: fbgemm(x))
+    return kernels
 
 
 def gemvs(precision: str, weight: torch.Tensor) -> list[Callable[[], torch.Tensor]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from tolerance import BF16_EPS, assert_reordered_close, elmo_terms
 from torch import nn
 
@@ -13,6 +14,7 @@ import contextvec
 from contextvec.encoders import cpu as cpu_module
 from contextvec.encoders import precision as precision_module
 from contextvec.encoders.precision import (
+    Int8Library,
     LowPrecisionLinear,
     LowPrecisionWeight,
     PackedFloatWeights,
@@ -35,8 +37,10 @@ SENTENCES = [
 
 @pytest.fixture
 def bf16_cpu(monkeypatch):
-    """Pretend the CPU has native bf16 (the kernels run anywhere; only the check reads flags)."""
-    monkeypatch.setattr(cpu_module, "cpu_flags", lambda: frozenset({"avx2", "avx512_bf16"}))
+    """Pretend the CPU has native bf16 (the kernels run anywhere; only the check reads flags), as
+    every such CPU does, beside AVX-512 (without VNNI: int8 at 7 bits, on oneDNN)."""
+    monkeypatch.setattr(cpu_module, "cpu_flags",
+                        lambda: frozenset({"avx2", "avx512f", "avx512bw", "avx512_bf16"}))
 
 
 @pytest.fixture
@@ -44,12 +48,15 @@ def no_bf16_cpu(monkeypatch):
     monkeypatch.setattr(cpu_module, "cpu_flags", lambda: frozenset({"avx2", "fma"}))
 
 
-@pytest.fixture(params=["detected", "7-bit"])
+@pytest.fixture(params=["detected", "7-bit", "avx2"])
 def int8_cpu(request, monkeypatch):
     """int8 activations get 8 bits on a CPU with VNNI or AMX and 7 without: this CPU's width,
-    and 7 bits as on a CPU without VNNI (valid on any CPU)."""
+    7 bits as on a CPU without VNNI, and an AVX2 CPU's path (7 bits, LSTMs on fbgemm); each
+    valid on any CPU."""
     if request.param == "7-bit":
         monkeypatch.setattr(precision_module, "native_int8", lambda: False)
+    if request.param == "avx2":
+        monkeypatch.setattr(cpu_module, "cpu_flags", lambda: frozenset({"avx2", "fma"}))
 
 
 def cosines(a: list[np.ndarray], b: list[np.ndarray]) -> np.ndarray:
@@ -107,12 +114,20 @@ def test_bf16_accepted_with_native_bf16(bf16_cpu):
 LOW_PRECISION_ERROR = {"bf16": 1.5 * BF16_EPS, "int8": 0.05}
 
 
-@pytest.mark.parametrize("kind", ["bf16", "int8"])
-def test_low_precision_weight_matches_matmul(kind, int8_cpu):
+# Each lower precision with each library of its kernels (bf16: oneDNN's alone).
+KINDS = pytest.mark.parametrize(
+    "kind,library",
+    [("bf16", Int8Library.ONEDNN), ("int8", Int8Library.ONEDNN), ("int8", Int8Library.FBGEMM)],
+    ids=["bf16", "int8", "int8-fbgemm"],
+)
+
+
+@KINDS
+def test_low_precision_weight_matches_matmul(kind, library, int8_cpu):
     weight = torch.randn(37, 48)
     weight[3] = 0  # an all-zero row
     x = torch.randn(2, 5, 48)
-    packed = LowPrecisionWeight(weight, kind)
+    packed = LowPrecisionWeight(weight, kind, library)
     out = packed(x)
     assert out.shape == (2, 5, 37) and out.dtype == torch.float32
     expected = x @ weight.T
@@ -122,13 +137,13 @@ def test_low_precision_weight_matches_matmul(kind, int8_cpu):
     assert packed(torch.zeros(0, 48)).shape == (0, 37)
 
 
-@pytest.mark.parametrize("kind", ["bf16", "int8"])
-def test_low_precision_weight_adds_a_tensor_to_its_product(kind, int8_cpu):
+@KINDS
+def test_low_precision_weight_adds_a_tensor_to_its_product(kind, library, int8_cpu):
     """An LSTM's gates: the state's product plus the input projections (bf16: summed inside
     oneDNN's product; bf16 input projections accepted)."""
     weight, bias = torch.randn(64, 48), torch.randn(64)
     x, add = torch.randn(5, 48), torch.randn(5, 64)
-    packed = LowPrecisionWeight(weight, kind)
+    packed = LowPrecisionWeight(weight, kind, library)
     expected = x @ weight.T + bias + add
     for other in (add, add.bfloat16()):
         out = packed(x, bias, add=other)
@@ -137,6 +152,29 @@ def test_low_precision_weight_adds_a_tensor_to_its_product(kind, int8_cpu):
         assert error < LOW_PRECISION_ERROR[kind] + (BF16_EPS if other.dtype == torch.bfloat16 else 0)
     with pytest.raises(ValueError, match="add and gelu"):
         packed(x, add=add, gelu="tanh")
+
+
+def test_fbgemm_adds_bias_and_gelu_after_its_product():
+    weight, bias = torch.randn(64, 48), torch.randn(64)
+    x, add = torch.randn(3, 5, 48), torch.randn(3, 5, 64)
+    packed = LowPrecisionWeight(weight, "int8", Int8Library.FBGEMM)
+    product = packed(x)
+    assert torch.equal(packed(x, bias, add=add), product + (add + bias))
+    assert torch.equal(packed(x, bias, gelu="tanh"), F.gelu(product + bias, approximate="tanh"))
+
+
+def test_int8_row_scales_keep_a_row_independent_of_its_batch():
+    """oneDNN quantizes each row with its own scale: a row's product is the same beside a row a
+    hundred times larger. fbgemm quantizes the whole input with one scale, so beside that row
+    the small one's steps are coarser and its error larger (docs/precision.md)."""
+    weight, small = torch.randn(64, 48), torch.randn(1, 48)
+    batch = torch.cat([small, 100 * torch.randn(1, 48)])
+    exact = small @ weight.T
+    onednn = LowPrecisionWeight(weight, "int8", Int8Library.ONEDNN)
+    assert torch.equal(onednn(small), onednn(batch)[:1])
+    fbgemm = LowPrecisionWeight(weight, "int8", Int8Library.FBGEMM)
+    alone, beside = ((fbgemm(x)[:1] - exact).abs().max() for x in (small, batch))
+    assert beside > 10 * alone
 
 
 def test_linear_bias_stays_float(int8_cpu):
@@ -219,6 +257,8 @@ def test_packed_lstm_layer_matches_float(projection, int8_cpu):
         assert layer.input_weight is None and set(layer.packed) == (
             {"input_weight", "state_weight", "projection"} if projection else {"input_weight", "state_weight"}
         )
+        libraries = {m.int8_library for m in layer.packed.modules() if isinstance(m, LowPrecisionWeight)}
+        assert libraries == {cpu_module.inference_paths()["int8"].int8_library}
         out, (h8, c8) = layer(inputs, lengths, state)
     for low, full in ((out, expected), (c8, c)):  # five steps, each feeding the next its error
         assert ((low - full).abs().max() / full.abs().max()) < LOW_PRECISION_ERROR["int8"]

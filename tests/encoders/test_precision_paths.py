@@ -13,7 +13,16 @@ import contextvec
 from contextvec.cli.main import main
 from contextvec.encoders import cpu as cpu_module
 from contextvec.encoders.cove import MTLSTM, MTLSTMConfig, save_cove_encoder
-from contextvec.encoders.cpu import INT8_FLAGS, Kernel, cpu_flags, inference_paths, int8_sums_exact
+from contextvec.encoders.cpu import (
+    INT8_FLAGS,
+    Int8Library,
+    Kernel,
+    cpu_flags,
+    fbgemm_available,
+    inference_paths,
+    int8_sums_exact,
+)
+from contextvec.encoders.precision import LowPrecisionWeight
 
 AVX2 = frozenset({"sse4_2", "avx", "avx2", "fma"})
 AVX512 = AVX2 | {"avx512f", "avx512bw", "avx512_vnni", "avx512_bf16"}  # Zen 4, Ice Lake, Cooper Lake
@@ -64,6 +73,44 @@ def test_avx2_cpu_refuses_bf16_and_gives_int8_seven_bits():
     assert summary(AVX2 | {"avx_vnni"})["int8"] == (True, Kernel.AVX_VNNI, 8)
 
 
+def test_lstms_run_int8_on_fbgemm_where_onednn_has_only_avx2_kernels():
+    def library(flags, cap=None, fbgemm=True):
+        return inference_paths(flags, cap, int8_exact=True, fbgemm=fbgemm)["int8"].int8_library
+
+    assert library(AVX2) is Int8Library.FBGEMM
+    assert "LSTMs: fbgemm" in inference_paths(AVX2, fbgemm=True)["int8"].engine
+    assert library(AMX, "AVX2") is Int8Library.FBGEMM
+    assert library(AVX2, fbgemm=False) is Int8Library.ONEDNN  # a torch built without fbgemm
+    for flags in (AVX2 | {"avx_vnni"}, AVX2 | {"avx512f", "avx512bw"}, AVX512, AMX):
+        assert library(flags) is Int8Library.ONEDNN, flags
+    assert library(AVX2, fbgemm=None) is (Int8Library.FBGEMM if fbgemm_available() else Int8Library.ONEDNN)
+
+
+def test_int8_elmo_on_an_avx2_cpu_runs_its_lstms_on_fbgemm(monkeypatch, own_tiny_dir):
+    """Only the LSTMs' matrices: the token encoder stays fp32 (no bf16 there)."""
+    monkeypatch.setattr(cpu_module, "cpu_flags", lambda: AVX2)
+    if not fbgemm_available():
+        pytest.skip("this torch has no fbgemm")
+    encoder = contextvec.load(own_tiny_dir, precision="int8")
+    weights = {name: module.int8_library for name, module in encoder.named_modules()
+               if isinstance(module, LowPrecisionWeight)}
+    assert weights and set(weights.values()) == {Int8Library.FBGEMM}
+    assert all(".layers." in f".{name}" for name in weights)
+    sentences = [["A", "short", "sentence", "."], ["Another", "one", ",", "a", "little", "longer", "."]]
+    reference = contextvec.load(own_tiny_dir).embed(sentences)
+    for low, full in zip(encoder.embed(sentences), reference, strict=True):
+        cos = (low * full).sum(-1) / np.linalg.norm(low, axis=-1) / np.linalg.norm(full, axis=-1)
+        assert cos.min() > 0.99, cos
+
+
+def test_int8_bert_stays_on_onednn_on_an_avx2_cpu(monkeypatch, own_tiny_bert_dir):
+    """BERT's hidden states differ too much in size between tokens for one scale per product."""
+    monkeypatch.setattr(cpu_module, "cpu_flags", lambda: AVX2)
+    encoder = contextvec.load(own_tiny_bert_dir, precision="int8")
+    libraries = {m.int8_library for m in encoder.modules() if isinstance(m, LowPrecisionWeight)}
+    assert libraries == {Int8Library.ONEDNN}
+
+
 def test_isa_cap_narrows_the_path():
     assert summary(AMX, "avx512_core_vnni") == {"fp32": (True, Kernel.AVX512, None),
                                                 "bf16": (False, Kernel.NONE, None),
@@ -102,6 +149,7 @@ def test_info_reports_each_precisions_path(monkeypatch, capsys, own_tiny_dir, co
     assert shown["fp32"].startswith("AVX2, via oneDNN")
     assert shown["bf16"].startswith("refused: no native bf16")
     assert shown["int8"].startswith("AVX2, 7-bit activations, via oneDNN int8 GEMM")
+    assert ("(LSTMs: fbgemm)" in shown["int8"]) is fbgemm_available()
     assert lines[-1].startswith("fingerprint:")
 
     monkeypatch.setattr(cpu_module, "cpu_flags", lambda: AMX)

@@ -6,7 +6,10 @@ dispatches at run time to the widest kernels the CPU has, below the cap that
 which family that is (AMX tiles, AVX-512 BF16/VNNI, AVX-VNNI, AVX-512, AVX2) and why, from
 ``/proc/cpuinfo`` and the cap; ``contextvec info`` prints it. The int8 activations' width (8 or 7
 bits) is settled here too, and checked against the kernel itself once per process
-(:func:`int8_sums_exact`): a kernel without int8 dot products saturates 8-bit sums.
+(:func:`int8_sums_exact`): a kernel without int8 dot products saturates 8-bit sums. So is the
+library of int8's kernels (:class:`Int8Library`): oneDNN's, except at AVX2 width without int8
+dot products, where oneDNN's int8 kernels stream a matrix slower than its fp32 ones and an LSTM's
+steps (a few rows each) run on fbgemm's, written for that case.
 """
 
 from __future__ import annotations
@@ -46,6 +49,18 @@ class Kernel(StrEnum):
     """The precision is refused on this CPU."""
 
 
+class Int8Library(StrEnum):
+    """The library whose kernels run an LSTM's int8 matmuls (see
+    :func:`contextvec.encoders.precision.apply_precision`; every other int8 matmul runs on
+    oneDNN's)."""
+
+    ONEDNN = "oneDNN"
+    """oneDNN's int8 GEMM: one activation scale per row, so a row's result does not depend on
+    the other rows of its batch."""
+    FBGEMM = "fbgemm"
+    """fbgemm's dynamic int8 GEMM: one activation scale per product (its whole input), 7 bits."""
+
+
 @dataclass(frozen=True)
 class InferencePath:
     """How one precision runs on this CPU (see :func:`inference_paths`).
@@ -60,6 +75,8 @@ class InferencePath:
         kept_precision: int8 only (else None): the precision of the layers that int8 leaves
             alone (ELMo's token encoder, whose rounding the LSTMs amplify the most): ``"bf16"``
             where bf16 is available, else ``"fp32"``.
+        int8_library: int8 only (else None): whose kernels run an LSTM's int8 matmuls (every
+            other int8 matmul runs on oneDNN's).
     """
 
     precision: str
@@ -69,6 +86,7 @@ class InferencePath:
     activation_bits: int | None
     reason: str
     kept_precision: str | None = None
+    int8_library: Int8Library | None = None
 
 
 @functools.cache
@@ -120,15 +138,26 @@ def int8_sums_exact() -> bool:
     return True
 
 
+@functools.cache
+def fbgemm_available() -> bool:
+    """Whether this torch has fbgemm's dynamic int8 linear (x86 builds do)."""
+    return ("fbgemm" in torch.backends.quantized.supported_engines
+            and hasattr(torch.ops.quantized, "linear_dynamic"))
+
+
 def inference_paths(
     flags: frozenset[str] | None = None, cap: str | None = None, int8_exact: bool | None = None,
+    fbgemm: bool | None = None,
 ) -> dict[str, InferencePath]:
     """The path of each precision (``"fp32"``, ``"bf16"``, ``"int8"``, in that order).
 
     ``flags``: a CPU's ``/proc/cpuinfo`` flags (None: this CPU's); ``cap``: oneDNN's ISA cap
     (None: the environment's); ``int8_exact``: whether the int8 kernel sums 8-bit activations
-    exactly (None: :func:`int8_sums_exact` on this CPU). int8 activations get 8 bits where the
-    flags and the cap give VNNI or AMX and the kernel's sums are exact, else 7.
+    exactly (None: :func:`int8_sums_exact` on this CPU); ``fbgemm``: whether fbgemm's int8
+    kernels are there (None: :func:`fbgemm_available`). int8 activations get 8 bits where the
+    flags and the cap give VNNI or AMX and the kernel's sums are exact, else 7. An LSTM's int8
+    products run on fbgemm's kernels where oneDNN's would be AVX2 ones without int8 dot
+    products, else on oneDNN's.
     """
     flags = cpu_flags() if flags is None else flags
     cap = isa_cap() if cap is None else cap.upper()
@@ -167,8 +196,16 @@ def inference_paths(
     if vnni and not exact:
         why += ", yet the kernel's 8-bit sums were not exact here"
     kept = "bf16" if bf16.available else "fp32"
-    int8 = InferencePath("int8", True, kernel, f"oneDNN int8 GEMM; ELMo's token encoder in {kept}",
-                         8 if exact else 7, f"{why}{capped}", kept)
+    library = Int8Library.ONEDNN
+    if kernel is Kernel.AVX2 and (fbgemm_available() if fbgemm is None else fbgemm):
+        # oneDNN's AVX2 int8 kernels stream a matrix slower than its fp32 ones, which is all an
+        # LSTM step does; fbgemm's were written for this case (vpmaddubsw at 7 bits).
+        library = Int8Library.FBGEMM
+        why += ("; LSTMs on fbgemm, faster than oneDNN there for few rows (one activation scale"
+                " per product)")
+    lstms = "" if library is Int8Library.ONEDNN else f" (LSTMs: {library})"
+    int8 = InferencePath("int8", True, kernel, f"oneDNN int8 GEMM{lstms}; ELMo's token encoder in {kept}",
+                         8 if exact else 7, f"{why}{capped}", kept, library)
     return {path.precision: path for path in (fp32, bf16, int8)}
 
 

@@ -18,12 +18,18 @@ what speeds it up, and float32 activations keep the error to the weights' roundi
   a CPU with native bf16 (``avx512_bf16`` or ``amx_bf16`` in ``/proc/cpuinfo``): without them
   torch emulates bf16 and runs slower than fp32, so :func:`check_precision` refuses it.
 - ``"int8"``: weights in int8 with one float32 scale per output row (symmetric), activations
-  quantized per call to uint8 with one symmetric scale per row (dynamic), multiplied by
+  quantized per call to uint8 (dynamic). Where the CPU has int8 dot products or AVX-512, by
   oneDNN's int8 GEMM (``torch.ops.onednn.qlinear_pointwise``, the kernel behind torch's x86
-  PT2E quantization; ``torch.ao.quantization`` is deprecated, and torch's weight-only
-  ``_weight_int8pack_mm`` runs slower than fp32 on AVX2 CPUs). Without VNNI
-  (``avx512_vnni``/``avx_vnni``/``amx_int8``) the activations get 7 bits, not 8 (+-63, not +-127): AVX2's
-  u8 x s8 pair sums saturate int16 at full range (fbgemm's ``reduce_range`` for the same reason).
+  PT2E quantization) with one symmetric scale per row, so that a row's result does not depend
+  on its batch. At AVX2 width without int8 dot products, an LSTM's products (its steps: a few
+  rows streaming each matrix, which oneDNN's int8 kernels there do slower than fp32) run on
+  fbgemm's dynamic int8 linear (``torch.ops.quantized.linear_dynamic``), which quantizes its
+  whole input with one scale: there an ELMo sentence's vectors depend on the other rows of its
+  batch, within int8's error. Everything else (BERT, whose hidden states' magnitudes differ
+  too much between tokens for one scale) stays on oneDNN. Without VNNI (``avx512_vnni``,
+  ``avx_vnni``, ``amx_int8``) the activations get 7 bits, not 8 (+-63, not +-127): AVX2's
+  u8 x s8 pair sums saturate int16 at full range (fbgemm's ``reduce_range`` for the same
+  reason). (torch's weight-only ``_weight_int8pack_mm`` runs slower than fp32 on AVX2 CPUs.)
 
 Which instructions each precision runs on here, and why: :mod:`contextvec.encoders.cpu`.
 """
@@ -31,6 +37,7 @@ Which instructions each precision runs on here, and why: :mod:`contextvec.encode
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable
 from enum import StrEnum
 
@@ -43,6 +50,7 @@ from contextvec.encoders.cpu import (  # noqa: F401  (the CPU checks, importable
     BF16_FLAGS,
     INT8_FLAGS,
     InferencePath,
+    Int8Library,
     cpu_flags,
     inference_paths,
     native_bf16,
@@ -93,13 +101,17 @@ def check_precision(precision: str, device: torch.device | str = "cpu") -> str:
 
 class LowPrecisionWeight(nn.Module):
     """A weight matrix ``(out, in)`` stored in ``precision``; calling it on ``x (..., in)`` gives
-    ``x @ W.T`` ``(..., out)`` in float32."""
+    ``x @ W.T`` ``(..., out)`` in float32. ``int8_library``: whose int8 kernels run it (oneDNN's,
+    with one activation scale per row, unless a recurrence asks for its CPU's path:
+    :func:`apply_precision`)."""
 
-    def __init__(self, weight: torch.Tensor, precision: str) -> None:
+    def __init__(self, weight: torch.Tensor, precision: str,
+                 int8_library: Int8Library = Int8Library.ONEDNN) -> None:
         super().__init__()
         if precision not in ("bf16", "int8"):
             raise ValueError(f"LowPrecisionWeight holds bf16 or int8, not {precision!r}")
         self.precision = precision
+        self.int8_library = None
         weight = weight.detach().float()
         self.out_features, self.in_features = weight.shape
         if precision == "bf16":
@@ -117,7 +129,9 @@ class LowPrecisionWeight(nn.Module):
         # The codes are the state (fingerprints, state_dict); the kernel reads oneDNN's packed
         # copy, an opaque tensor that cannot be hashed or saved, kept out of the state.
         self.register_buffer("weight", codes.contiguous())
-        self._packed = torch.ops.onednn.qlinear_prepack(codes, None)
+        self.int8_library = Int8Library(int8_library)
+        self._packed = (_fbgemm_prepack(codes, scales) if self.int8_library is Int8Library.FBGEMM
+                        else torch.ops.onednn.qlinear_prepack(codes, None))
         self.register_buffer("scales", scales.contiguous())
         self.register_buffer("zero_points", torch.zeros(self.out_features, dtype=torch.long))
         self.levels = 255 if native_int8() else 127
@@ -175,6 +189,13 @@ class LowPrecisionWeight(nn.Module):
     def _int8_mm(self, x: torch.Tensor, bias: torch.Tensor | None, add: torch.Tensor | None,
                  gelu: str | None) -> torch.Tensor:
         """:meth:`forward` in int8 on float32 ``x (..., in)``."""
+        base = bias if add is None else add if bias is None else add + bias
+        if self.int8_library is Int8Library.FBGEMM:
+            # fbgemm quantizes the whole input with one scale, at 7 bits (``reduce_range``): its
+            # AVX2 kernels sum u8 x s8 pairs in saturating int16.
+            out = torch.ops.quantized.linear_dynamic(x, self._packed, True)
+            out = out if base is None else out.add_(base)
+            return out if gelu is None else torch.ops.aten.gelu_(out, approximate=gelu)
         # One symmetric scale per row (token), so a row's output does not depend on the other
         # rows of the batch: codes centre on a common zero point and the kernel's int32 sums
         # are exact, then each output row is scaled by its own input scale.
@@ -191,12 +212,29 @@ class LowPrecisionWeight(nn.Module):
             1.0, 0, torch.float32, "none", [], "",
         )
         # The row scales, the bias and ``add`` in one pass.
-        base = bias if add is None else add if bias is None else add + bias
         out = out.mul_(scales) if base is None else torch.addcmul(base, out, scales, out=out)
         return out if gelu is None else torch.ops.aten.gelu_(out, approximate=gelu)
 
     def extra_repr(self) -> str:
-        return f"{self.in_features} -> {self.out_features}, {self.precision}"
+        library = f" ({self.int8_library})" if self.int8_library else ""
+        return f"{self.in_features} -> {self.out_features}, {self.precision}{library}"
+
+
+def _fbgemm_prepack(codes: torch.Tensor, scales: torch.Tensor) -> torch.ScriptObject:
+    """fbgemm's packed copy of the int8 ``codes (out, in)`` with their row ``scales (out,)``."""
+    # fbgemm takes its weights as a quantized tensor, a type torch deprecates as a user-facing
+    # quantization API: here it is only the kernel's input format, made once per matrix, so its
+    # warning would tell the user nothing they could act on.
+    engine = torch.backends.quantized.engine
+    try:
+        torch.backends.quantized.engine = "fbgemm"
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="torch.quantize_per_tensor, torch.quantize_per_channel")
+            weight = torch._make_per_channel_quantized_tensor(
+                codes, scales.double(), torch.zeros(len(scales), dtype=torch.long), 0)
+            return torch.ops.quantized.linear_prepack(weight, None)
+    finally:
+        torch.backends.quantized.engine = engine
 
 
 class PackedFloatWeights:
@@ -366,9 +404,11 @@ def apply_precision(module: nn.Module, precision: str, *, check_cpu: bool = True
     :class:`LowPrecisionLinear`, and every submodule with a ``pack_weights(pack)`` method packs
     its own matrices with ``pack``. Under ``"int8"``, a submodule whose class sets
     ``int8_sensitive = True`` (ELMo's token encoder) gets the int8 path's ``kept_precision``
-    instead (bf16 where the CPU has it, else fp32). The result is for inference only (no
-    gradients, no saving). ``check_cpu=False`` skips the CPU check (to measure bf16's accuracy
-    on any CPU).
+    instead (bf16 where the CPU has it, else fp32), and one whose class sets
+    ``int8_recurrent = True`` (an LSTM layer) the int8 path's ``int8_library`` for its matrices;
+    every other int8 matrix runs on oneDNN, with one activation scale per row. The result is for
+    inference only (no gradients, no saving). ``check_cpu=False`` skips the CPU check (to
+    measure bf16's accuracy on any CPU).
     """
     if precision == "fp32":
         return module
@@ -386,10 +426,13 @@ def apply_precision(module: nn.Module, precision: str, *, check_cpu: bool = True
                 kept.update(id(inner) for inner in sub.modules())
     # pack_weights first: a module may pack its own nn.Linear layers together (BERT's query,
     # key and value as one matrix), which must still be float when it does.
+    recurrent_library = inference_paths()["int8"].int8_library or Int8Library.ONEDNN
     for sub in list(module.modules()):
         pack_weights = getattr(sub, "pack_weights", None)
         if callable(pack_weights) and id(sub) not in kept:
-            pack_weights(lambda weight: LowPrecisionWeight(weight, precision).to(device))
+            library = recurrent_library if getattr(sub, "int8_recurrent", False) else Int8Library.ONEDNN
+            pack_weights(lambda weight, library=library:
+                         LowPrecisionWeight(weight, precision, library).to(device))
     for parent in list(module.modules()):
         for name, child in list(parent.named_children()):
             if isinstance(child, nn.Linear) and id(parent) not in kept:

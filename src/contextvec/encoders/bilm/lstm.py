@@ -65,6 +65,11 @@ class ProjectedLSTMLayer(nn.Module):
     Merity et al.'s AWD-LSTM): it regularizes the recurrence yet keeps the fused kernel.
     """
 
+    int8_recurrent = True
+    """``precision="int8"`` runs this layer's matrices on the int8 path's kernels for
+    recurrences (:func:`contextvec.encoders.precision.apply_precision`): a step multiplies a
+    few rows by each matrix, which some CPUs' int8 kernels do slower than fp32."""
+
     def __init__(
         self,
         input_dim: int,
