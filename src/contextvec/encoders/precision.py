@@ -126,8 +126,8 @@ class LowPrecisionWeight(nn.Module):
         scales = weight.abs().amax(dim=1) / 127.0
         scales = torch.where(scales > 0, scales, torch.ones_like(scales))
         codes = torch.round(weight / scales[:, None]).clamp(-127, 127).to(torch.int8)
-        # The codes are the state (fingerprints, state_dict); the kernel reads oneDNN's packed
-        # copy, an opaque tensor that cannot be hashed or saved, kept out of the state.
+        # The codes are the state (fingerprints, state_dict); the kernel reads its library's
+        # packed copy, an opaque object that cannot be hashed or saved, kept out of the state.
         self.register_buffer("weight", codes.contiguous())
         self.int8_library = Int8Library(int8_library)
         self._packed = (_fbgemm_prepack(codes, scales) if self.int8_library is Int8Library.FBGEMM
@@ -225,6 +225,8 @@ def _fbgemm_prepack(codes: torch.Tensor, scales: torch.Tensor) -> torch.ScriptOb
     # fbgemm takes its weights as a quantized tensor, a type torch deprecates as a user-facing
     # quantization API: here it is only the kernel's input format, made once per matrix, so its
     # warning would tell the user nothing they could act on.
+    # linear_prepack packs for torch's global quantized engine, which a caller may have set to
+    # another: this path is fbgemm's.
     engine = torch.backends.quantized.engine
     try:
         torch.backends.quantized.engine = "fbgemm"
