@@ -418,17 +418,18 @@ def apply_precision(module: nn.Module, precision: str, *, check_cpu: bool = True
     device = parameter.device if parameter is not None else torch.device("cpu")
     precision = check_precision(precision, device) if check_cpu else as_precision(precision)
     kept: set[int] = set()
+    recurrent_library = Int8Library.ONEDNN
     if precision == "int8":
+        int8 = inference_paths()["int8"]
+        recurrent_library = int8.int8_library or recurrent_library
         # Rounding where its error is amplified the most (the token vectors every LSTM step
         # reads) costs more accuracy than int8 saves time there (it runs once per distinct token).
-        kept_precision = inference_paths()["int8"].kept_precision
         for sub in list(module.modules()):
             if getattr(sub, "int8_sensitive", False) and id(sub) not in kept:
-                apply_precision(sub, kept_precision, check_cpu=False)
+                apply_precision(sub, int8.kept_precision, check_cpu=False)
                 kept.update(id(inner) for inner in sub.modules())
     # pack_weights first: a module may pack its own nn.Linear layers together (BERT's query,
     # key and value as one matrix), which must still be float when it does.
-    recurrent_library = inference_paths()["int8"].int8_library or Int8Library.ONEDNN
     for sub in list(module.modules()):
         pack_weights = getattr(sub, "pack_weights", None)
         if callable(pack_weights) and id(sub) not in kept:
