@@ -22,10 +22,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from checkpoints import original_elmo
 
 import contextvec
 from contextvec.api import check_device
-from contextvec.encoders.bilm import PRESETS, ElmoBiLM, ElmoEncoder
 from contextvec.encoders.precision import apply_precision
 
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "data" / "reference"
@@ -34,9 +34,7 @@ REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "data" / "reference
 def load(name: str, device: str, precision: str) -> contextvec.Encoder:
     if name == "bundled":
         return contextvec.load(device=device, precision=precision)
-    torch.manual_seed(0)
-    encoder = ElmoEncoder(ElmoBiLM(PRESETS["elmo-original"]).eval()).to(device)
-    return apply_precision(encoder, precision)
+    return apply_precision(original_elmo().to(device), precision)
 
 
 def agreement(reference: list[np.ndarray], other: list[np.ndarray]) -> str:

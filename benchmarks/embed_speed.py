@@ -30,10 +30,11 @@ from functools import partial
 from pathlib import Path
 
 import torch
+from checkpoints import original_elmo
 from flops import CnnWork, lstm_flops, matmul_peak
 
 import contextvec
-from contextvec.encoders.bilm import PRESETS, ElmoBiLM, ElmoEncoder
+from contextvec.encoders.bilm import ElmoEncoder
 from contextvec.encoders.precision import PRECISIONS, apply_precision
 from contextvec.text.batching import length_batches
 from contextvec.text.chars import batch_to_char_ids
@@ -57,8 +58,7 @@ def embed_cnn_all(encoder: ElmoEncoder, sentences: list[list[str]], batch_size: 
 def load(name: str) -> ElmoEncoder:
     if name == "small":
         return contextvec.load(REFERENCE / "elmo-small")
-    torch.manual_seed(0)
-    return ElmoEncoder(ElmoBiLM(PRESETS["elmo-original"]).eval())
+    return original_elmo()
 
 
 def main() -> None:

@@ -60,12 +60,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from checkpoints import minilm_dir
+from checkpoints import minilm_dir, original_elmo
 from flops import lstm_flops
 
 import contextvec
 from contextvec.allocator import keep_freed_memory
-from contextvec.encoders.bilm import PRESETS, BiLMConfig, ElmoBiLM, ElmoEncoder
+from contextvec.encoders.bilm import BiLMConfig, ElmoEncoder
 from contextvec.encoders.bilm.loader import save_bilm_tf
 from contextvec.encoders.precision import (
     BF16_FLAGS,
@@ -244,8 +244,7 @@ def paired_passes(run: Callable[[], object], passes: int, before: Callable[[], N
 def elmo(name: str) -> ElmoEncoder:
     if name == "small":
         return contextvec.load(REFERENCE / "elmo-small")
-    torch.manual_seed(0)
-    return ElmoEncoder(ElmoBiLM(PRESETS["elmo-original"]).eval())
+    return original_elmo()
 
 
 def allennlp_seconds(name: str, batches: list[list[list[str]]], passes: int) -> float | None:

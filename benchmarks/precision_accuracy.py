@@ -23,11 +23,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from checkpoints import original_elmo
 from checkpoints import require_minilm_dir as minilm_dir
 
 import contextvec
 from contextvec.api import DEFAULT_MODEL
-from contextvec.encoders.bilm import PRESETS, ElmoBiLM, ElmoEncoder
 from contextvec.encoders.bilm.char_cnn import CharCNN
 from contextvec.encoders.precision import apply_precision, cpu_flags, inference_paths
 
@@ -47,8 +47,7 @@ def load(path: Path | None) -> contextvec.Encoder:
     """The model at ``path``; None: the original dims with random weights, the same on every call."""
     if path is not None:
         return contextvec.load(path)
-    torch.manual_seed(0)
-    return ElmoEncoder(ElmoBiLM(PRESETS["elmo-original"]).eval())
+    return original_elmo()
 
 
 def layer_stats(reference: list[np.ndarray], other: list[np.ndarray]) -> list[tuple[float, float, float]]:
