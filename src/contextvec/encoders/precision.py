@@ -195,24 +195,24 @@ class LowPrecisionWeight(nn.Module):
             # AVX2 kernels sum u8 x s8 pairs in saturating int16.
             out = torch.ops.quantized.linear_dynamic(x, self._packed, True)
             out = out if base is None else out.add_(base)
-            return out if gelu is None else torch.ops.aten.gelu_(out, approximate=gelu)
-        # One symmetric scale per row (token), so a row's output does not depend on the other
-        # rows of the batch: codes centre on a common zero point and the kernel's int32 sums
-        # are exact, then each output row is scaled by its own input scale.
-        half = self.levels // 2
-        # (An all-zero row gets a tiny scale: its codes are all the zero point.) The temporaries
-        # are reused in place: each fresh activation-sized buffer costs page faults.
-        work = x.abs()
-        scales = work.amax(dim=-1, keepdim=True).clamp_(min=1e-30).div_(half)
-        # Through int8, then shifted by the zero point in uint8 (wrapping: -63 + 64 = 1): torch
-        # converts float to int8 several times faster than float to uint8.
-        codes = torch.div(x, scales, out=work).round_().to(torch.int8).view(torch.uint8).add_(half + 1)
-        out = torch.ops.onednn.qlinear_pointwise(
-            codes, 1.0, half + 1, self._packed, self.scales, self.zero_points, None,
-            1.0, 0, torch.float32, "none", [], "",
-        )
-        # The row scales, the bias and ``add`` in one pass.
-        out = out.mul_(scales) if base is None else torch.addcmul(base, out, scales, out=out)
+        else:
+            # One symmetric scale per row (token), so a row's output does not depend on the
+            # other rows of the batch: codes centre on a common zero point and the kernel's
+            # int32 sums are exact, then each output row is scaled by its own input scale.
+            half = self.levels // 2
+            # (An all-zero row gets a tiny scale: its codes are all the zero point.) The
+            # temporaries are reused in place: each fresh activation-sized buffer costs page faults.
+            work = x.abs()
+            scales = work.amax(dim=-1, keepdim=True).clamp_(min=1e-30).div_(half)
+            # Through int8, then shifted by the zero point in uint8 (wrapping: -63 + 64 = 1):
+            # torch converts float to int8 several times faster than float to uint8.
+            codes = torch.div(x, scales, out=work).round_().to(torch.int8).view(torch.uint8).add_(half + 1)
+            out = torch.ops.onednn.qlinear_pointwise(
+                codes, 1.0, half + 1, self._packed, self.scales, self.zero_points, None,
+                1.0, 0, torch.float32, "none", [], "",
+            )
+            # The row scales, the bias and ``add`` in one pass.
+            out = out.mul_(scales) if base is None else torch.addcmul(base, out, scales, out=out)
         return out if gelu is None else torch.ops.aten.gelu_(out, approximate=gelu)
 
     def extra_repr(self) -> str:
