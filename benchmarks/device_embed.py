@@ -74,7 +74,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="CPU threads for the CPU's figure")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    device = check_device(args.device)
+    try:
+        device = check_device(args.device)
+    except ValueError as error:  # a CPU-only torch, an unknown device: one line, not a traceback
+        raise SystemExit(f"device_embed.py: {error}") from None
     lines = (REFERENCE / "elmo-small" / "sentences.txt").read_text("utf-8").splitlines()
     sentences = [line.split() for line in lines * (args.n_sentences // len(lines) + 1)][: args.n_sentences]
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
