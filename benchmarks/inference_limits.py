@@ -12,7 +12,8 @@ Prints, measured in the same run:
    ``mm`` and oneDNN's packed GEMM, bf16 the faster of oneDNN's packed GEMM and ``torch.mm``, int8
    oneDNN's int8 GEMM alone on codes quantized beforehand, and where the int8 path runs LSTMs on
    fbgemm, the faster of that and fbgemm's dynamic GEMM, its input's quantization included, as
-   fbgemm quantizes inside the call): GEMV bandwidth (a 16384 x 4096 weight
+   fbgemm quantizes inside the call; for one row, where the int8 path runs it on fbgemm, the
+   faster of oneDNN's and fbgemm's on the same codes): GEMV bandwidth (a 16384 x 4096 weight
    times one vector, the weight's bytes in that precision over the time), a plain read of the
    fp32 weight, the square matmul (2048^3), and the LSTM's own products at batch 32 of each ELMo
    config (state ``32 x proj @ proj x 4 cell`` and projection ``32 x cell @ cell x proj`` per
@@ -76,6 +77,7 @@ from contextvec.encoders.precision import (
     PackedFloatWeights,
     apply_precision,
     cpu_flags,
+    fbgemm_prepack,
     inference_paths,
     native_bf16,
 )
@@ -124,8 +126,9 @@ def products(precision: str, weight: torch.Tensor, rows: int) -> list[Callable[[
     """The kernels of ``precision`` for ``rows`` rows times ``weight (out, in)`` transposed, their
     inputs made beforehand: fp32 MKL's ``mm`` and oneDNN's packed GEMM, bf16 oneDNN's packed GEMM
     (``precision="bf16"``'s) and ``torch.mm``, int8 oneDNN's int8 GEMM alone on codes quantized
-    beforehand (``precision="int8"`` quantizes each call's input first), and fbgemm's where the
-    int8 path runs LSTMs on it (quantizing inside the call). The limit is the fastest."""
+    beforehand (``precision="int8"`` quantizes each call's input first), fbgemm's where the int8
+    path runs LSTMs on it (quantizing inside the call), and for one row fbgemm's on the codes where
+    the int8 path runs one row on it. The limit is the fastest."""
     x = torch.randn(rows, weight.shape[1])
     if precision == "fp32":
         packing = PackedFloatWeights()
@@ -139,9 +142,15 @@ def products(precision: str, weight: torch.Tensor, rows: int) -> list[Callable[[
     scales, zeros = torch.ones(n), torch.zeros(n, dtype=torch.long)
     kernels = [lambda: torch.ops.onednn.qlinear_pointwise(codes, 1.0, 128, onednn, scales, zeros, None,
                                                           1.0, 0, torch.float32, "none", [], "")]
-    if inference_paths()["int8"].int8_library is Int8Library.FBGEMM:
+    path = inference_paths()["int8"]
+    if path.int8_library is Int8Library.FBGEMM:
         fbgemm = LowPrecisionWeight(weight, "int8", Int8Library.FBGEMM)
         kernels.append(lambda: fbgemm(x))
+    if path.one_row_library is Int8Library.FBGEMM and rows == 1:
+        one_row = fbgemm_prepack(LowPrecisionWeight(weight, "int8").weight, scales)
+        floats = codes.float() - 128
+        kernels.append(lambda: torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32(
+            floats, 1.0, 128, one_row))
     return kernels
 
 

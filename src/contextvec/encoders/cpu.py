@@ -9,13 +9,17 @@ bits) is settled here too, and checked against the kernel itself once per proces
 (:func:`int8_sums_exact`): a kernel without int8 dot products saturates 8-bit sums. So is the
 library of int8's kernels (:class:`Int8Library`): oneDNN's, except at AVX2 width without int8
 dot products, where oneDNN's int8 kernels stream a matrix slower than its fp32 ones and an LSTM's
-steps (a few rows each) run on fbgemm's, written for that case.
+steps (a few rows each) run on fbgemm's, written for that case. Where oneDNN runs them, a product
+of one row (an LSTM step at batch 1) runs on fbgemm's kernel wherever that sums the activations'
+width exactly (:func:`fbgemm_row_sums_exact`): the same codes and integer sums, a faster kernel
+for one row.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import warnings
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -77,6 +81,10 @@ class InferencePath:
             where bf16 is available, else ``"fp32"``.
         int8_library: int8 only (else None): whose kernels run an LSTM's int8 matmuls (every
             other int8 matmul runs on oneDNN's).
+        one_row_library: int8 only (else None): whose kernel runs a product of one row (each
+            LSTM step at batch 1) of a matrix on oneDNN's: fbgemm's where its sums are exact at
+            ``activation_bits`` (the same codes, integer sums and scales, so the same result,
+            from a kernel faster for one row), else oneDNN's.
     """
 
     precision: str
@@ -87,6 +95,7 @@ class InferencePath:
     reason: str
     kept_precision: str | None = None
     int8_library: Int8Library | None = None
+    one_row_library: Int8Library | None = None
 
 
 @functools.cache
@@ -140,9 +149,48 @@ def int8_sums_exact() -> bool:
 
 @functools.cache
 def fbgemm_available() -> bool:
-    """Whether this torch has fbgemm's dynamic int8 linear (x86 builds do)."""
+    """Whether this torch has fbgemm's int8 linears (x86 builds do): the dynamic one, and the one
+    given its input's scale."""
     return ("fbgemm" in torch.backends.quantized.supported_engines
-            and hasattr(torch.ops.quantized, "linear_dynamic"))
+            and hasattr(torch.ops.quantized, "linear_dynamic")
+            and hasattr(torch.ops.quantized, "linear_with_input_q_dq_qweight_dq_output_fp32"))
+
+
+def fbgemm_prepack(codes: torch.Tensor, scales: torch.Tensor) -> torch.ScriptObject:
+    """fbgemm's packed copy of the int8 ``codes (out, in)`` with their row ``scales (out,)``."""
+    # fbgemm takes its weights as a quantized tensor, a type torch deprecates as a user-facing
+    # quantization API: here it is only the kernel's input format, made once per matrix, so its
+    # warning would tell the user nothing they could act on.
+    # linear_prepack packs for torch's global quantized engine, which a caller may have set to
+    # another: this path is fbgemm's.
+    engine = torch.backends.quantized.engine
+    try:
+        torch.backends.quantized.engine = "fbgemm"
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="torch.quantize_per_tensor, torch.quantize_per_channel")
+            weight = torch._make_per_channel_quantized_tensor(
+                codes, scales.double(), torch.zeros(len(scales), dtype=torch.long), 0)
+            return torch.ops.quantized.linear_prepack(weight, None)
+    finally:
+        torch.backends.quantized.engine = engine
+
+
+@functools.cache
+def fbgemm_row_sums_exact(bits: int) -> bool:
+    """Whether fbgemm's int8 kernel sums one row of ``bits``-bit activations exactly on this CPU,
+    checked once: codes at the top of the range (uint8 255 around zero point 128 at 8 bits) times
+    weights of +127 and -127. Its kernels without VNNI add u8 x s8 pairs in saturating int16, as
+    oneDNN's do (:func:`int8_sums_exact`), and the instructions it may use can be capped
+    (``FBGEMM_ENABLE_INSTRUCTIONS``)."""
+    if not fbgemm_available():
+        return False
+    half, columns, outputs = 2 ** (bits - 1) - 1, 256, 32
+    weight = torch.full((outputs, columns), 127, dtype=torch.int8)
+    weight[outputs // 2 :] = -127
+    packed = fbgemm_prepack(weight, torch.ones(outputs))
+    codes = torch.full((1, columns), float(half))
+    out = torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32(codes, 1.0, half + 1, packed)
+    return torch.equal(out.double(), codes.double() @ weight.double().T)
 
 
 def inference_paths(
@@ -154,10 +202,11 @@ def inference_paths(
     ``flags``: a CPU's ``/proc/cpuinfo`` flags (None: this CPU's); ``cap``: oneDNN's ISA cap
     (None: the environment's); ``int8_exact``: whether the int8 kernel sums 8-bit activations
     exactly (None: :func:`int8_sums_exact` on this CPU); ``fbgemm``: whether fbgemm's int8
-    kernels are there (None: :func:`fbgemm_available`). int8 activations get 8 bits where the
-    flags and the cap give VNNI or AMX and the kernel's sums are exact, else 7. An LSTM's int8
-    products run on fbgemm's kernels where oneDNN's would be AVX2 ones without int8 dot
-    products, else on oneDNN's.
+    kernels are there and sum one row exactly (None: :func:`fbgemm_available` and
+    :func:`fbgemm_row_sums_exact` on this CPU). int8 activations get 8 bits where the flags and
+    the cap give VNNI or AMX and the kernel's sums are exact, else 7. An LSTM's int8 products
+    run on fbgemm's kernels where oneDNN's would be AVX2 ones without int8 dot products, else on
+    oneDNN's, with products of one row on fbgemm's where it sums them exactly.
     """
     flags = cpu_flags() if flags is None else flags
     cap = isa_cap() if cap is None else cap.upper()
@@ -196,16 +245,25 @@ def inference_paths(
     if vnni and not exact:
         why += ", yet the kernel's 8-bit sums were not exact here"
     kept = "bf16" if bf16.available else "fp32"
-    library = Int8Library.ONEDNN
+    bits = 8 if exact else 7
+    library, engine = Int8Library.ONEDNN, "oneDNN int8 GEMM"
     if kernel is Kernel.AVX2 and (fbgemm_available() if fbgemm is None else fbgemm):
         # oneDNN's AVX2 int8 kernels stream a matrix slower than its fp32 ones, which is all an
         # LSTM step does; fbgemm's were written for this case (vpmaddubsw at 7 bits).
         library = Int8Library.FBGEMM
         why += ("; LSTMs on fbgemm, faster than oneDNN there for few rows (one activation scale"
                 " per product)")
-    lstms = "" if library is Int8Library.ONEDNN else f" (LSTMs: {library})"
-    int8 = InferencePath("int8", True, kernel, f"oneDNN int8 GEMM{lstms}; ELMo's token encoder in {kept}",
-                         8 if exact else 7, f"{why}{capped}", kept, library)
+        engine += f" (LSTMs: {library})"
+    one_row = Int8Library.ONEDNN
+    if fbgemm_row_sums_exact(bits) if fbgemm is None else fbgemm:
+        # A one-row product reads its whole matrix for a few microseconds of arithmetic: fbgemm's
+        # kernel streams it faster than oneDNN's, from the same codes.
+        one_row = Int8Library.FBGEMM
+        if library is Int8Library.ONEDNN:
+            why += "; one-row products on fbgemm, faster there from the same codes"
+            engine += f" (one row: {one_row})"
+    int8 = InferencePath("int8", True, kernel, f"{engine}; ELMo's token encoder in {kept}",
+                         bits, f"{why}{capped}", kept, library, one_row)
     return {path.precision: path for path in (fp32, bf16, int8)}
 
 

@@ -30,6 +30,11 @@ what speeds it up, and float32 activations keep the error to the weights' roundi
   ``avx_vnni``, ``amx_int8``) the activations get 7 bits, not 8 (+-63, not +-127): AVX2's
   u8 x s8 pair sums saturate int16 at full range (fbgemm's ``reduce_range`` for the same
   reason). (torch's weight-only ``_weight_int8pack_mm`` runs slower than fp32 on AVX2 CPUs.)
+  A product of one row on oneDNN's path (each LSTM step at batch 1) runs on fbgemm's kernel
+  where that sums the codes exactly
+  (``torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32``, handed the codes
+  themselves): the same integer sums and scales, so the same result, from a kernel that streams
+  one row's matrix faster.
 
 Which instructions each precision runs on here, and why: :mod:`contextvec.encoders.cpu`.
 """
@@ -37,7 +42,6 @@ Which instructions each precision runs on here, and why: :mod:`contextvec.encode
 from __future__ import annotations
 
 import functools
-import warnings
 from collections.abc import Callable
 from enum import StrEnum
 
@@ -52,6 +56,7 @@ from contextvec.encoders.cpu import (  # noqa: F401  (the CPU checks, importable
     InferencePath,
     Int8Library,
     cpu_flags,
+    fbgemm_prepack,
     inference_paths,
     native_bf16,
     native_int8,
@@ -103,7 +108,8 @@ class LowPrecisionWeight(nn.Module):
     """A weight matrix ``(out, in)`` stored in ``precision``; calling it on ``x (..., in)`` gives
     ``x @ W.T`` ``(..., out)`` in float32. ``int8_library``: whose int8 kernels run it (oneDNN's,
     with one activation scale per row, unless a recurrence asks for its CPU's path:
-    :func:`apply_precision`)."""
+    :func:`apply_precision`); on oneDNN's, one row runs on the CPU's ``one_row_library``
+    (:func:`contextvec.encoders.cpu.inference_paths`), with the same result."""
 
     def __init__(self, weight: torch.Tensor, precision: str,
                  int8_library: Int8Library = Int8Library.ONEDNN) -> None:
@@ -130,11 +136,16 @@ class LowPrecisionWeight(nn.Module):
         # packed copy, an opaque object that cannot be hashed or saved, kept out of the state.
         self.register_buffer("weight", codes.contiguous())
         self.int8_library = Int8Library(int8_library)
-        self._packed = (_fbgemm_prepack(codes, scales) if self.int8_library is Int8Library.FBGEMM
+        self._packed = (fbgemm_prepack(codes, scales) if self.int8_library is Int8Library.FBGEMM
                         else torch.ops.onednn.qlinear_prepack(codes, None))
         self.register_buffer("scales", scales.contiguous())
         self.register_buffer("zero_points", torch.zeros(self.out_features, dtype=torch.long))
         self.levels = 255 if native_int8() else 127
+        # fbgemm's packed copy for products of one row, made on first use: most matrices never
+        # see one row (ELMo's input projections, BERT), and the copy costs their size again.
+        self._one_row_kernel = (self.int8_library is Int8Library.ONEDNN
+                                and inference_paths()["int8"].one_row_library is Int8Library.FBGEMM)
+        self._one_row: torch.ScriptObject | None = None
 
     def forward(self, x: torch.Tensor, bias: torch.Tensor | None = None,
                 gelu: str | None = None, float_output: bool = True,
@@ -204,13 +215,22 @@ class LowPrecisionWeight(nn.Module):
             # temporaries are reused in place: each fresh activation-sized buffer costs page faults.
             work = x.abs()
             scales = work.amax(dim=-1, keepdim=True).clamp_(min=1e-30).div_(half)
-            # Through int8, then shifted by the zero point in uint8 (wrapping: -63 + 64 = 1):
-            # torch converts float to int8 several times faster than float to uint8.
-            codes = torch.div(x, scales, out=work).round_().to(torch.int8).view(torch.uint8).add_(half + 1)
-            out = torch.ops.onednn.qlinear_pointwise(
-                codes, 1.0, half + 1, self._packed, self.scales, self.zero_points, None,
-                1.0, 0, torch.float32, "none", [], "",
-            )
+            codes = torch.div(x, scales, out=work).round_()
+            if self._one_row_kernel and scales.numel() == 1:
+                # fbgemm quantizes its float input itself (round(x / 1.0) + zero point): handed
+                # the codes, it sums exactly what oneDNN would, scaled by the same row scales.
+                if self._one_row is None:
+                    self._one_row = fbgemm_prepack(self.weight, self.scales)
+                out = torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32(
+                    codes, 1.0, half + 1, self._one_row)
+            else:
+                # Through int8, then shifted by the zero point in uint8 (wrapping: -63 + 64 = 1):
+                # torch converts float to int8 several times faster than float to uint8.
+                codes = codes.to(torch.int8).view(torch.uint8).add_(half + 1)
+                out = torch.ops.onednn.qlinear_pointwise(
+                    codes, 1.0, half + 1, self._packed, self.scales, self.zero_points, None,
+                    1.0, 0, torch.float32, "none", [], "",
+                )
             # The row scales, the bias and ``add`` in one pass.
             out = out.mul_(scales) if base is None else torch.addcmul(base, out, scales, out=out)
         return out if gelu is None else torch.ops.aten.gelu_(out, approximate=gelu)
@@ -218,25 +238,6 @@ class LowPrecisionWeight(nn.Module):
     def extra_repr(self) -> str:
         library = f" ({self.int8_library})" if self.int8_library else ""
         return f"{self.in_features} -> {self.out_features}, {self.precision}{library}"
-
-
-def _fbgemm_prepack(codes: torch.Tensor, scales: torch.Tensor) -> torch.ScriptObject:
-    """fbgemm's packed copy of the int8 ``codes (out, in)`` with their row ``scales (out,)``."""
-    # fbgemm takes its weights as a quantized tensor, a type torch deprecates as a user-facing
-    # quantization API: here it is only the kernel's input format, made once per matrix, so its
-    # warning would tell the user nothing they could act on.
-    # linear_prepack packs for torch's global quantized engine, which a caller may have set to
-    # another: this path is fbgemm's.
-    engine = torch.backends.quantized.engine
-    try:
-        torch.backends.quantized.engine = "fbgemm"
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="torch.quantize_per_tensor, torch.quantize_per_channel")
-            weight = torch._make_per_channel_quantized_tensor(
-                codes, scales.double(), torch.zeros(len(scales), dtype=torch.long), 0)
-            return torch.ops.quantized.linear_prepack(weight, None)
-    finally:
-        torch.backends.quantized.engine = engine
 
 
 class PackedFloatWeights:
