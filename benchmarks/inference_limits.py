@@ -13,9 +13,10 @@ Prints, measured in the same run:
    oneDNN's int8 GEMM alone on codes quantized beforehand, and where the int8 path runs LSTMs on
    fbgemm, the faster of that and fbgemm's dynamic GEMM, its input's quantization included, as
    fbgemm quantizes inside the call; for one row, where the int8 path runs it on fbgemm, the
-   faster of oneDNN's and fbgemm's on the same codes): GEMV bandwidth (a 16384 x 4096 weight
-   times one vector, the weight's bytes in that precision over the time), a plain read of the
-   fp32 weight, the square matmul (2048^3), and the LSTM's own products at batch 32 of each ELMo
+   faster of oneDNN's and fbgemm's on the same codes): GEMV bandwidth (one vector times a weight
+   of 16384 rows and 268 MB in each precision, 4096 fp32 columns, 8192 bf16, 16384 int8: its
+   bytes over the time; fewer bytes would be partly read from the last-level cache), a plain read
+   of the fp32 weight, the square matmul (2048^3), and the LSTM's own products at batch 32 of each ELMo
    config (state ``32 x proj @ proj x 4 cell`` and projection ``32 x cell @ cell x proj`` per
    step, input ``2048 x proj @ proj x 4 cell`` once per batch), with the tokens/s those products
    alone allow;
@@ -154,18 +155,25 @@ def products(precision: str, weight: torch.Tensor, rows: int) -> list[Callable[[
     return kernels
 
 
-def gemvs(precision: str, weight: torch.Tensor) -> list[Callable[[], torch.Tensor]]:
-    """The GEMV kernels of ``precision`` (:func:`products` of one row)."""
-    return products(precision, weight, 1)
+def gemv_weight(precision: str, probe: torch.Tensor) -> torch.Tensor:
+    """``probe (out, in)`` widened to as many bytes in ``precision`` as it has in fp32 (its columns
+    repeated): a matrix of fewer bytes is partly read from the last-level cache between calls,
+    and how much depends on the kernel's order of reads, not on memory."""
+    return probe.repeat(1, BYTES["fp32"] // BYTES[precision])
 
 
-def gemv_gbps(precision: str, weight: torch.Tensor, repeats: int,
+def gemvs(precision: str, probe: torch.Tensor) -> list[Callable[[], torch.Tensor]]:
+    """The GEMV kernels of ``precision`` (:func:`products` of one row) over ``gemv_weight``."""
+    return products(precision, gemv_weight(precision, probe), 1)
+
+
+def gemv_gbps(precision: str, probe: torch.Tensor, repeats: int,
               kernels: list[Callable[[], torch.Tensor]] | None = None) -> float:
-    """GB/s of the fastest GEMV kernel of ``precision`` over ``weight`` (its bytes in that dtype);
-    ``kernels``: ``gemvs(precision, weight)`` made beforehand."""
+    """GB/s of the fastest GEMV kernel of ``precision`` over ``gemv_weight(precision, probe)``
+    (its bytes in that dtype); ``kernels``: ``gemvs(precision, probe)`` made beforehand."""
     with torch.no_grad():
-        seconds = min(best_seconds(kernel, repeats) for kernel in kernels or gemvs(precision, weight))
-    return weight.numel() * BYTES[precision] / seconds / 1e9
+        seconds = min(best_seconds(kernel, repeats) for kernel in kernels or gemvs(precision, probe))
+    return probe.numel() * BYTES["fp32"] / seconds / 1e9
 
 
 def product_gflops(precision: str, rows: int, inputs: int, outputs: int, repeats: int) -> float:
@@ -214,7 +222,8 @@ def measure_limits(precisions: list[str], repeats: int, weight: torch.Tensor,
         path = paths[precision]
         bits = f", {path.activation_bits}-bit activations" if path.activation_bits else ""
         print(f"{precision:>5}: {path.kernel}{bits} via {path.engine}")
-        print(f"       GEMV (1 x {weight.shape[1]} @ {weight.shape[1]} x {weight.shape[0]}) "
+        columns = gemv_weight(precision, weight[:1]).shape[1]
+        print(f"       GEMV (1 x {columns} @ {columns} x {weight.shape[0]}) "
               f"{gemv_gbps(precision, weight, repeats):7.1f} GB/s")
         square = product_gflops(precision, 2048, 2048, 2048, repeats)
         print(f"       matmul 2048 x 2048 @ 2048 x 2048 {square:7.1f} GFLOP/s")
