@@ -138,7 +138,8 @@ def products(precision: str, weight: torch.Tensor, rows: int) -> list[Callable[[
         packed, x16, w16 = LowPrecisionWeight(weight, "bf16"), x.bfloat16(), weight.bfloat16()
         return [lambda: packed(x16, float_output=False), lambda: x16 @ w16.T]
     n = weight.shape[0]
-    onednn = torch.ops.onednn.qlinear_prepack(LowPrecisionWeight(weight, "int8").weight, None)
+    weight_codes = LowPrecisionWeight(weight, "int8").weight
+    onednn = torch.ops.onednn.qlinear_prepack(weight_codes, None)
     codes = torch.randint(0, 256, x.shape, dtype=torch.uint8)
     scales, zeros = torch.ones(n), torch.zeros(n, dtype=torch.long)
     kernels = [lambda: torch.ops.onednn.qlinear_pointwise(codes, 1.0, 128, onednn, scales, zeros, None,
@@ -148,7 +149,7 @@ def products(precision: str, weight: torch.Tensor, rows: int) -> list[Callable[[
         fbgemm = LowPrecisionWeight(weight, "int8", Int8Library.FBGEMM)
         kernels.append(lambda: fbgemm(x))
     if path.one_row_library is Int8Library.FBGEMM and rows == 1:
-        one_row = fbgemm_prepack(LowPrecisionWeight(weight, "int8").weight, scales)
+        one_row = fbgemm_prepack(weight_codes, scales)
         floats = codes.float() - 128
         kernels.append(lambda: torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32(
             floats, 1.0, 128, one_row))
