@@ -223,7 +223,7 @@ def measure_limits(precisions: list[str], repeats: int, weight: torch.Tensor,
         path = paths[precision]
         bits = f", {path.activation_bits}-bit activations" if path.activation_bits else ""
         print(f"{precision:>5}: {path.kernel}{bits} via {path.engine}")
-        columns = gemv_weight(precision, weight[:1]).shape[1]
+        columns = weight.shape[1] * BYTES["fp32"] // BYTES[precision]
         print(f"       GEMV (1 x {columns} @ {columns} x {weight.shape[0]}) "
               f"{gemv_gbps(precision, weight, repeats):7.1f} GB/s")
         square = product_gflops(precision, 2048, 2048, 2048, repeats)

@@ -122,6 +122,13 @@ def _allows(cap: str, isa: str) -> bool:
     return cap not in ISA_ORDER or ISA_ORDER.index(isa) <= ISA_ORDER.index(cap)
 
 
+def _extreme_weight() -> torch.Tensor:
+    """int8 codes ``(32, 256)`` for the exactness checks: rows of +127, then rows of -127."""
+    weight = torch.full((32, 256), 127, dtype=torch.int8)
+    weight[16:] = -127
+    return weight
+
+
 @functools.cache
 def int8_sums_exact() -> bool:
     """Whether oneDNN's int8 kernel sums 8-bit activations exactly on this CPU, checked once.
@@ -132,9 +139,8 @@ def int8_sums_exact() -> bool:
     """
     if not torch.backends.mkldnn.is_available():
         return False
-    columns, outputs = 256, 32
-    weight = torch.full((outputs, columns), 127, dtype=torch.int8)
-    weight[outputs // 2 :] = -127
+    weight = _extreme_weight()
+    outputs, columns = weight.shape
     packed = torch.ops.onednn.qlinear_prepack(weight, None)
     for rows in (1, 32):
         codes = torch.full((rows, columns), 255, dtype=torch.uint8)
@@ -184,9 +190,9 @@ def fbgemm_row_sums_exact(bits: int) -> bool:
     (``FBGEMM_ENABLE_INSTRUCTIONS``)."""
     if not fbgemm_available():
         return False
-    half, columns, outputs = 2 ** (bits - 1) - 1, 256, 32
-    weight = torch.full((outputs, columns), 127, dtype=torch.int8)
-    weight[outputs // 2 :] = -127
+    half = 2 ** (bits - 1) - 1
+    weight = _extreme_weight()
+    outputs, columns = weight.shape
     packed = fbgemm_prepack(weight, torch.ones(outputs))
     codes = torch.full((1, columns), float(half))
     out = torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32(codes, 1.0, half + 1, packed)
