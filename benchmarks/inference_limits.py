@@ -12,8 +12,8 @@ Prints, measured in the same run:
    ``mm`` and oneDNN's packed GEMM, bf16 the faster of oneDNN's packed GEMM and ``torch.mm``, int8
    oneDNN's int8 GEMM alone on codes quantized beforehand, and where the int8 path runs LSTMs on
    fbgemm, the faster of that and fbgemm's dynamic GEMM, its input's quantization included, as
-   fbgemm quantizes inside the call; for one row, where the int8 path runs it on fbgemm, the
-   faster of oneDNN's and fbgemm's on the same codes): GEMV bandwidth (one vector times a weight
+   fbgemm quantizes inside the call; for as few rows as the int8 path runs on fbgemm's kernel
+   (one row, the GEMV, everywhere it does), the faster of oneDNN's and fbgemm's on the same codes): GEMV bandwidth (one vector times a weight
    of 16384 rows and 268 MB in each precision, 4096 fp32 columns, 8192 bf16, 16384 int8: its
    bytes over the time; fewer bytes would be partly read from the last-level cache), a plain read
    of the fp32 weight, the square matmul (2048^3), and the LSTM's own products at batch 32 of each ELMo
@@ -128,8 +128,8 @@ def products(precision: str, weight: torch.Tensor, rows: int) -> list[Callable[[
     inputs made beforehand: fp32 MKL's ``mm`` and oneDNN's packed GEMM, bf16 oneDNN's packed GEMM
     (``precision="bf16"``'s) and ``torch.mm``, int8 oneDNN's int8 GEMM alone on codes quantized
     beforehand (``precision="int8"`` quantizes each call's input first), fbgemm's where the int8
-    path runs LSTMs on it (quantizing inside the call), and for one row fbgemm's on the codes where
-    the int8 path runs one row on it. The limit is the fastest."""
+    path runs LSTMs on it (quantizing inside the call), and for few rows fbgemm's on the codes where
+    the int8 path runs that many rows on it. The limit is the fastest."""
     x = torch.randn(rows, weight.shape[1])
     if precision == "fp32":
         packing = PackedFloatWeights()
@@ -148,11 +148,11 @@ def products(precision: str, weight: torch.Tensor, rows: int) -> list[Callable[[
     if path.int8_library is Int8Library.FBGEMM:
         fbgemm = LowPrecisionWeight(weight, "int8", Int8Library.FBGEMM)
         kernels.append(lambda: fbgemm(x))
-    if path.one_row_library is Int8Library.FBGEMM and rows == 1:
-        one_row = fbgemm_prepack(weight_codes, scales)
+    if path.few_rows_library is Int8Library.FBGEMM and rows <= path.few_rows:
+        few_rows = fbgemm_prepack(weight_codes, scales)
         floats = codes.float() - 128
         kernels.append(lambda: torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32(
-            floats, 1.0, 128, one_row))
+            floats, 1.0, 128, few_rows))
     return kernels
 
 

@@ -223,7 +223,8 @@ def _model_paths(family: Family) -> list[InferencePath]:
         return paths
     return [path if path.precision == "fp32" else
             replace(path, available=False, kernel=Kernel.NONE, engine="", activation_bits=None,
-                    int8_library=None, one_row_library=None, reason=f"{family.kind} runs in fp32 only")
+                    int8_library=None, few_rows_library=None, few_rows=None,
+                    reason=f"{family.kind} runs in fp32 only")
             for path in paths]
 
 

@@ -178,36 +178,39 @@ def test_int8_row_scales_keep_a_row_independent_of_its_batch():
     assert beside > 10 * alone
 
 
-def test_int8_one_row_gives_the_result_of_its_batch():
-    """A product of one row runs on the CPU's one-row kernel (fbgemm's where it sums the codes
-    exactly): the same codes and integer sums as oneDNN's for the same row in a batch, so the
-    same result up to one float32 rounding; with ``add`` and ``bias`` too."""
+def test_int8_few_rows_give_the_result_of_their_batch():
+    """A product of few rows runs on the CPU's few-rows kernel (fbgemm's where it sums the codes
+    exactly): the same codes and integer sums as oneDNN's for the same rows in a larger batch, so
+    the same result up to one float32 rounding; with ``add`` and ``bias`` too, and through
+    :meth:`LowPrecisionWeight.kernel`."""
     torch.manual_seed(0)
     weight, bias = torch.randn(300, 70), torch.randn(300)
-    x, add = 5 * torch.randn(3, 1, 70), torch.randn(3, 1, 300)
+    rows = cpu_module.FEW_ROWS + 4
+    x, add = 5 * torch.randn(rows, 70), torch.randn(rows, 300)
     packed = LowPrecisionWeight(weight, "int8")
-    batch = packed(x.transpose(0, 1), bias, add=add.transpose(0, 1)).transpose(0, 1)
-    for row in range(3):
-        alone = packed(x[row], bias, add=add[row])
-        assert_reordered_close(alone, batch[row], terms=1)
+    batch = packed(x, bias, add=add)
+    for block in (slice(0, 1), slice(3, 4), slice(2, 7), slice(0, cpu_module.FEW_ROWS)):
+        assert_reordered_close(packed(x[block], bias, add=add[block]), batch[block], terms=1)
+        assert_reordered_close(packed.kernel()(x[block], add[block] + bias), batch[block], terms=1)
     zero = packed(torch.zeros(1, 70), bias)  # the first LSTM step's state
     assert torch.equal(zero, bias.expand(1, -1))
 
 
-def test_int8_elmo_runs_a_lone_sentences_steps_on_the_one_row_kernel(own_tiny_dir):
-    """Each LSTM step of a sentence embedded alone is a product of one row; where fbgemm sums
-    one row exactly it runs them, and the vectors are those of the same sentence in a batch."""
-    one_row = cpu_module.inference_paths()["int8"].one_row_library
+def test_int8_elmo_runs_a_lone_sentences_steps_on_the_few_rows_kernel(own_tiny_dir):
+    """Each LSTM step of a sentence embedded alone is a product of one row, and its input
+    projections one of a few; where fbgemm sums them exactly it runs them, and the vectors are
+    those of the same sentence in a batch whose every product has more rows."""
+    path = cpu_module.inference_paths()["int8"]
     encoder = contextvec.load(own_tiny_dir, precision="int8")
     with torch.profiler.profile() as profile:
         alone = encoder.embed([SENTENCES[0]])[0]
     names = {event.key for event in profile.key_averages()}
     fbgemm_op = "quantized::linear_with_input_q_dq_qweight_dq_output_fp32"
-    assert (fbgemm_op in names) is (one_row is Int8Library.FBGEMM), one_row
-    # Two sentences of one length: every step has two rows, all on oneDNN.
-    pair = [SENTENCES[0], SENTENCES[0][::-1]]
+    assert (fbgemm_op in names) is (path.few_rows_library is Int8Library.FBGEMM), path
+    # Sentences of one length, more than a few: every step has that many rows, all on oneDNN.
+    batch = [SENTENCES[0], *([SENTENCES[0][::-1]] * cpu_module.FEW_ROWS)]
     with torch.profiler.profile() as profile:
-        together = encoder.embed(pair)[0]
+        together = encoder.embed(batch)[0]
     assert fbgemm_op not in {event.key for event in profile.key_averages()}
     assert_reordered_close(alone, together, terms=elmo_terms(encoder.config))
 

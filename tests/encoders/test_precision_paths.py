@@ -15,12 +15,13 @@ from contextvec.cli.main import main
 from contextvec.encoders import cpu as cpu_module
 from contextvec.encoders.cove import MTLSTM, MTLSTMConfig, save_cove_encoder
 from contextvec.encoders.cpu import (
+    FEW_ROWS,
     INT8_FLAGS,
     Int8Library,
     Kernel,
     cpu_flags,
     fbgemm_available,
-    fbgemm_row_sums_exact,
+    fbgemm_sums_exact,
     inference_paths,
     int8_sums_exact,
 )
@@ -88,30 +89,34 @@ def test_lstms_run_int8_on_fbgemm_where_onednn_has_only_avx2_kernels():
     assert library(AVX2, fbgemm=None) is (Int8Library.FBGEMM if fbgemm_available() else Int8Library.ONEDNN)
 
 
-def test_one_row_runs_on_fbgemm_where_it_sums_exactly():
+def test_few_rows_run_on_fbgemm_where_it_sums_exactly():
     def path(flags, fbgemm):
         return inference_paths(flags, int8_exact=True, fbgemm=fbgemm)["int8"]
 
-    for flags in (AVX2, AVX2 | {"avx512f", "avx512bw"}, AVX512, AMX):
-        assert path(flags, True).one_row_library is Int8Library.FBGEMM, flags
-        assert path(flags, False).one_row_library is Int8Library.ONEDNN, flags
-    assert "(one row: fbgemm)" in path(AMX, True).engine
-    assert "(one row" not in path(AMX, False).engine
+    for flags, rows in ((AVX2, FEW_ROWS), (AVX2 | {"avx512f", "avx512bw"}, FEW_ROWS),
+                        (AVX512, FEW_ROWS), (AMX, 1)):
+        assert (path(flags, True).few_rows_library, path(flags, True).few_rows) == (
+            Int8Library.FBGEMM, rows), flags
+        assert (path(flags, False).few_rows_library, path(flags, False).few_rows) == (
+            Int8Library.ONEDNN, 0), flags
+    assert f"(up to {FEW_ROWS} rows: fbgemm)" in path(AVX512, True).engine
+    assert "(one row: fbgemm)" in path(AMX, True).engine  # AMX's tiles: measured for one row only
+    assert "rows" not in path(AMX, False).engine and "one row" not in path(AMX, False).engine
     assert "(LSTMs: fbgemm)" in path(AVX2, True).engine  # there every LSTM product is fbgemm's
     # This CPU's check, at the 8 bits that exact VNNI sums give.
-    assert path(AMX, None).one_row_library is (
-        Int8Library.FBGEMM if fbgemm_row_sums_exact(8) else Int8Library.ONEDNN)
+    assert path(AMX, None).few_rows_library is (
+        Int8Library.FBGEMM if fbgemm_sums_exact(8) else Int8Library.ONEDNN)
 
 
-def test_fbgemm_one_row_check_agrees_with_this_cpus_flags():
+def test_fbgemm_few_rows_check_agrees_with_this_cpus_flags():
     """7-bit codes never saturate an int16 pair sum; 8-bit ones do without VNNI."""
     if not fbgemm_available():
         pytest.skip("this torch has no fbgemm")
-    assert fbgemm_row_sums_exact(7)
+    assert fbgemm_sums_exact(7)
     if "avx512_vnni" in cpu_flags() and not os.environ.get("FBGEMM_ENABLE_INSTRUCTIONS"):
-        assert fbgemm_row_sums_exact(8)
+        assert fbgemm_sums_exact(8)
     if not any(flag in cpu_flags() for flag in INT8_FLAGS):
-        assert not fbgemm_row_sums_exact(8)
+        assert not fbgemm_sums_exact(8)
 
 
 def test_int8_elmo_on_an_avx2_cpu_runs_its_lstms_on_fbgemm(monkeypatch, own_tiny_dir):

@@ -11,7 +11,7 @@ library of int8's kernels (:class:`Int8Library`): oneDNN's, except at AVX2 width
 dot products, where oneDNN's int8 kernels stream a matrix slower than its fp32 ones and an LSTM's
 steps (a few rows each) run on fbgemm's, written for that case. Where oneDNN runs them, a product
 of one row (an LSTM step at batch 1) runs on fbgemm's kernel wherever that sums the activations'
-width exactly (:func:`fbgemm_row_sums_exact`): the same codes and integer sums, a faster kernel
+width exactly (:func:`fbgemm_sums_exact`): the same codes and integer sums, a faster kernel
 for one row.
 """
 
@@ -81,10 +81,13 @@ class InferencePath:
             where bf16 is available, else ``"fp32"``.
         int8_library: int8 only (else None): whose kernels run an LSTM's int8 matmuls (every
             other int8 matmul runs on oneDNN's).
-        one_row_library: int8 only (else None): whose kernel runs a product of one row (each
-            LSTM step at batch 1) of a matrix on oneDNN's: fbgemm's where its sums are exact at
-            ``activation_bits`` (the same codes, integer sums and scales, so the same result,
-            from a kernel faster for one row), else oneDNN's.
+        few_rows_library: int8 only (else None): whose kernel runs a product of at most
+            ``few_rows`` rows (each LSTM step at batch 1, a sentence's input projections) of a
+            matrix on oneDNN's: fbgemm's where its sums are exact at ``activation_bits`` (the
+            same codes, integer sums and scales, so the same result, from a kernel faster for
+            few rows), else oneDNN's.
+        few_rows: int8 only (else None): the most rows a product may have to run on
+            ``few_rows_library``.
     """
 
     precision: str
@@ -95,7 +98,14 @@ class InferencePath:
     reason: str
     kept_precision: str | None = None
     int8_library: Int8Library | None = None
-    one_row_library: Int8Library | None = None
+    few_rows_library: Int8Library | None = None
+    few_rows: int | None = None
+
+
+FEW_ROWS = 16
+"""The most rows fbgemm's int8 kernel takes from oneDNN's (where it sums them exactly): up to
+here it streams a matrix faster than oneDNN's VNNI and AVX-512 kernels, from the same codes.
+Where oneDNN has AMX tiles (16 rows each), only one row was measured faster on fbgemm."""
 
 
 @functools.cache
@@ -182,21 +192,24 @@ def fbgemm_prepack(codes: torch.Tensor, scales: torch.Tensor) -> torch.ScriptObj
 
 
 @functools.cache
-def fbgemm_row_sums_exact(bits: int) -> bool:
-    """Whether fbgemm's int8 kernel sums one row of ``bits``-bit activations exactly on this CPU,
-    checked once: codes at the top of the range (uint8 255 around zero point 128 at 8 bits) times
-    weights of +127 and -127. Its kernels without VNNI add u8 x s8 pairs in saturating int16, as
-    oneDNN's do (:func:`int8_sums_exact`), and the instructions it may use can be capped
-    (``FBGEMM_ENABLE_INSTRUCTIONS``)."""
+def fbgemm_sums_exact(bits: int) -> bool:
+    """Whether fbgemm's int8 kernel sums a few rows (one, and :data:`FEW_ROWS`) of ``bits``-bit
+    activations exactly on this CPU, checked once: codes at the top of the range (uint8 255
+    around zero point 128 at 8 bits) times weights of +127 and -127. Its kernels without VNNI add
+    u8 x s8 pairs in saturating int16, as oneDNN's do (:func:`int8_sums_exact`), and the
+    instructions it may use can be capped (``FBGEMM_ENABLE_INSTRUCTIONS``)."""
     if not fbgemm_available():
         return False
     half = 2 ** (bits - 1) - 1
     weight = _extreme_weight()
     outputs, columns = weight.shape
     packed = fbgemm_prepack(weight, torch.ones(outputs))
-    codes = torch.full((1, columns), float(half))
-    out = torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32(codes, 1.0, half + 1, packed)
-    return torch.equal(out.double(), codes.double() @ weight.double().T)
+    for rows in (1, FEW_ROWS):
+        codes = torch.full((rows, columns), float(half))
+        out = torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32(codes, 1.0, half + 1, packed)
+        if not torch.equal(out.double(), codes.double() @ weight.double().T):
+            return False
+    return True
 
 
 def inference_paths(
@@ -209,10 +222,11 @@ def inference_paths(
     (None: the environment's); ``int8_exact``: whether the int8 kernel sums 8-bit activations
     exactly (None: :func:`int8_sums_exact` on this CPU); ``fbgemm``: whether fbgemm's int8
     kernels are there and sum one row exactly (None: :func:`fbgemm_available` and
-    :func:`fbgemm_row_sums_exact` on this CPU). int8 activations get 8 bits where the flags and
+    :func:`fbgemm_sums_exact` on this CPU). int8 activations get 8 bits where the flags and
     the cap give VNNI or AMX and the kernel's sums are exact, else 7. An LSTM's int8 products
     run on fbgemm's kernels where oneDNN's would be AVX2 ones without int8 dot products, else on
-    oneDNN's, with products of one row on fbgemm's where it sums them exactly.
+    oneDNN's, with products of few rows on fbgemm's where it sums them exactly (:data:`FEW_ROWS`;
+    one row where oneDNN has AMX tiles).
     """
     flags = cpu_flags() if flags is None else flags
     cap = isa_cap() if cap is None else cap.upper()
@@ -260,16 +274,17 @@ def inference_paths(
         why += ("; LSTMs on fbgemm, faster than oneDNN there for few rows (one activation scale"
                 " per product)")
         engine += f" (LSTMs: {library})"
-    one_row = Int8Library.ONEDNN
-    if fbgemm_row_sums_exact(bits) if fbgemm is None else fbgemm:
-        # A one-row product reads its whole matrix for a few microseconds of arithmetic: fbgemm's
-        # kernel streams it faster than oneDNN's, from the same codes.
-        one_row = Int8Library.FBGEMM
+    few_library, few = Int8Library.ONEDNN, 0
+    if fbgemm_sums_exact(bits) if fbgemm is None else fbgemm:
+        # A product of a few rows reads its whole matrix for little arithmetic: fbgemm's kernel
+        # streams it faster than oneDNN's, from the same codes.
+        few_library, few = Int8Library.FBGEMM, 1 if kernel is Kernel.AMX else FEW_ROWS
         if library is Int8Library.ONEDNN:
-            why += "; one-row products on fbgemm, faster there from the same codes"
-            engine += f" (one row: {one_row})"
+            rows = "one row" if few == 1 else f"up to {few} rows"
+            why += f"; products of {rows} on fbgemm, faster there from the same codes"
+            engine += f" ({rows}: {few_library})"
     int8 = InferencePath("int8", True, kernel, f"{engine}; ELMo's token encoder in {kept}",
-                         bits, f"{why}{capped}", kept, library, one_row)
+                         bits, f"{why}{capped}", kept, library, few_library, few)
     return {path.precision: path for path in (fp32, bf16, int8)}
 
 

@@ -30,11 +30,11 @@ what speeds it up, and float32 activations keep the error to the weights' roundi
   ``avx_vnni``, ``amx_int8``) the activations get 7 bits, not 8 (+-63, not +-127): AVX2's
   u8 x s8 pair sums saturate int16 at full range (fbgemm's ``reduce_range`` for the same
   reason). (torch's weight-only ``_weight_int8pack_mm`` runs slower than fp32 on AVX2 CPUs.)
-  A product of one row on oneDNN's path (each LSTM step at batch 1) runs on fbgemm's kernel
-  where that sums the codes exactly
+  A product of few rows on oneDNN's path (each LSTM step at batch 1, a sentence's input
+  projections) runs on fbgemm's kernel where that sums the codes exactly
   (``torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32``, handed the codes
   themselves): the same integer sums and scales, so the same result, from a kernel that streams
-  one row's matrix faster.
+  a matrix faster for few rows.
 
 Which instructions each precision runs on here, and why: :mod:`contextvec.encoders.cpu`.
 """
@@ -108,8 +108,8 @@ class LowPrecisionWeight(nn.Module):
     """A weight matrix ``(out, in)`` stored in ``precision``; calling it on ``x (..., in)`` gives
     ``x @ W.T`` ``(..., out)`` in float32. ``int8_library``: whose int8 kernels run it (oneDNN's,
     with one activation scale per row, unless a recurrence asks for its CPU's path:
-    :func:`apply_precision`); on oneDNN's, one row runs on the CPU's ``one_row_library``
-    (:func:`contextvec.encoders.cpu.inference_paths`), with the same result."""
+    :func:`apply_precision`); on oneDNN's, products of few rows run on the CPU's
+    ``few_rows_library`` (:func:`contextvec.encoders.cpu.inference_paths`), with the same result."""
 
     def __init__(self, weight: torch.Tensor, precision: str,
                  int8_library: Int8Library = Int8Library.ONEDNN) -> None:
@@ -141,11 +141,12 @@ class LowPrecisionWeight(nn.Module):
         self.register_buffer("scales", scales.contiguous())
         self.register_buffer("zero_points", torch.zeros(self.out_features, dtype=torch.long))
         self.levels = 255 if native_int8() else 127
-        # fbgemm's packed copy for products of one row, made on first use: most matrices never
-        # see one row (ELMo's input projections, BERT), and the copy costs their size again.
-        self._one_row_kernel = (self.int8_library is Int8Library.ONEDNN
-                                and inference_paths()["int8"].one_row_library is Int8Library.FBGEMM)
-        self._one_row: torch.ScriptObject | None = None
+        # fbgemm's packed copy for products of few rows, made on first use: many matrices never
+        # see so few rows (BERT's, mostly), and the copy costs their size again.
+        path = inference_paths()["int8"]
+        self._few_rows = (path.few_rows if self.int8_library is Int8Library.ONEDNN
+                          and path.few_rows_library is Int8Library.FBGEMM else 0)
+        self._few_rows_packed: torch.ScriptObject | None = None
 
     def forward(self, x: torch.Tensor, bias: torch.Tensor | None = None,
                 gelu: str | None = None, float_output: bool = True,
@@ -177,8 +178,9 @@ class LowPrecisionWeight(nn.Module):
         # oneDNN's kernels take ``x`` with its leading dimensions as they are: an LSTM step's
         # product is a few microseconds of work, and each reshape a call of its own.
         if self.precision == "int8":
-            x = x if x.dtype == torch.float32 else x.float()
-            return self._int8_mm(x.contiguous(), bias, add, gelu)
+            base = bias if add is None else add if bias is None else add + bias
+            out = self.kernel()(x if x.dtype == torch.float32 else x.float(), base)
+            return out if gelu is None else torch.ops.aten.gelu_(out, approximate=gelu)
         x16 = x.to(torch.bfloat16)
         if self._packed is not None and x.device.type == "cpu":
             if add is not None:
@@ -197,43 +199,56 @@ class LowPrecisionWeight(nn.Module):
         out = out if add is None else out.add_(add)
         return out if gelu is None else torch.ops.aten.gelu_(out, approximate=gelu)
 
-    def _int8_mm(self, x: torch.Tensor, bias: torch.Tensor | None, add: torch.Tensor | None,
-                 gelu: str | None) -> torch.Tensor:
-        """:meth:`forward` in int8 on float32 ``x (..., in)``."""
-        base = bias if add is None else add if bias is None else add + bias
+    def kernel(self) -> Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor]:
+        """``product(x, add=None)``: ``x @ W.T + add`` in float32 for float32 ``x (..., in)`` with
+        at least one row and ``add (..., out)`` or None; int8 only. What does not change between
+        calls is settled once: an LSTM step calls it twice, and at batch 1 its Python costs as
+        much as its small tensor operations."""
+        if self.precision != "int8":
+            raise ValueError(f"LowPrecisionWeight.kernel runs int8, not {self.precision}")
+        packed = self._packed
         if self.int8_library is Int8Library.FBGEMM:
-            # fbgemm quantizes the whole input with one scale, at 7 bits (``reduce_range``): its
-            # AVX2 kernels sum u8 x s8 pairs in saturating int16.
-            out = torch.ops.quantized.linear_dynamic(x, self._packed, True)
-            out = out if base is None else out.add_(base)
-        else:
-            # One symmetric scale per row (token), so a row's output does not depend on the
-            # other rows of the batch: codes centre on a common zero point and the kernel's
-            # int32 sums are exact, then each output row is scaled by its own input scale.
-            half = self.levels // 2
+            def dynamic(x: torch.Tensor, add: torch.Tensor | None = None) -> torch.Tensor:
+                # fbgemm quantizes the whole input with one scale, at 7 bits (``reduce_range``):
+                # its AVX2 kernels sum u8 x s8 pairs in saturating int16.
+                out = torch.ops.quantized.linear_dynamic(x, packed, True)
+                return out if add is None else out.add_(add)
+            return dynamic
+        # One symmetric scale per row (token), so a row's output does not depend on the other
+        # rows of the batch: codes centre on a common zero point and the kernel's int32 sums are
+        # exact, then each output row is scaled by its own input scale.
+        half = self.levels // 2
+        zero, few = half + 1, self._few_rows
+        weight_scales, weight_zeros = self.scales, self.zero_points
+        onednn = torch.ops.onednn.qlinear_pointwise.default
+        fbgemm = torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32.default
+
+        def product(x: torch.Tensor, add: torch.Tensor | None = None) -> torch.Tensor:
             # (An all-zero row gets a tiny scale: its codes are all the zero point.) The
             # temporaries are reused in place: each fresh activation-sized buffer costs page faults.
             work = x.abs()
             scales = work.amax(dim=-1, keepdim=True).clamp_(min=1e-30).div_(half)
             codes = torch.div(x, scales, out=work).round_()
-            if self._one_row_kernel and scales.numel() == 1:
+            if scales.numel() <= few:
                 # fbgemm quantizes its float input itself (round(x / 1.0) + zero point): handed
                 # the codes, it sums exactly what oneDNN would, scaled by the same row scales.
-                if self._one_row is None:
-                    self._one_row = fbgemm_prepack(self.weight, self.scales)
-                out = torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32(
-                    codes, 1.0, half + 1, self._one_row)
+                out = fbgemm(codes, 1.0, zero, self._few_rows_copy())
             else:
                 # Through int8, then shifted by the zero point in uint8 (wrapping: -63 + 64 = 1):
                 # torch converts float to int8 several times faster than float to uint8.
-                codes = codes.to(torch.int8).view(torch.uint8).add_(half + 1)
-                out = torch.ops.onednn.qlinear_pointwise(
-                    codes, 1.0, half + 1, self._packed, self.scales, self.zero_points, None,
-                    1.0, 0, torch.float32, "none", [], "",
-                )
-            # The row scales, the bias and ``add`` in one pass.
-            out = out.mul_(scales) if base is None else torch.addcmul(base, out, scales, out=out)
-        return out if gelu is None else torch.ops.aten.gelu_(out, approximate=gelu)
+                codes = codes.to(torch.int8).view(torch.uint8).add_(zero)
+                out = onednn(codes, 1.0, zero, packed, weight_scales, weight_zeros, None,
+                             1.0, 0, torch.float32, "none", [], "")
+            # The row scales and ``add`` in one pass.
+            return out.mul_(scales) if add is None else torch.addcmul(add, out, scales, out=out)
+
+        return product
+
+    def _few_rows_copy(self) -> torch.ScriptObject:
+        """fbgemm's packed copy of the codes, made on the first product of few rows."""
+        if self._few_rows_packed is None:
+            self._few_rows_packed = fbgemm_prepack(self.weight, self.scales)
+        return self._few_rows_packed
 
     def extra_repr(self) -> str:
         library = f" ({self.int8_library})" if self.int8_library else ""

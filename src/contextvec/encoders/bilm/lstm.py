@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 
 import torch
@@ -164,6 +163,8 @@ class ProjectedLSTMLayer(nn.Module):
             first = directions.start
             if self.packed is not None and directions.stop - first == 1:
                 product = self.packed[name][first]
+                if product.precision == "int8":
+                    return product.kernel()
                 return lambda x, add=None: product(x, add=add)
             return lambda x, add=None: self._matmul(name, x, weight, True, add=add, first=first)
         w = self._onednn.transposed(name, weight)[directions]
@@ -257,10 +258,10 @@ class ProjectedLSTMLayer(nn.Module):
             return self._run_fused(inputs, state_weight, bias, h, c)
         # Input projections of every running (step, sequence) at once, time-major: step t's
         # sequences are the first active[t] (lengths sort longest first), so they are one block
-        # of rows starting at starts[t]; padding positions are left out of the matmul.
+        # of rows, after the blocks of the steps before it; padding positions are left out of
+        # the matmul.
         running = lengths.view(1, -1) > torch.arange(steps, device=lengths.device).view(-1, 1)
         active = running.sum(1).tolist()
-        starts = [0, *itertools.accumulate(active[:-1])]
         time_major = inputs.transpose(1, 2).reshape(d, steps * batch, inputs.shape[-1])
         if sum(active) < steps * batch:
             time_major = time_major[:, running.flatten().nonzero().squeeze(1)]
@@ -292,41 +293,49 @@ class ProjectedLSTMLayer(nn.Module):
                 x_g = x_proj[g.start] if g.stop - g.start == 1 else torch.cat(x_proj[g])
             else:
                 x_g = x_proj[g]
-            self._recur(x_g, (h[g], c[g]), active, starts, state_product, project,
+            self._recur(x_g, (h[g], c[g]), active, state_product, project,
                         outputs[g], (final_h[g], final_c[g]))
         return outputs.transpose(1, 2), (final_h, final_c)
 
     def _recur(
         self, x_proj: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], active: list[int],
-        starts: list[int], state_product: Callable[..., torch.Tensor],
+        state_product: Callable[..., torch.Tensor],
         project: Callable[..., torch.Tensor] | None, outputs: torch.Tensor,
         final: tuple[torch.Tensor, torch.Tensor],
     ) -> None:
         """The step loop over the directions of the initial ``state`` ``(h, c)``: writes step t's
         output into ``outputs[:, t]`` and each sequence's state after its last step into
         ``final`` ``(final_h, final_c)``. ``x_proj`` holds the input projections of the running
-        (step, sequence) pairs, time-major; step t's ``active[t]`` sequences start at row
-        ``starts[t]``."""
+        (step, sequence) pairs, time-major: step t's ``active[t]`` rows follow those of the steps
+        before it."""
         (h, c), (final_h, final_c) = state, final
         differentiable = torch.is_grad_enabled()
-        k_prev = h.shape[1]
-        for t, k in enumerate(active):
+        batch = k_prev = h.shape[1]
+        # Each step's input projections and (in inference) output slot as views made in one
+        # call each: at batch 1 a step's tensor operations cost about what their Python costs.
+        # (Autograd lets no one write into a view of ``unbind``.)
+        steps = len(active) - active.count(0)
+        inputs = x_proj.split(active[:steps], dim=1)
+        slots = None if differentiable else outputs.unbind(1)
+        for t, k in enumerate(active[:steps]):
             if k < k_prev:
                 final_h[:, k:k_prev], final_c[:, k:k_prev] = h[:, k:], c[:, k:]
                 h, c = h[:, :k], c[:, :k]
                 k_prev = k
-            if k == 0:
-                break
-            gates = state_product(h, x_proj[:, starts[t] : starts[t] + k])
+            gates = state_product(h, inputs[t])
             if differentiable:
                 i, j, f, o = gates.chunk(4, dim=-1)
                 c = _clip(torch.sigmoid(f) * c + torch.sigmoid(i) * _tanh(j), self.cell_clip)
                 h = torch.sigmoid(o) * _tanh(c)
+                h = _clip(project(h) if project is not None else h, self.proj_clip)
             else:
                 c, h = self._cell_inference(gates, c)
-            if project is not None:
-                h = project(h)
-            h = _clip(h, self.proj_clip)
-            outputs[:, t, :k] = h
+                h = project(h) if project is not None else h
+                if self.proj_clip:
+                    h.clamp_(-self.proj_clip, self.proj_clip)  # a fresh tensor: no one else holds it
+            if slots is None:
+                outputs[:, t, :k] = h
+            else:
+                (slots[t] if k == batch else slots[t][:, :k]).copy_(h)
         if k_prev:
             final_h[:, :k_prev], final_c[:, :k_prev] = h, c
