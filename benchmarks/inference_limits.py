@@ -12,14 +12,14 @@ Prints, measured in the same run:
    ``mm`` and oneDNN's packed GEMM, bf16 the faster of oneDNN's packed GEMM and ``torch.mm``, int8
    oneDNN's int8 GEMM alone on codes quantized beforehand, and where the int8 path runs LSTMs on
    fbgemm, the faster of that and fbgemm's dynamic GEMM, its input's quantization included, as
-   fbgemm quantizes inside the call; for as few rows as the int8 path runs on fbgemm's kernel
-   (one row, the GEMV, everywhere it does), the faster of oneDNN's and fbgemm's on the same codes): GEMV bandwidth (one vector times a weight
-   of 16384 rows and 268 MB in each precision, 4096 fp32 columns, 8192 bf16, 16384 int8: its
-   bytes over the time; fewer bytes would be partly read from the last-level cache), a plain read
-   of the fp32 weight, the square matmul (2048^3), and the LSTM's own products at batch 32 of each ELMo
-   config (state ``32 x proj @ proj x 4 cell`` and projection ``32 x cell @ cell x proj`` per
-   step, input ``2048 x proj @ proj x 4 cell`` once per batch), with the tokens/s those products
-   alone allow;
+   fbgemm quantizes inside the call; for as few rows as the int8 path runs on fbgemm's kernel (one
+   row, the GEMV, everywhere it does), the faster of oneDNN's and fbgemm's on the same codes): GEMV
+   bandwidth (one vector times a weight of 16384 rows and 268 MB in each precision, 4096 fp32
+   columns, 8192 bf16, 16384 int8: its bytes over the time; fewer bytes would be partly read from
+   the last-level cache), a plain read of the fp32 weight, the square matmul (2048^3), and the
+   LSTM's own products at batch 32 of each ELMo config (state ``32 x proj @ proj x 4 cell`` and
+   projection ``32 x cell @ cell x proj`` per step, input ``2048 x proj @ proj x 4 cell`` once per
+   batch), with the tokens/s those products alone allow;
 3. ELMo small (reference weights) and original (random weights of the published
    2x4096_512_2048cnn_2xhighway dims) at batch 1 and 32 per precision: tokens/s, and the
    fraction of its own precision's limit: at batch 1 bandwidth (each token streams every LSTM's

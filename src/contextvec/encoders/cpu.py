@@ -10,9 +10,9 @@ bits) is settled here too, and checked against the kernel itself once per proces
 library of int8's kernels (:class:`Int8Library`): oneDNN's, except at AVX2 width without int8
 dot products, where oneDNN's int8 kernels stream a matrix slower than its fp32 ones and an LSTM's
 steps (a few rows each) run on fbgemm's, written for that case. Where oneDNN runs them, a product
-of one row (an LSTM step at batch 1) runs on fbgemm's kernel wherever that sums the activations'
-width exactly (:func:`fbgemm_sums_exact`): the same codes and integer sums, a faster kernel
-for one row.
+of few rows (:data:`FEW_ROWS`; one where oneDNN has AMX tiles), such as an LSTM step at batch 1,
+runs on fbgemm's kernel wherever that sums the activations' width exactly
+(:func:`fbgemm_sums_exact`): the same codes and integer sums, a faster kernel for so few rows.
 """
 
 from __future__ import annotations
@@ -221,7 +221,7 @@ def inference_paths(
     ``flags``: a CPU's ``/proc/cpuinfo`` flags (None: this CPU's); ``cap``: oneDNN's ISA cap
     (None: the environment's); ``int8_exact``: whether the int8 kernel sums 8-bit activations
     exactly (None: :func:`int8_sums_exact` on this CPU); ``fbgemm``: whether fbgemm's int8
-    kernels are there and sum one row exactly (None: :func:`fbgemm_available` and
+    kernels are there and sum few rows exactly (None: :func:`fbgemm_available` and
     :func:`fbgemm_sums_exact` on this CPU). int8 activations get 8 bits where the flags and
     the cap give VNNI or AMX and the kernel's sums are exact, else 7. An LSTM's int8 products
     run on fbgemm's kernels where oneDNN's would be AVX2 ones without int8 dot products, else on
