@@ -24,6 +24,9 @@ from contextvec.encoders.precision import (
     run_linear,
 )
 
+FBGEMM_OP = "quantized::linear_with_input_q_dq_qweight_dq_output_fp32"
+"""The profiler's name for fbgemm's int8 kernel of few rows."""
+
 SENTENCES = [
     line.split()
     for line in (
@@ -192,8 +195,17 @@ def test_int8_few_rows_give_the_result_of_their_batch():
     for block in (slice(0, 1), slice(3, 4), slice(2, 7), slice(0, cpu_module.FEW_ROWS)):
         assert_reordered_close(packed(x[block], bias, add=add[block]), batch[block], terms=1)
         assert_reordered_close(packed.kernel()(x[block], add[block] + bias), batch[block], terms=1)
+    # As many rows as this CPU hands fbgemm run on its kernel; one more row does not.
+    path = cpu_module.inference_paths()["int8"]
+    for rows, expected in ((path.few_rows or 1, path.few_rows_library is Int8Library.FBGEMM),
+                           ((path.few_rows or 1) + 1, False)):
+        with torch.profiler.profile() as profile:
+            packed(x[:rows], bias)
+        assert (FBGEMM_OP in {event.key for event in profile.key_averages()}) is expected, rows
     zero = packed(torch.zeros(1, 70), bias)  # the first LSTM step's state
     assert torch.equal(zero, bias.expand(1, -1))
+    with pytest.raises(ValueError, match="runs int8, not bf16"):
+        LowPrecisionWeight(weight, "bf16").kernel()
 
 
 def test_int8_elmo_runs_a_lone_sentences_steps_on_the_few_rows_kernel(own_tiny_dir):
@@ -205,13 +217,12 @@ def test_int8_elmo_runs_a_lone_sentences_steps_on_the_few_rows_kernel(own_tiny_d
     with torch.profiler.profile() as profile:
         alone = encoder.embed([SENTENCES[0]])[0]
     names = {event.key for event in profile.key_averages()}
-    fbgemm_op = "quantized::linear_with_input_q_dq_qweight_dq_output_fp32"
-    assert (fbgemm_op in names) is (path.few_rows_library is Int8Library.FBGEMM), path
+    assert (FBGEMM_OP in names) is (path.few_rows_library is Int8Library.FBGEMM), path
     # Sentences of one length, more than a few: every step has that many rows, all on oneDNN.
     batch = [SENTENCES[0], *([SENTENCES[0][::-1]] * cpu_module.FEW_ROWS)]
     with torch.profiler.profile() as profile:
         together = encoder.embed(batch)[0]
-    assert fbgemm_op not in {event.key for event in profile.key_averages()}
+    assert FBGEMM_OP not in {event.key for event in profile.key_averages()}
     assert_reordered_close(alone, together, terms=elmo_terms(encoder.config))
 
 
