@@ -14,7 +14,12 @@ Run it on an idle machine. Prints, per precision (bf16 only on a CPU with native
    ``--compiled-cell`` the same function through ``torch.compile`` (CPU inductor; its first call,
    compiling included, is reported apart);
 4. **char-CNN**: the original dims' CharCNN (random weights, seed 0) on the distinct tokens of
-   the reference elmo-small sentences in one call, in length groups and as one group.
+   the reference elmo-small sentences in one call, in length groups and as one group;
+5. **int8 kernels by rows** (where fbgemm is there): oneDNN's int8 GEMM and fbgemm's on the same
+   codes (the two kernels ``precision="int8"`` chooses between by rows,
+   ``contextvec.encoders.cpu.FEW_ROWS``), 1 to 48 rows times the state and projection matrices,
+   each call on the next of six copies: the state matrices then come from memory, as a
+   sentence's input projections do, and the projections partly from the last-level cache.
 
 Each timing is the median of repeated calls after a warm-up; freed memory is kept for reuse, as
 the ``contextvec`` command does.
@@ -23,6 +28,7 @@ the ``contextvec`` command does.
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import time
 from collections.abc import Callable
@@ -34,6 +40,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from contextvec.allocator import keep_freed_memory
 from contextvec.encoders.bilm import PRESETS, ElmoBiLM, ProjectedLSTMLayer
+from contextvec.encoders.cpu import fbgemm_available, fbgemm_prepack
 from contextvec.encoders.precision import LowPrecisionWeight, PackedFloatWeights, apply_precision, native_bf16
 from contextvec.text.chars import token_to_char_ids
 
@@ -59,6 +66,30 @@ def product(precision: str, weight: torch.Tensor) -> Callable[[torch.Tensor], to
         packing = PackedFloatWeights()
         return lambda x: packing.packed_linear("w", x, weight)
     return LowPrecisionWeight(weight, precision)
+
+
+def int8_kernels(out: int, inp: int, copies: int) -> Callable[[int, str], torch.Tensor]:
+    """``run(rows, library)``: ``rows`` rows of int8 codes times the next of ``copies`` random
+    ``(out, inp)`` int8 matrices, on oneDNN's kernel (``"onednn"``) or fbgemm's (``"fbgemm"``),
+    from the same float codes made beforehand, each with what ``precision="int8"`` does around
+    it (oneDNN's takes the codes through uint8; the row scales follow either alike)."""
+    weights = [LowPrecisionWeight(torch.randn(out, inp) * 0.04, "int8") for _ in range(copies)]
+    onednn = [torch.ops.onednn.qlinear_prepack(w.weight, None) for w in weights]
+    fbgemm = [fbgemm_prepack(w.weight, w.scales) for w in weights]
+    codes = {rows: torch.randint(-63, 64, (rows, inp)).float() for rows in range(1, 65)}
+    ones, zeros = torch.ones(out), torch.zeros(out, dtype=torch.long)
+    turn = itertools.count()
+
+    def run(rows: int, library: str) -> torch.Tensor:
+        i = next(turn) % copies
+        if library == "fbgemm":
+            return torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32(
+                codes[rows], 1.0, 64, fbgemm[i])
+        return torch.ops.onednn.qlinear_pointwise(
+            codes[rows].to(torch.int8).view(torch.uint8).add_(64), 1.0, 64, onednn[i], ones, zeros,
+            None, 1.0, 0, torch.float32, "none", [], "")
+
+    return run
 
 
 class CountOps(TorchDispatchMode):
@@ -146,6 +177,15 @@ def main() -> None:
             cnn.min_group = len(words) + 1
             whole = micros(lambda cnn=cnn: cnn(ids), 1) / 1e3
             print(f"  {precision}: length groups {grouped:.1f}, one group {whole:.1f}")
+
+        if fbgemm_available():
+            print("int8 kernels by rows, six copies of each matrix in turn (us, oneDNN / fbgemm):")
+            for name, (out, inp) in list(shapes.items())[:2]:
+                run = int8_kernels(out, inp, copies=6)
+                line = [f"{rows} {micros(lambda r=rows, run=run: run(r, 'onednn'), 20):.0f} / "
+                        f"{micros(lambda r=rows, run=run: run(r, 'fbgemm'), 20):.0f}"
+                        for rows in (1, 2, 4, 8, 12, 16, 24, 32, 48)]
+                print(f"  {name}: " + ", ".join(line))
 
 
 if __name__ == "__main__":
