@@ -104,8 +104,9 @@ class InferencePath:
 
 FEW_ROWS = 16
 """The most rows fbgemm's int8 kernel takes from oneDNN's (where it sums them exactly): up to
-here it streams a matrix faster than oneDNN's VNNI and AVX-512 kernels, from the same codes.
-Where oneDNN has AMX tiles (16 rows each), only one row was measured faster on fbgemm."""
+here it streams a matrix faster than oneDNN's VNNI and AVX-512 kernels, from the same codes
+(``benchmarks/step_costs.py`` compares them by rows). Where oneDNN has AMX tiles (16 rows each),
+only one row was measured faster on fbgemm."""
 
 
 @functools.cache
