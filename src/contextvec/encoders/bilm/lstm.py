@@ -314,10 +314,10 @@ class ProjectedLSTMLayer(nn.Module):
         # Each step's input projections and (in inference) output slot as views made in one
         # call each: at batch 1 a step's tensor operations cost about what their Python costs.
         # (Autograd lets no one write into a view of ``unbind``.)
-        steps = len(active) - active.count(0)
-        inputs = x_proj.split(active[:steps], dim=1)
+        active = active[: len(active) - active.count(0)]  # lengths sort longest first
+        inputs = x_proj.split(active, dim=1)
         slots = None if differentiable else outputs.unbind(1)
-        for t, k in enumerate(active[:steps]):
+        for t, k in enumerate(active):
             if k < k_prev:
                 final_h[:, k:k_prev], final_c[:, k:k_prev] = h[:, k:], c[:, k:]
                 h, c = h[:, :k], c[:, :k]
