@@ -423,6 +423,41 @@ def test_lstm_inference_path_matches_gradient_path(projection, pack_all, monkeyp
     assert torch.all(inferred[:, 2, 2:] == 0)
 
 
+def test_lstm_omitted_state_skips_the_first_state_product(pack_all, monkeypatch):
+    """Without an initial state the first step multiplies no state (a zero state adds exactly
+    nothing): each direction's state matrix runs once per step after the first, and outputs,
+    final states and gradients are those of an explicit zero state."""
+    from contextvec.encoders.bilm import ProjectedLSTMLayer
+
+    calls, packed_linear = [], PackedFloatWeights.packed_linear
+
+    def counted(self, name, *args, **kwargs):
+        calls.append(name)
+        return packed_linear(self, name, *args, **kwargs)
+
+    monkeypatch.setattr(PackedFloatWeights, "packed_linear", counted)
+    torch.manual_seed(0)
+    layer = ProjectedLSTMLayer(16, 32, 24, cell_clip=3.0, proj_clip=3.0)
+    inputs, lengths = torch.randn(2, 3, 5, 16), torch.tensor([5, 4, 2])
+    zeros = (torch.zeros(2, 3, 24), torch.zeros(2, 3, 32))
+    with torch.no_grad():
+        omitted, omitted_final = layer(inputs, lengths)
+        assert calls.count("state_weight.0") == calls.count("state_weight.1") == 4
+        calls.clear()
+        explicit, explicit_final = layer(inputs, lengths, zeros)
+        assert calls.count("state_weight.0") == 5
+    assert torch.equal(omitted, explicit)
+    assert all(map(torch.equal, omitted_final, explicit_final))
+    grads = []
+    for state in (None, zeros):
+        layer.zero_grad()
+        out, _ = layer(inputs, lengths, state)
+        out.square().sum().backward()
+        grads.append([p.grad.clone() for p in (layer.input_weight, layer.state_weight, layer.bias)])
+    for omitted_grad, explicit_grad in zip(*grads, strict=True):
+        torch.testing.assert_close(omitted_grad, explicit_grad, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("clip", [0.5, None])
 @pytest.mark.parametrize("projection", [True, False])
 def test_lstm_inference_cell_matches_the_differentiable_cell(projection, clip):

@@ -219,6 +219,8 @@ class LowPrecisionWeight(nn.Module):
         # exact, then each output row is scaled by its own input scale.
         half = self.levels // 2
         zero, few = half + 1, self._few_rows
+        # As a tensor: torch would make one of the Python number on every call.
+        half_levels = torch.tensor(float(half))
         weight_scales, weight_zeros = self.scales, self.zero_points
         onednn = torch.ops.onednn.qlinear_pointwise.default
         fbgemm = torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32.default
@@ -227,7 +229,7 @@ class LowPrecisionWeight(nn.Module):
             # (An all-zero row gets a tiny scale: its codes are all the zero point.) The
             # temporaries are reused in place: each fresh activation-sized buffer costs page faults.
             work = x.abs()
-            scales = work.amax(dim=-1, keepdim=True).clamp_(min=1e-30).div_(half)
+            scales = work.amax(dim=-1, keepdim=True).clamp_(min=1e-30).div_(half_levels)
             codes = torch.div(x, scales, out=work).round_()
             if scales.numel() <= few:
                 # fbgemm quantizes its float input itself (round(x / 1.0) + zero point): handed

@@ -13,6 +13,9 @@ from contextvec.encoders.precision import Pack, PackedFloatWeights
 
 # Gate blocks of the packed weights, in bilm-tf (TensorFlow LSTMCell) order.
 GATE_I, GATE_J, GATE_F, GATE_O = range(4)
+# 2 as a tensor for the step's element-wise work: torch makes a tensor of a Python number on
+# every call, which at batch 1 costs about as much as the operation it joins.
+_TWO = torch.tensor(2.0)
 
 
 def _clip(x: torch.Tensor, value: float | None) -> torch.Tensor:
@@ -176,12 +179,12 @@ class ProjectedLSTMLayer(nn.Module):
         costs more than its work): one sigmoid over all four gates, with ``j`` doubled first
         because ``tanh(j) = 2 sigmoid(2j) - 1``, and ``i tanh(j) = 2 i s - i``."""
         c_dim = self.cell_dim
-        gates[..., GATE_J * c_dim : (GATE_J + 1) * c_dim].mul_(2)
+        gates[..., GATE_J * c_dim : (GATE_J + 1) * c_dim].mul_(_TWO)
         i, s, f, o = gates.sigmoid_().chunk(4, dim=-1)
         c = torch.addcmul(torch.addcmul(i.neg(), i, s, value=2), f, c)
         if self.cell_clip:
             c.clamp_(-self.cell_clip, self.cell_clip)
-        return c, torch.addcmul(o.neg(), o, torch.sigmoid(c * 2), value=2)
+        return c, torch.addcmul(o.neg(), o, torch.mul(c, _TWO).sigmoid_(), value=2)
 
     def reset_parameters(self) -> None:
         for w in (self.input_weight, self.state_weight, self.projection):
@@ -294,20 +297,21 @@ class ProjectedLSTMLayer(nn.Module):
             else:
                 x_g = x_proj[g]
             self._recur(x_g, (h[g], c[g]), active, state_product, project,
-                        outputs[g], (final_h[g], final_c[g]))
+                        outputs[g], (final_h[g], final_c[g]), zero_state=state is None)
         return outputs.transpose(1, 2), (final_h, final_c)
 
     def _recur(
         self, x_proj: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], active: list[int],
         state_product: Callable[..., torch.Tensor],
         project: Callable[..., torch.Tensor] | None, outputs: torch.Tensor,
-        final: tuple[torch.Tensor, torch.Tensor],
+        final: tuple[torch.Tensor, torch.Tensor], zero_state: bool = False,
     ) -> None:
         """The step loop over the directions of the initial ``state`` ``(h, c)``: writes step t's
         output into ``outputs[:, t]`` and each sequence's state after its last step into
         ``final`` ``(final_h, final_c)``. ``x_proj`` holds the input projections of the running
         (step, sequence) pairs, time-major: step t's ``active[t]`` rows follow those of the steps
-        before it."""
+        before it. With ``zero_state`` (the initial state is zeros) the first step skips the
+        state's product: a zero state adds exactly nothing to its gates."""
         (h, c), (final_h, final_c) = state, final
         differentiable = torch.is_grad_enabled()
         batch = k_prev = h.shape[1]
@@ -322,7 +326,12 @@ class ProjectedLSTMLayer(nn.Module):
                 final_h[:, k:k_prev], final_c[:, k:k_prev] = h[:, k:], c[:, k:]
                 h, c = h[:, :k], c[:, :k]
                 k_prev = k
-            gates = state_product(h, inputs[t])
+            if t == 0 and zero_state:
+                # In the dtype the product would give: float32 from packed weights (a copy of
+                # bf16 projections); float32 projections are used in place, never read again.
+                gates = inputs[0].float() if self.packed is not None else inputs[0]
+            else:
+                gates = state_product(h, inputs[t])
             if differentiable:
                 i, j, f, o = gates.chunk(4, dim=-1)
                 c = _clip(torch.sigmoid(f) * c + torch.sigmoid(i) * _tanh(j), self.cell_clip)
