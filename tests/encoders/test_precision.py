@@ -392,18 +392,25 @@ def test_packed_float_weights_copy_and_pickle_empty(pack_all):
     assert len(copy.deepcopy(packing)) == 0 and len(pickle.loads(pickle.dumps(packing))) == 0
 
 
-@pytest.mark.parametrize("projection", [True, False])
-def test_lstm_inference_path_matches_gradient_path(projection, pack_all, monkeypatch):
-    """The oneDNN inference path (no gradients) and the bmm training path give the same outputs."""
-    from contextvec.encoders.bilm import ProjectedLSTMLayer
-
-    packed, packed_linear = [], PackedFloatWeights.packed_linear
+@pytest.fixture
+def packed_calls(pack_all, monkeypatch):
+    """The names of the packed matrices ``PackedFloatWeights.packed_linear`` multiplies by, call
+    by call (every matrix packed)."""
+    calls, packed_linear = [], PackedFloatWeights.packed_linear
 
     def counted(self, name, *args, **kwargs):
-        packed.append(name)
+        calls.append(name)
         return packed_linear(self, name, *args, **kwargs)
 
     monkeypatch.setattr(PackedFloatWeights, "packed_linear", counted)
+    return calls
+
+
+@pytest.mark.parametrize("projection", [True, False])
+def test_lstm_inference_path_matches_gradient_path(projection, packed_calls):
+    """The oneDNN inference path (no gradients) and the bmm training path give the same outputs."""
+    from contextvec.encoders.bilm import ProjectedLSTMLayer
+
     torch.manual_seed(0)
     dim = 24 if projection else 32
     layer = ProjectedLSTMLayer(16, 32, dim, cell_clip=3.0, proj_clip=3.0, projection=projection).eval()
@@ -415,7 +422,7 @@ def test_lstm_inference_path_matches_gradient_path(projection, pack_all, monkeyp
         # One direction's whole sequence, then the other's (each its own products), against
         # both directions in one bmm per step.
         inferred, (h0, c0) = layer(inputs, lengths, state)
-    assert packed  # the inference path ran on packed weights
+    assert packed_calls  # the inference path ran on packed weights
     # Other kernels, other orders: per step, the gates sum 16 inputs and at most 32 state
     # values, the projection 32 cells.
     for got, want in ((inferred, trained), (h0, h), (c0, c)):
@@ -423,19 +430,13 @@ def test_lstm_inference_path_matches_gradient_path(projection, pack_all, monkeyp
     assert torch.all(inferred[:, 2, 2:] == 0)
 
 
-def test_lstm_omitted_state_skips_the_first_state_product(pack_all, monkeypatch):
+def test_lstm_omitted_state_skips_the_first_state_product(packed_calls):
     """Without an initial state the first step multiplies no state (a zero state adds exactly
     nothing): each direction's state matrix runs once per step after the first, and outputs,
     final states and gradients are those of an explicit zero state."""
     from contextvec.encoders.bilm import ProjectedLSTMLayer
 
-    calls, packed_linear = [], PackedFloatWeights.packed_linear
-
-    def counted(self, name, *args, **kwargs):
-        calls.append(name)
-        return packed_linear(self, name, *args, **kwargs)
-
-    monkeypatch.setattr(PackedFloatWeights, "packed_linear", counted)
+    calls = packed_calls
     torch.manual_seed(0)
     layer = ProjectedLSTMLayer(16, 32, 24, cell_clip=3.0, proj_clip=3.0)
     inputs, lengths = torch.randn(2, 3, 5, 16), torch.tensor([5, 4, 2])
