@@ -141,6 +141,9 @@ class LowPrecisionWeight(nn.Module):
         self.register_buffer("scales", scales.contiguous())
         self.register_buffer("zero_points", torch.zeros(self.out_features, dtype=torch.long))
         self.levels = 255 if native_int8() else 127
+        # int8's half range as a tensor, made once: torch would make one of the Python number
+        # on every product.
+        self._half_levels = torch.tensor(float(self.levels // 2))
         # fbgemm's packed copy for products of few rows, made on first use: many matrices never
         # see so few rows (BERT's, mostly), and the copy costs their size again.
         path = inference_paths()["int8"]
@@ -218,9 +221,7 @@ class LowPrecisionWeight(nn.Module):
         # rows of the batch: codes centre on a common zero point and the kernel's int32 sums are
         # exact, then each output row is scaled by its own input scale.
         half = self.levels // 2
-        zero, few = half + 1, self._few_rows
-        # As a tensor: torch would make one of the Python number on every call.
-        half_levels = torch.tensor(float(half))
+        zero, few, half_levels = half + 1, self._few_rows, self._half_levels
         weight_scales, weight_zeros = self.scales, self.zero_points
         onednn = torch.ops.onednn.qlinear_pointwise.default
         fbgemm = torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32.default
