@@ -195,6 +195,10 @@ def test_int8_few_rows_give_the_result_of_their_batch():
     for block in (slice(0, 1), slice(3, 4), slice(2, 7), slice(0, cpu_module.FEW_ROWS)):
         assert_reordered_close(packed(x[block], bias, add=add[block]), batch[block], terms=1)
         assert_reordered_close(packed.kernel()(x[block], add[block] + bias), batch[block], terms=1)
+    # Codes exactly halfway between two levels (a row scale of 1/8) round alike on both kernels.
+    half = packed.levels // 2
+    ties = torch.cat([torch.full((rows, 1), half / 8), (torch.randint(-half, half, (rows, 69)) + 0.5) / 8], 1)
+    assert_reordered_close(packed(ties[:1], bias), packed(ties, bias)[:1], terms=1)
     # As many rows as this CPU hands fbgemm run on its kernel; one more row does not.
     path = cpu_module.inference_paths()["int8"]
     for rows, expected in ((path.few_rows or 1, path.few_rows_library is Int8Library.FBGEMM),
@@ -218,8 +222,9 @@ def test_int8_elmo_runs_a_lone_sentences_steps_on_the_few_rows_kernel(own_tiny_d
         alone = encoder.embed([SENTENCES[0]])[0]
     names = {event.key for event in profile.key_averages()}
     assert (FBGEMM_OP in names) is (path.few_rows_library is Int8Library.FBGEMM), path
-    # Sentences of one length, more than a few: every step has that many rows, all on oneDNN.
-    batch = [SENTENCES[0], *([SENTENCES[0][::-1]] * cpu_module.FEW_ROWS)]
+    # Sentences of one length, more than a few, with no token in common (repeats would be
+    # projected once): every step has that many rows, all on oneDNN.
+    batch = [SENTENCES[0], *([f"{word}{i}" for word in SENTENCES[0]] for i in range(cpu_module.FEW_ROWS))]
     with torch.profiler.profile() as profile:
         together = encoder.embed(batch)[0]
     assert FBGEMM_OP not in {event.key for event in profile.key_averages()}
