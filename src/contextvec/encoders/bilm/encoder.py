@@ -21,7 +21,7 @@ class TokenVectorEncoder(Encoder):
     token vector cache of :class:`ElmoEncoder` and its kin.
 
     ``bilm`` offers ``token_encoder`` (the module whose weights the token vectors depend on),
-    ``boundary_vectors()`` and ``contextualize(tokens, mask, boundaries)``; a subclass gives
+    ``boundary_vectors()`` and ``contextualize(tokens, mask, boundaries, distinct=...)``; a subclass gives
     :meth:`_token_vectors`. Without gradients the token vectors of recent tokens are kept in an
     LRU cache (``token_cache_size`` entries); any change to the token encoder's weights (an
     optimizer step, ``load_state_dict``) empties it. With gradients every batch runs the token
@@ -76,7 +76,8 @@ class TokenVectorEncoder(Encoder):
         tokens = vectors.new_zeros(len(sentences), width, vectors.shape[-1])
         tokens[mask.to(device)] = vectors[positions.to(device)]
         boundaries = self._cached_boundaries() if caching else None
-        layers, mask = self.bilm.contextualize(tokens, mask.to(device), boundaries)
+        layers, mask = self.bilm.contextualize(tokens, mask.to(device), boundaries,
+                                               distinct=(vectors, positions.to(device)))
         return EncoderOutput(layers, mask)
 
     def clear_caches(self) -> None:

@@ -227,6 +227,7 @@ class ProjectedLSTMLayer(nn.Module):
         inputs: torch.Tensor,
         lengths: torch.Tensor,
         state: tuple[torch.Tensor, torch.Tensor] | None = None,
+        distinct: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         """Run the recurrence.
 
@@ -236,6 +237,11 @@ class ProjectedLSTMLayer(nn.Module):
                 are not computed and come out 0.
             state: the initial ``(h, c)``: ``h`` ``(directions, batch, projection_dim)``, ``c``
                 ``(directions, batch, cell_dim)``; zeros if omitted.
+            distinct: ``(rows, index)``: rows ``(n, input_dim)`` and ``index`` ``(directions,
+                batch, timesteps)`` long with ``inputs[d, b, t] == rows[index[d, b, t]]`` at every
+                step within a sequence's length (a batch's repeated tokens, in the first layer):
+                the input projections then run once per row of ``rows``, and are copied to the
+                steps that hold it. The outputs are the same.
 
         Returns:
             The outputs ``(directions, batch, timesteps, projection_dim)`` and the state ``(h, c)``
@@ -265,9 +271,17 @@ class ProjectedLSTMLayer(nn.Module):
         # the matmul.
         running = lengths.view(1, -1) > torch.arange(steps, device=lengths.device).view(-1, 1)
         active = running.sum(1).tolist()
-        time_major = inputs.transpose(1, 2).reshape(d, steps * batch, inputs.shape[-1])
-        if sum(active) < steps * batch:
-            time_major = time_major[:, running.flatten().nonzero().squeeze(1)]
+        real = None if sum(active) == steps * batch else running.flatten().nonzero().squeeze(1)
+
+        def running_pairs(x: torch.Tensor) -> torch.Tensor:
+            """``x (d, batch, steps, ...)`` as ``(d, running pairs, ...)``, time-major."""
+            x = x.transpose(1, 2).flatten(1, 2)
+            return x if real is None else x[:, real]
+
+        if distinct is None:
+            time_major, where = running_pairs(inputs), None
+        else:
+            time_major, where = distinct[0].unsqueeze(0).expand(d, -1, -1), running_pairs(distinct[1])
         if self._per_direction(self.input_weight, time_major.shape[1]):
             # Each direction's input projections kept apart, not stacked: a stack would copy the
             # layer's largest activation (tokens x 4 cell per direction) once more.
@@ -297,7 +311,8 @@ class ProjectedLSTMLayer(nn.Module):
             else:
                 x_g = x_proj[g]
             self._recur(x_g, (h[g], c[g]), active, state_product, project,
-                        outputs[g], (final_h[g], final_c[g]), zero_state=state is None)
+                        outputs[g], (final_h[g], final_c[g]), zero_state=state is None,
+                        where=None if where is None else where[g])
         return outputs.transpose(1, 2), (final_h, final_c)
 
     def _recur(
@@ -305,13 +320,16 @@ class ProjectedLSTMLayer(nn.Module):
         state_product: Callable[..., torch.Tensor],
         project: Callable[..., torch.Tensor] | None, outputs: torch.Tensor,
         final: tuple[torch.Tensor, torch.Tensor], zero_state: bool = False,
+        where: torch.Tensor | None = None,
     ) -> None:
         """The step loop over the directions of the initial ``state`` ``(h, c)``: writes step t's
         output into ``outputs[:, t]`` and each sequence's state after its last step into
         ``final`` ``(final_h, final_c)``. ``x_proj`` holds the input projections of the running
         (step, sequence) pairs, time-major: step t's ``active[t]`` rows follow those of the steps
-        before it. With ``zero_state`` (the initial state is zeros) the first step skips the
-        state's product: a zero state adds exactly nothing to its gates."""
+        before it; with ``where`` ``(directions, running pairs)``, the projections of distinct
+        inputs, and ``where`` gives each pair's row among them. With ``zero_state`` (the initial
+        state is zeros) the first step skips the state's product: a zero state adds exactly
+        nothing to its gates."""
         (h, c), (final_h, final_c) = state, final
         differentiable = torch.is_grad_enabled()
         batch = k_prev = h.shape[1]
@@ -319,19 +337,23 @@ class ProjectedLSTMLayer(nn.Module):
         # call each: at batch 1 a step's tensor operations cost about what their Python costs.
         # (Autograd lets no one write into a view of ``unbind``.)
         active = active[: len(active) - active.count(0)]  # lengths sort longest first
-        inputs = x_proj.split(active, dim=1)
+        # With ``where`` each step gathers its rows as it runs: they stay in cache for its
+        # product, where gathering every step's at once would write them all out and read them back.
+        inputs = x_proj.split(active, dim=1) if where is None else where.split(active, dim=1)
+        rows = None if where is None else torch.arange(x_proj.shape[0], device=where.device).unsqueeze(1)
         slots = None if differentiable else outputs.unbind(1)
         for t, k in enumerate(active):
             if k < k_prev:
                 final_h[:, k:k_prev], final_c[:, k:k_prev] = h[:, k:], c[:, k:]
                 h, c = h[:, :k], c[:, :k]
                 k_prev = k
+            x_t = inputs[t] if rows is None else x_proj[rows, inputs[t]]
             if t == 0 and zero_state:
                 # In the dtype the product would give: float32 from packed weights (a copy of
                 # bf16 projections); float32 projections are used in place, never read again.
-                gates = inputs[0].float() if self.packed is not None else inputs[0]
+                gates = x_t.float() if self.packed is not None else x_t
             else:
-                gates = state_product(h, inputs[t])
+                gates = state_product(h, x_t)
             if differentiable:
                 i, j, f, o = gates.chunk(4, dim=-1)
                 c = _clip(torch.sigmoid(f) * c + torch.sigmoid(i) * _tanh(j), self.cell_clip)

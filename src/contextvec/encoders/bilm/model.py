@@ -119,20 +119,23 @@ class ElmoBiLM(nn.Module):
         mask: torch.Tensor,
         boundaries: torch.Tensor | None = None,
         keep_boundaries: bool = False,
+        distinct: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> BiLMOutput:
         """Run the LSTM stacks over token vectors ``(batch, time, projection_dim)``.
 
         ``mask`` (batch, time) marks real tokens, which must form a prefix of each row.
         ``boundaries`` are the ``<S>``/``</S>`` vectors (computed if omitted). With
         ``keep_boundaries`` the output keeps their rows: time becomes ``time + 2`` and the mask
-        covers them.
+        covers them. ``distinct``: the batch's distinct token vectors and which one each real
+        token is (see :func:`run_bilstm`).
         """
         if not self.config.bidirectional:
             raise ValueError("a forward-only LM has no ELMo representations; train it bidirectional")
         if boundaries is None:
             boundaries = self.boundary_vectors()
         return run_bilstm(
-            self.layers, tokens, mask, boundaries, self.config.use_skip_connections, keep_boundaries
+            self.layers, tokens, mask, boundaries, self.config.use_skip_connections, keep_boundaries,
+            distinct,
         )
 
 
@@ -154,11 +157,20 @@ def run_bilstm(
     boundaries: torch.Tensor,
     skip_connections: bool,
     keep_boundaries: bool = False,
+    distinct: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> BiLMOutput:
     """Forward and backward LSTM stacks (``ProjectedLSTMLayer`` modules) over token vectors
     ``(batch, time, dim)`` with ``boundaries`` ``(2, dim)`` (the sentence start and end vectors)
     added around each sentence; see :meth:`ElmoBiLM.contextualize`. With ``skip_connections``
-    each layer after the first adds its input to its output."""
+    each layer after the first adds its input to its output.
+
+    ``distinct`` ``(vectors, ids)``: the batch's distinct token vectors ``(n, dim)`` and which
+    one each real token is, ``ids`` ``(mask.sum(),)`` long in the row-major order of ``mask``'s
+    real positions. Where a batch of several sentences repeats enough tokens (and boundaries) to
+    leave out at least an eighth of the first layer's input projections, that layer projects
+    each distinct vector once and each step gathers its rows of them: a gathered row costs a
+    small fraction of its product, but a step's gathering is an operation of its own, more than
+    a lone sentence's few repeats save. The outputs are the same."""
     batch, steps, dim = tokens.shape
     lengths = mask.sum(dim=1) + 2
     positions = torch.arange(steps + 2, device=tokens.device)
@@ -167,6 +179,16 @@ def run_bilstm(
     seq[:, 0] = boundaries[0]
     seq[:, 1 : steps + 1] = tokens * mask.unsqueeze(-1)
     seq[torch.arange(batch, device=tokens.device), lengths - 1] = boundaries[1]
+    repeats = distinct is not None and 8 * (len(distinct[0]) + 2) <= 7 * (len(distinct[1]) + 2 * batch)
+    if repeats and batch > 1:
+        # Which of ``vectors`` (then <S>, </S>) each position of ``seq`` holds.
+        vectors, ids = distinct
+        n = len(vectors)
+        where = torch.full((batch, steps + 2), n, dtype=torch.long, device=tokens.device)
+        where[:, 1 : steps + 1][mask] = ids
+        where[torch.arange(batch, device=tokens.device), lengths - 1] = n + 1
+    else:
+        distinct = None
 
     # Sort longest first so that each LSTM step only computes the sequences still running;
     # the backward LM reads each sequence reversed within its own length.
@@ -175,9 +197,13 @@ def run_bilstm(
     rev = torch.where(full_mask, lengths.view(-1, 1) - 1 - positions.view(1, -1), positions)
     rows = torch.arange(batch, device=tokens.device).view(-1, 1)
     x = torch.stack([seq, seq[rows, rev]])
+    first = None
+    if distinct is not None:
+        where = where[order]
+        first = (torch.cat([vectors, boundaries]).to(seq.dtype), torch.stack([where, where[rows, rev]]))
     outputs = [torch.cat([seq, seq], dim=-1)]
     for index, layer in enumerate(layers):
-        out, _ = layer(x, lengths)
+        out, _ = layer(x, lengths, distinct=first if index == 0 else None)
         if index > 0 and skip_connections:
             out = out + x
         x = out

@@ -102,11 +102,15 @@ class ManyLangsBiLM(nn.Module):
         return self.embed_words([BOS, EOS])
 
     def contextualize(
-        self, tokens: torch.Tensor, mask: torch.Tensor, boundaries: torch.Tensor | None = None
+        self, tokens: torch.Tensor, mask: torch.Tensor, boundaries: torch.Tensor | None = None,
+        distinct: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> BiLMOutput:
         """Run the LSTM stacks over token vectors ``(batch, time, projection_dim)`` whose real
         tokens (``mask``, ``(batch, time)``) form a prefix of each row; ``boundaries`` are the
-        ``<bos>``/``<eos>`` vectors (computed if omitted)."""
+        ``<bos>``/``<eos>`` vectors (computed if omitted); ``distinct``: the batch's distinct
+        token vectors and which one each real token is (see
+        :func:`~contextvec.encoders.bilm.model.run_bilstm`)."""
         if boundaries is None:
             boundaries = self.boundary_vectors()
-        return run_bilstm(self.layers, tokens, mask, boundaries, skip_connections=True)
+        return run_bilstm(self.layers, tokens, mask, boundaries, skip_connections=True,
+                          distinct=distinct)
