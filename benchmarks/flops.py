@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 
 import torch
 
@@ -37,7 +38,8 @@ def cnn_flops(c: BiLMConfig, positions: int | None = None) -> float:
 
 def lstm_flops(c: BiLMConfig) -> float:
     """FLOPs of one token through every LSTM layer of every direction: the four gates' input and
-    state matmuls, plus the output projection when the LSTM has one."""
+    state matmuls, plus the output projection when the LSTM has one. (What runs is a little less:
+    :class:`LstmWork`.)"""
     directions = 2 if c.bidirectional else 1
     per_layer = (9 if c.lstm_projection else 8) * c.lstm_dim * c.projection_dim
     return 2.0 * directions * c.n_layers * per_layer
@@ -55,3 +57,28 @@ class CnnWork:
             self.flops += char_ids.shape[0] * cnn_flops(config, char_ids.shape[1])
 
         cnn.char_embedding.register_forward_pre_hook(record)
+
+
+class LstmWork:
+    """Records the FLOPs a biLM's LSTM layers run, call by call: the input projections of the
+    rows each layer projects (each distinct row once where it is given them: a batch's repeated
+    tokens, in the first layer), and per real step the state product (none on a sentence's first
+    step from the zero state) and the projection."""
+
+    def __init__(self, layers: Iterable[torch.nn.Module], config: BiLMConfig) -> None:
+        self.flops = 0.0
+        c, p = config.lstm_dim, config.projection_dim
+        projection = c * p if config.lstm_projection else 0
+
+        def record(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+            inputs, lengths = args[0], args[1]
+            state = args[2] if len(args) > 2 else kwargs.get("state")
+            distinct = kwargs.get("distinct")
+            steps = int(lengths.sum())
+            rows = steps if distinct is None else len(distinct[0])
+            state_steps = steps - (len(lengths) if state is None else 0)
+            per_direction = rows * inputs.shape[-1] * 4 * c + state_steps * p * 4 * c + steps * projection
+            self.flops += 2.0 * inputs.shape[0] * per_direction
+
+        for layer in layers:
+            layer.register_forward_pre_hook(record, with_kwargs=True)

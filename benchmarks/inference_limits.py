@@ -24,8 +24,9 @@ Prints, measured in the same run:
    2x4096_512_2048cnn_2xhighway dims) at batch 1 and 32 per precision: tokens/s, and the
    fraction of its own precision's limit: at batch 1 bandwidth (each token streams every LSTM's
    recurrent and projection matrices; input projections run as one matmul per sentence), at
-   batch 32 the LSTM products' tokens/s (and, beside it, the LSTM FLOPs per token over the square
-   matmul; the char-CNN, run once per distinct token, is left out of the count);
+   batch 32 the LSTM products' tokens/s (and, beside it, the LSTM FLOPs as run over the square
+   matmul: ``flops.LstmWork``, where a batch's repeated tokens are projected once; the char-CNN,
+   run once per distinct token, is left out of the count);
    With allennlp importable (run under the environment of benchmarks/allennlp_env.sh with
    ``PYTHONPATH=src``), each row also gives x allennlp: allennlp 2.10.1's ``Elmo`` (fp32, its
    users' call ``elmo(batch_to_ids(batch))``, one representation, dropout 0) on the same weights
@@ -43,8 +44,10 @@ Prints, measured in the same run:
    ours: the limits of the same instructions).
 
 bf16 runs only on a CPU with native bf16 (otherwise ``contextvec.load`` refuses it; the row says
-so). Sentences: the reference elmo-small / bert-minilm ``sentences.txt`` cycled. Each figure is
-the median of ``--passes`` passes after a warm-up; the token cache is emptied before each pass.
+so). Sentences: ELMo's from ``--sentences`` (``sentences.py``: the reference elmo-small set, or
+wikitext-103's for more than its 64), BERT's the reference bert-minilm ``sentences.txt`` cycled.
+Each figure is the median of ``--passes`` passes after a warm-up; the token cache is emptied
+before each pass.
 Like the ``contextvec`` command, the run keeps freed memory for reuse
 (``contextvec.allocator.keep_freed_memory``) unless given ``--default-malloc``.
 """
@@ -63,7 +66,8 @@ from pathlib import Path
 
 import torch
 from checkpoints import minilm_dir, original_elmo
-from flops import lstm_flops
+from flops import LstmWork
+from sentences import SOURCES, benchmark_sentences
 
 import contextvec
 from contextvec.allocator import keep_freed_memory
@@ -329,8 +333,7 @@ def streamed_bytes_per_token(encoder: ElmoEncoder, precision: str) -> float:
 
 def run_elmo(args: argparse.Namespace, precisions: list[str], limits: dict[str, Limits],
              probe: torch.Tensor) -> None:
-    lines = (REFERENCE / "elmo-small" / "sentences.txt").read_text("utf-8").splitlines()
-    sentences = [line.split() for line in lines * (args.n_sentences // len(lines) + 1)][: args.n_sentences]
+    sentences = benchmark_sentences(args.sentences, args.n_sentences)
     print(f"{'ELMo':<9} {'batch':>5} {'precision':<9} {'sents':>5} {'tokens/s':>9} {'x fp32':>7} "
           f"{'x allennlp':>10} {'of limit':>8}  limit")
     print("occupancy: real LSTM steps / (batch size x longest sequence), over all batches: how full"
@@ -353,6 +356,7 @@ def run_elmo(args: argparse.Namespace, precisions: list[str], limits: dict[str, 
                     print(f"{name:<9} {batch_size:>5} {precision:<9} refused: no native bf16 on this CPU")
                     continue
                 apply_precision(encoder, precision)
+                work = LstmWork(encoder.bilm.layers, encoder.config)
                 steps = n_tokens + 2 * len(subset)  # <S> and </S> run through the LSTMs too
                 # The same batches as allennlp's; embed keeps each batch as it is.
                 run = lambda: [encoder.embed(b, batch_size=batch_size) for b in batches]  # noqa: B023,E731
@@ -374,7 +378,8 @@ def run_elmo(args: argparse.Namespace, precisions: list[str], limits: dict[str, 
                     seconds = median_seconds(run, args.passes, encoder.clear_caches)
                     limit = limits[precision].lstm_tokens[name]
                     fraction = steps / seconds / limit
-                    square = steps * lstm_flops(encoder.config) / seconds / 1e9 / limits[precision].square
+                    # The FLOPs of a pass as run (a warm-up and the passes ran the same batches).
+                    square = work.flops / (args.passes + 1) / seconds / 1e9 / limits[precision].square
                     what = (f"{limit:,.0f} tokens/s (LSTM products at batch {batch_size}); "
                             f"{square:.1%} of the square matmul; occupancy {occupancy:.0%}")
                 rate = n_tokens / seconds
@@ -425,6 +430,8 @@ def main() -> None:
     parser.add_argument("--batch-sizes", default="1,32")
     parser.add_argument("--precisions", default=",".join(PRECISIONS))
     parser.add_argument("--n-sentences", type=int, default=64)
+    parser.add_argument("--sentences", choices=SOURCES, default="reference",
+                        help="the 64 reference sentences (cycled past 64) or wikitext-103's (sentences.py)")
     parser.add_argument("--batch1-sentences", type=int, default=8)
     parser.add_argument("--passes", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=5, help="repeats of each limit measurement")
