@@ -195,10 +195,12 @@ def test_int8_few_rows_give_the_result_of_their_batch():
     for block in (slice(0, 1), slice(3, 4), slice(2, 7), slice(0, cpu_module.FEW_ROWS)):
         assert_reordered_close(packed(x[block], bias, add=add[block]), batch[block], terms=1)
         assert_reordered_close(packed.kernel()(x[block], add[block] + bias), batch[block], terms=1)
-    # Codes exactly halfway between two levels (a row scale of 1/8) round alike on both kernels.
+    # Codes just below halfway between two levels (a row scale of 1/8) round down on both kernels
+    # (fbgemm would round x + zero point, where the sum in float32 lands on the half).
     half = packed.levels // 2
-    ties = torch.cat([torch.full((rows, 1), half / 8), (torch.randint(-half, half, (rows, 69)) + 0.5) / 8], 1)
-    assert_reordered_close(packed(ties[:1], bias), packed(ties, bias)[:1], terms=1)
+    codes = torch.randint(-30, 30, (rows, 69)) + (0.5 - 2**-18)
+    near = torch.cat([torch.full((rows, 1), half / 8), codes / 8], 1)
+    assert_reordered_close(packed(near[:1], bias), packed(near, bias)[:1], terms=1)
     # As many rows as this CPU hands fbgemm run on its kernel; one more row does not.
     path = cpu_module.inference_paths()["int8"]
     for rows, expected in ((path.few_rows or 1, path.few_rows_library is Int8Library.FBGEMM),

@@ -231,16 +231,15 @@ class LowPrecisionWeight(nn.Module):
             # temporaries are reused in place: each fresh activation-sized buffer costs page faults.
             work = x.abs()
             scales = work.amax(dim=-1, keepdim=True).clamp_(min=1e-30).div_(half_levels)
-            codes = torch.div(x, scales, out=work)
+            codes = torch.div(x, scales, out=work).round_()
             if scales.numel() <= few:
-                # fbgemm quantizes its float input itself (round(x / 1.0) + zero point, ties to
-                # even as torch.round): handed the unrounded codes, it sums exactly what oneDNN
-                # would, scaled by the same row scales.
+                # fbgemm quantizes its float input itself (round(x / 1.0) + zero point): handed
+                # the codes, it sums exactly what oneDNN would, scaled by the same row scales.
                 out = fbgemm(codes, 1.0, zero, self._few_rows_copy())
             else:
                 # Through int8, then shifted by the zero point in uint8 (wrapping: -63 + 64 = 1):
                 # torch converts float to int8 several times faster than float to uint8.
-                codes = codes.round_().to(torch.int8).view(torch.uint8).add_(zero)
+                codes = codes.to(torch.int8).view(torch.uint8).add_(zero)
                 out = onednn(codes, 1.0, zero, packed, weight_scales, weight_zeros, None,
                              1.0, 0, torch.float32, "none", [], "")
             # The row scales and ``add`` in one pass.
