@@ -338,16 +338,23 @@ class ProjectedLSTMLayer(nn.Module):
         # (Autograd lets no one write into a view of ``unbind``.)
         active = active[: len(active) - active.count(0)]  # lengths sort longest first
         # With ``where`` each step gathers its rows as it runs: they stay in cache for its
-        # product, where gathering every step's at once would write them all out and read them back.
-        inputs = x_proj.split(active, dim=1) if where is None else where.split(active, dim=1)
-        rows = None if where is None else torch.arange(x_proj.shape[0], device=where.device).unsqueeze(1)
+        # product, where gathering every step's at once would write them all out and read them
+        # back. ``index_select`` copies whole rows (tensor indexing, element by element, is
+        # several times slower).
+        if where is None:
+            inputs, flat = x_proj.split(active, dim=1), None
+        else:
+            d, n = x_proj.shape[:2]
+            flat = x_proj.flatten(0, 1)
+            inputs = (where + n * torch.arange(d, device=where.device).unsqueeze(1)).split(active, dim=1)
         slots = None if differentiable else outputs.unbind(1)
         for t, k in enumerate(active):
             if k < k_prev:
                 final_h[:, k:k_prev], final_c[:, k:k_prev] = h[:, k:], c[:, k:]
                 h, c = h[:, :k], c[:, :k]
                 k_prev = k
-            x_t = inputs[t] if rows is None else x_proj[rows, inputs[t]]
+            x_t = (inputs[t] if flat is None
+                   else flat.index_select(0, inputs[t].flatten()).unflatten(0, (-1, k)))
             if t == 0 and zero_state:
                 # In the dtype the product would give: float32 from packed weights (a copy of
                 # bf16 projections); float32 projections are used in place, never read again.
