@@ -25,13 +25,17 @@ def input_rows(monkeypatch):
     return rows
 
 
+@pytest.mark.parametrize("gather", ["at once", "by step"])
 @pytest.mark.parametrize("packed", [False, True], ids=["bmm", "packed"])
-def test_lstm_projects_each_distinct_input_row_once(packed, input_rows, monkeypatch):
+def test_lstm_projects_each_distinct_input_row_once(packed, gather, input_rows, monkeypatch):
     """Given the distinct rows and where each input is one of them, the input projections run on
     those rows alone (per direction where each direction has its own products), and outputs,
-    final states and gradients are those of the full inputs."""
+    final states and gradients are those of the full inputs, whether the projections are
+    copied to their steps at once or step by step."""
     if packed:
         monkeypatch.setattr(PackedFloatWeights, "min_size", 0)
+    if gather == "by step":
+        monkeypatch.setattr(ProjectedLSTMLayer, "gather_at_once", 0)
     torch.manual_seed(0)
     layer = ProjectedLSTMLayer(16, 32, 24, cell_clip=3.0, proj_clip=3.0)
     rows = torch.randn(4, 16)

@@ -72,6 +72,11 @@ class ProjectedLSTMLayer(nn.Module):
     recurrences (:func:`contextvec.encoders.precision.apply_precision`): a step multiplies a
     few rows by each matrix, which some CPUs' int8 kernels do slower than fp32."""
 
+    gather_at_once = 4 << 20
+    """Given ``distinct`` rows, input projections of up to this many bytes (for every running
+    step) are copied to their steps at once; larger ones step by step, while a step's rows stay
+    in cache for its product."""
+
     def __init__(
         self,
         input_dim: int,
@@ -289,6 +294,14 @@ class ProjectedLSTMLayer(nn.Module):
                                    bias[i : i + 1], first=i, float_output=False) for i in range(d)]
         else:
             x_proj = self._matmul("input_weight", time_major, self.input_weight, False, bias)
+        if where is not None and where.numel() * 4 * c_dim * x_proj[0].element_size() <= self.gather_at_once:
+            # A small batch's rows gathered at once, one operation per direction: a step's
+            # gathering is an operation of its own, which a small model's step feels.
+            if isinstance(x_proj, list):
+                x_proj = [p[0].index_select(0, where[i]).unsqueeze(0) for i, p in enumerate(x_proj)]
+            else:
+                x_proj = torch.stack([x_proj[i].index_select(0, where[i]) for i in range(d)])
+            where = None
 
         final_h, final_c = torch.empty_like(h), torch.empty_like(c)
         outputs = inputs.new_zeros(d, steps, batch, self.projection_dim)
