@@ -1,13 +1,16 @@
-"""ELMo at batch 32 with and without projecting a batch's repeated tokens once, alternated.
+"""ELMo in batches with and without a batch's repeated tokens projected once, alternated.
 
     python benchmarks/distinct_tokens.py --sentences reference --n-sentences 64
     python benchmarks/distinct_tokens.py --sentences wikitext --n-sentences 512 --pairs 3
+    python benchmarks/distinct_tokens.py --model bundled --sentences wikitext --n-sentences 1024
 
-One process, one model per precision: each pair runs the same length-sorted batches once as
-shipped and once with the first layer given no distinct tokens (every position projected), in
-alternating order, so that the machine's drift between runs, large on a shared machine, falls
-on both alike. Prints the tokens/s of each and their ratio per pair and the median ratio, and
-checks that both give the same vectors. The token cache is emptied before every pass.
+``--model``: ``original`` (random weights of the 2x4096_512_2048cnn_2xhighway dimensions) or
+``bundled`` (elmo-en-small). One process, one model per precision: each pair runs the same
+length-sorted batches once as shipped and once with the first layer given no distinct tokens
+(every position projected), in alternating order, so that the machine's drift between runs,
+large on a shared machine, falls on both alike. Prints the tokens/s of each and their ratio per
+pair and the median ratio, and checks that both give the same vectors. The token cache is
+emptied before every pass.
 """
 
 from __future__ import annotations
@@ -20,15 +23,18 @@ import torch
 from checkpoints import original_elmo
 from sentences import SOURCES, benchmark_sentences
 
+import contextvec
 from contextvec.allocator import keep_freed_memory
 from contextvec.encoders.precision import PRECISIONS, apply_precision
 from contextvec.text.batching import length_batches
 
 
-def compare(precision: str, batches: list[list[list[str]]], batch_size: int, pairs: int) -> None:
+def compare(model: str, precision: str, batches: list[list[list[str]]], batch_size: int,
+            pairs: int) -> None:
     """Prints the alternated pairs of one precision (see the module's docstring)."""
     n_tokens = sum(len(s) for batch in batches for s in batch)
-    encoder = apply_precision(original_elmo(), precision)
+    encoder = (apply_precision(original_elmo(), precision) if model == "original"
+               else contextvec.load("elmo-en-small", precision=precision))
     shipped = encoder.bilm.contextualize
 
     def every_position(*args, distinct=None, **kwargs):
@@ -57,6 +63,7 @@ def compare(precision: str, batches: list[list[list[str]]], batch_size: int, pai
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", choices=("original", "bundled"), default="original")
     parser.add_argument("--sentences", choices=SOURCES, default="reference")
     parser.add_argument("--n-sentences", type=int, default=64)
     parser.add_argument("--batch-size", type=int, default=32)
@@ -69,10 +76,10 @@ def main() -> None:
     sentences = benchmark_sentences(args.sentences, args.n_sentences)
     order = length_batches([len(s) for s in sentences], args.batch_size, 10**9)
     batches = [[sentences[i] for i in b] for b in order]
-    print(f"original dims, {len(sentences)} {args.sentences} sentences ({sum(map(len, sentences))} "
+    print(f"{args.model}, {len(sentences)} {args.sentences} sentences ({sum(map(len, sentences))} "
           f"tokens), batch {args.batch_size}, {args.threads} threads, {args.pairs} alternated pairs")
     for precision in args.precisions.split(","):
-        compare(precision, batches, args.batch_size, args.pairs)
+        compare(args.model, precision, batches, args.batch_size, args.pairs)
 
 
 if __name__ == "__main__":
