@@ -62,17 +62,21 @@ def test_lstm_projects_each_distinct_input_row_once(packed, gather, input_rows, 
     assert_reordered_close(grads[1], grads[0], terms=4 * (16 + 24 + 32))
 
 
-def test_elmo_batch_projects_its_distinct_tokens_once(own_tiny_dir, input_rows):
-    """In a batch of several sentences the first layer projects each distinct token and each
-    boundary once, and every sentence gets the vectors it gets alone; a lone sentence's few
-    repeats are projected where they stand."""
+def test_elmo_batch_projects_its_distinct_tokens_once(own_tiny_dir, input_rows, monkeypatch):
+    """In a batch of several sentences a first layer with costly rows projects each distinct
+    token and each boundary once, and every sentence gets the vectors it gets alone; a lone
+    sentence's few repeats are projected where they stand, and so are a small model's."""
     encoder = contextvec.load(own_tiny_dir)
     batch = [["the", "cat", "sat", "on", "the", "mat"], ["the", "dog", "sat", "."], ["the", "cat", "."]]
+    encoder.embed(batch)
+    assert input_rows == [19, 19]  # both directions in one bmm per layer, every position
+    input_rows.clear()
+    monkeypatch.setattr(PackedFloatWeights, "min_size", 0)  # every matrix as large as ELMo's own
     together = encoder.embed(batch)
     # 7 distinct tokens and <S>, </S>, against 13 tokens and 6 boundaries; layer 2 runs them all.
-    assert input_rows == [9, 19]
+    assert input_rows == [9, 9, 19, 19]
     input_rows.clear()
     alone = [encoder.embed([sentence])[0] for sentence in batch]
-    assert input_rows == [8, 8, 6, 6, 5, 5]
+    assert input_rows == [8] * 4 + [6] * 4 + [5] * 4
     for got, want in zip(together, alone, strict=True):
         assert_reordered_close(got, want, terms=elmo_terms(encoder.config))

@@ -122,6 +122,17 @@ class ProjectedLSTMLayer(nn.Module):
             setattr(self, name, None)
         self._fused = []
 
+    def shares_repeated_inputs(self) -> bool:
+        """Whether a row's input projections cost enough to project repeated inputs once (the
+        ``distinct`` rows of :meth:`forward`): a matrix of ``PackedFloatWeights.min_size``
+        entries or more per direction (ELMo's original dimensions). A small model's row is a few
+        microseconds of work, less than gathering costs, and its products of fewer rows meet
+        more row counts, each a kernel of its own for oneDNN's bf16 and int8 paths to make."""
+        if self.packed is not None:
+            weight = self.packed["input_weight"][0]
+            return weight.in_features * weight.out_features >= PackedFloatWeights.min_size
+        return self.input_weight[0].numel() >= PackedFloatWeights.min_size
+
     def _per_direction(self, weight: torch.Tensor | None, rows: int) -> bool:
         """Whether products with ``weight`` run direction by direction: by the packed weights
         after :meth:`pack_weights`, or by oneDNN's layout of the float weights where that pays

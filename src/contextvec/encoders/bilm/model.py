@@ -167,10 +167,11 @@ def run_bilstm(
     ``distinct`` ``(vectors, ids)``: the batch's distinct token vectors ``(n, dim)`` and which
     one each real token is, ``ids`` ``(mask.sum(),)`` long in the row-major order of ``mask``'s
     real positions. Where a batch of several sentences repeats enough tokens (and boundaries) to
-    leave out at least an eighth of the first layer's input projections, that layer projects
-    each distinct vector once and each step gathers its rows of them: a gathered row costs a
-    small fraction of its product, but a step's gathering is an operation of its own, more than
-    a lone sentence's few repeats save. The outputs are the same."""
+    leave out at least an eighth of the first layer's input projections, and that layer's rows
+    are costly enough (``ProjectedLSTMLayer.shares_repeated_inputs``), it projects each distinct
+    vector once and each step gathers its rows of them: a gathered row costs a small fraction of
+    its product, but gathering is an operation of its own, more than a lone sentence's few
+    repeats save. The outputs are the same."""
     batch, steps, dim = tokens.shape
     lengths = mask.sum(dim=1) + 2
     positions = torch.arange(steps + 2, device=tokens.device)
@@ -180,7 +181,7 @@ def run_bilstm(
     seq[:, 1 : steps + 1] = tokens * mask.unsqueeze(-1)
     seq[torch.arange(batch, device=tokens.device), lengths - 1] = boundaries[1]
     repeats = distinct is not None and 8 * (len(distinct[0]) + 2) <= 7 * (len(distinct[1]) + 2 * batch)
-    if repeats and batch > 1:
+    if repeats and batch > 1 and layers[0].shares_repeated_inputs():
         # Which of ``vectors`` (then <S>, </S>) each position of ``seq`` holds.
         vectors, ids = distinct
         n = len(vectors)
