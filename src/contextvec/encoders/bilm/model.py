@@ -180,16 +180,15 @@ def run_bilstm(
     seq[:, 0] = boundaries[0]
     seq[:, 1 : steps + 1] = tokens * mask.unsqueeze(-1)
     seq[torch.arange(batch, device=tokens.device), lengths - 1] = boundaries[1]
-    repeats = distinct is not None and 8 * (len(distinct[0]) + 2) <= 7 * (len(distinct[1]) + 2 * batch)
-    if repeats and batch > 1 and layers[0].shares_repeated_inputs():
+    where = None
+    if (distinct is not None and batch > 1
+            and 8 * (len(distinct[0]) + 2) <= 7 * (len(distinct[1]) + 2 * batch)
+            and layers[0].shares_repeated_inputs()):
         # Which of ``vectors`` (then <S>, </S>) each position of ``seq`` holds.
         vectors, ids = distinct
-        n = len(vectors)
-        where = torch.full((batch, steps + 2), n, dtype=torch.long, device=tokens.device)
+        where = torch.full((batch, steps + 2), len(vectors), dtype=torch.long, device=tokens.device)
         where[:, 1 : steps + 1][mask] = ids
-        where[torch.arange(batch, device=tokens.device), lengths - 1] = n + 1
-    else:
-        distinct = None
+        where[torch.arange(batch, device=tokens.device), lengths - 1] = len(vectors) + 1
 
     # Sort longest first so that each LSTM step only computes the sequences still running;
     # the backward LM reads each sequence reversed within its own length.
@@ -199,7 +198,7 @@ def run_bilstm(
     rows = torch.arange(batch, device=tokens.device).view(-1, 1)
     x = torch.stack([seq, seq[rows, rev]])
     first = None
-    if distinct is not None:
+    if where is not None:
         where = where[order]
         first = (torch.cat([vectors, boundaries]).to(seq.dtype), torch.stack([where, where[rows, rev]]))
     outputs = [torch.cat([seq, seq], dim=-1)]
