@@ -23,7 +23,9 @@ Prints, measured in the same run:
 3. ELMo small (reference weights) and original (random weights of the published
    2x4096_512_2048cnn_2xhighway dims) at batch 1 and 32 per precision: tokens/s, and the
    fraction of its own precision's limit: at batch 1 bandwidth (each token streams every LSTM's
-   recurrent and projection matrices; input projections run as one matmul per sentence), at
+   recurrent and projection matrices; input projections run as one matmul per sentence; beside
+   it, the fraction counting every matrix a pass must stream, ``pass_weight_bytes``: the input
+   projections' and the token encoder's once per sentence too), at
    batch 32 the LSTM products' tokens/s (and, beside it, the LSTM FLOPs as run over the square
    matmul: ``flops.LstmWork``, where a batch's repeated tokens are projected once; the char-CNN,
    run once per distinct token, is left out of the count);
@@ -331,6 +333,46 @@ def streamed_bytes_per_token(encoder: ElmoEncoder, precision: str) -> float:
     return per_lstm * 2 * c.n_layers * BYTES[precision]
 
 
+def _nbytes(tensor: torch.Tensor) -> int:
+    return tensor.numel() * tensor.element_size()
+
+
+def matrix_bytes(module: torch.nn.Module) -> int:
+    """Bytes of the matrices ``module`` multiplies by, in the dtypes they run in (after
+    ``apply_precision``: int8 codes, bf16, or the float weights; int8 keeps ELMo's token encoder in
+    bf16 or fp32). Embedding tables are left out: a call reads only its rows."""
+    kinds = LowPrecisionWeight | torch.nn.Linear | torch.nn.Conv1d
+    return sum(_nbytes(sub.weight) for sub in module.modules()
+               if isinstance(sub, kinds) and sub.weight is not None)
+
+
+def pass_weight_bytes(encoder: ElmoEncoder, sentences: list[list[str]]) -> int:
+    """Weight bytes one batch-1 pass over ``sentences`` streams at the least, token cache emptied
+    before it: per step (a token, ``<S>`` or ``</S>``), every LSTM's projection matrices, and its
+    state matrices on every step but a sentence's first (whose state is zero); per sentence, every
+    LSTM's input matrices (one product over the sentence) and, for a sentence with a token not
+    seen before in the pass, the token encoder's matrices; the token encoder once more for the
+    boundaries (kept with the token cache)."""
+    sizes = dict.fromkeys(("state_weight", "projection", "input_weight"), 0)
+    for layer in encoder.bilm.layers:
+        if layer.packed is not None:
+            found = {name: sum(_nbytes(w.weight) for w in ws) for name, ws in layer.packed.items()}
+        else:
+            found = {name: _nbytes(w) for name in sizes if (w := getattr(layer, name)) is not None}
+        for name in sizes:
+            sizes[name] += found.get(name, 0)
+    token_encoder = matrix_bytes(encoder.bilm.token_encoder)
+    seen: set[str] = set()
+    total = token_encoder
+    for sentence in sentences:
+        steps = len(sentence) + 2
+        total += steps * sizes["projection"] + (steps - 1) * sizes["state_weight"] + sizes["input_weight"]
+        if not seen.issuperset(sentence):
+            total += token_encoder
+            seen.update(sentence)
+    return total
+
+
 def run_elmo(args: argparse.Namespace, precisions: list[str], limits: dict[str, Limits],
              probe: torch.Tensor) -> None:
     sentences = benchmark_sentences(args.sentences, args.n_sentences)
@@ -363,15 +405,19 @@ def run_elmo(args: argparse.Namespace, precisions: list[str], limits: dict[str, 
                 if batch_size == 1:
                     # Each pass against the GEMV bandwidth read right before it; the median pass.
                     per_token = streamed_bytes_per_token(encoder, precision)
+                    every_weight = pass_weight_bytes(encoder, subset)
                     kernels = gemvs(precision, probe)
                     pairs = paired_passes(run, args.passes, encoder.clear_caches,
                                           lambda: gemv_gbps(precision, probe, 3, kernels))  # noqa: B023
                     fractions = sorted(steps / seconds / (gbps * 1e9 / per_token) for seconds, gbps in pairs)
                     seconds = statistics.median(seconds for seconds, _ in pairs)
                     fraction = statistics.median(fractions)
+                    whole = statistics.median(every_weight / (gbps * 1e9) / seconds
+                                              for seconds, gbps in pairs)
                     limit = statistics.median(gbps for _, gbps in pairs) * 1e9 / per_token
                     what = (f"{limit:.0f} tokens/s (GEMV bandwidth read before each pass; passes "
-                            f"{fractions[0]:.1%}-{fractions[-1]:.1%})")
+                            f"{fractions[0]:.1%}-{fractions[-1]:.1%}); {whole:.1%} counting every "
+                            f"matrix a pass streams ({every_weight / 1e6:,.0f} MB)")
                 else:
                     # Against the LSTM's own products at this precision's rates; the square
                     # matmul's peak beside it.
