@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from tolerance import BF16_EPS, assert_reordered_close, elmo_terms
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import contextvec
 from contextvec.encoders import cpu as cpu_module
@@ -538,6 +539,51 @@ def test_packed_float_weights_pad_long_inputs_to_few_row_counts(pack_all):
         assert_reordered_close(summed, expected + add, terms=17)
     with pytest.raises(ValueError, match="add and gelu"), torch.no_grad():
         packing.packed_linear("w", x, weight, bias, gelu="tanh", add=add)
+
+
+class OneDnnRows(TorchDispatchMode):
+    """The row counts of the oneDNN products run inside it (their inputs' leading sizes)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: set[int] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.namespace in ("mkldnn", "onednn") and isinstance(args[0], torch.Tensor):
+            self.rows.add(args[0].shape[:-1].numel())
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("kind", ["bf16", "int8"])
+def test_low_precision_products_of_many_rows_run_on_few_row_counts(kind):
+    """oneDNN keeps memory for every row count its products have run with (a server's memory grew
+    with each new batch shape): past ``PackedFloatWeights.row_bucket`` rows a product runs on
+    ``PackedFloatWeights.padded_rows`` rows, with and without ``add``, and the padding never
+    shows: each row's result is the one it gets in a product of at most ``row_bucket`` rows."""
+    torch.manual_seed(0)
+    weight, bias = torch.randn(40, 24), torch.randn(40)
+    packed = LowPrecisionWeight(weight, kind)
+    block = PackedFloatWeights.row_bucket
+    for shape in ((65, 24), (3, 50, 24), (2 * 128 + 37, 24)):
+        x = torch.randn(shape)
+        add = torch.randn(*shape[:-1], 40)
+        with OneDnnRows() as seen:
+            outs = [packed(x, bias), packed(x, bias, add=add)]
+        if kind == "bf16" and not seen.rows:
+            pytest.skip("bf16 products do not run on oneDNN on this CPU")
+        rows = x.shape[:-1].numel()
+        assert seen.rows == {PackedFloatWeights.padded_rows(rows)} != {rows}
+        flat_x, flat_add = x.reshape(rows, 24), add.reshape(rows, 40)
+        starts = range(0, rows, block)
+        alone = [torch.cat([packed(flat_x[i : i + block], bias) for i in starts]),
+                 torch.cat([packed(flat_x[i : i + block], bias, add=flat_add[i : i + block])
+                            for i in starts])]
+        for out, expected in zip(outs, alone, strict=True):
+            assert out.shape == (*shape[:-1], 40)
+            if kind == "int8":  # the same integer sums and scales
+                assert_reordered_close(out.reshape(rows, 40), expected, terms=1)
+            else:  # bf16 products of another row count: equal, or one bf16 step apart
+                torch.testing.assert_close(out.reshape(rows, 40), expected, rtol=BF16_EPS, atol=0)
 
 
 def test_bf16_bias_and_gelu_fused_into_the_product():

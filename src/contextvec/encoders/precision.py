@@ -109,7 +109,10 @@ class LowPrecisionWeight(nn.Module):
     ``x @ W.T`` ``(..., out)`` in float32. ``int8_library``: whose int8 kernels run it (oneDNN's,
     with one activation scale per row, unless a recurrence asks for its CPU's path:
     :func:`apply_precision`); on oneDNN's, products of few rows run on the CPU's
-    ``few_rows_library`` (:func:`contextvec.encoders.cpu.inference_paths`), with the same result."""
+    ``few_rows_library`` (:func:`contextvec.encoders.cpu.inference_paths`), with the same result.
+    Products on oneDNN (bf16's and int8's) of many rows run on
+    :meth:`PackedFloatWeights.padded_rows` rows, as float32's do, and give each row what a
+    smaller product gives it: oneDNN then sees a bounded number of row counts."""
 
     def __init__(self, weight: torch.Tensor, precision: str,
                  int8_library: Int8Library = Int8Library.ONEDNN) -> None:
@@ -186,16 +189,23 @@ class LowPrecisionWeight(nn.Module):
             return out if gelu is None else torch.ops.aten.gelu_(out, approximate=gelu)
         x16 = x.to(torch.bfloat16)
         if self._packed is not None and x.device.type == "cpu":
+            rows = x.shape[:-1].numel()
+            padded = PackedFloatWeights.padded_rows(rows)
+            if padded > rows:
+                x16 = _pad_rows(x16, padded)
             if add is not None:
                 # An LSTM's gates: the state's product and the input projections summed in
                 # the product's float32 accumulation, one rounding and one pass for both.
                 # (oneDNN takes no float32 bias beside a bf16 addend: the bias joins it.)
-                other = add if bias is None else add.float() + bias
-                out = torch.ops.mkldnn._linear_pointwise.binary(
-                    x16, other.to(torch.bfloat16), self._packed, None, "add")
+                other = (add if bias is None else add.float() + bias).to(torch.bfloat16)
+                if padded > rows:
+                    other = _pad_rows(other, padded)
+                out = torch.ops.mkldnn._linear_pointwise.binary(x16, other, self._packed, None, "add")
             else:
                 attr, algorithm = ("none", "") if gelu is None else ("gelu", gelu)
                 out = torch.ops.mkldnn._linear_pointwise(x16, self._packed, bias, attr, [], algorithm)
+            if padded > rows:
+                out = out[:rows].view(*x.shape[:-1], self.out_features)
             return out.float() if float_output else out
         out = torch.mm(x16.reshape(-1, self.in_features), self.weight.T).float()
         out = (out if bias is None else out.add_(bias)).view(*x.shape[:-1], self.out_features)
@@ -240,8 +250,15 @@ class LowPrecisionWeight(nn.Module):
                 # Through int8, then shifted by the zero point in uint8 (wrapping: -63 + 64 = 1):
                 # torch converts float to int8 several times faster than float to uint8.
                 codes = codes.to(torch.int8).view(torch.uint8).add_(zero)
+                rows = scales.numel()
+                padded = PackedFloatWeights.padded_rows(rows)
+                if padded > rows:
+                    # Rows of the zero point: codes of zeros, which add nothing to any row.
+                    codes = _pad_rows(codes, padded, zero)
                 out = onednn(codes, 1.0, zero, packed, weight_scales, weight_zeros, None,
                              1.0, 0, torch.float32, "none", [], "")
+                if padded > rows:
+                    out = out[:rows].view(*x.shape[:-1], out.shape[-1])
             # The row scales and ``add`` in one pass.
             return out.mul_(scales) if add is None else torch.addcmul(add, out, scales, out=out)
 
@@ -256,6 +273,12 @@ class LowPrecisionWeight(nn.Module):
     def extra_repr(self) -> str:
         library = f" ({self.int8_library})" if self.int8_library else ""
         return f"{self.in_features} -> {self.out_features}, {self.precision}{library}"
+
+
+def _pad_rows(x: torch.Tensor, rows: int, value: float = 0) -> torch.Tensor:
+    """``x (..., n)`` as ``(rows, n)``: its rows, then rows of ``value``."""
+    x = x.reshape(-1, x.shape[-1])
+    return F.pad(x, (0, 0, 0, rows - x.shape[0]), value=value)
 
 
 class PackedFloatWeights:
@@ -300,9 +323,10 @@ class PackedFloatWeights:
 
     @classmethod
     def padded_rows(cls, rows: int) -> int:
-        """The row count a product of ``rows`` rows runs with. oneDNN keeps memory for every row
-        count it has seen, without bound (a long-running server's memory would grow with every
-        new count), so past ``row_bucket`` rows the count is rounded up to a multiple of an
+        """The row count a product of ``rows`` rows runs with (on oneDNN, in every precision).
+        oneDNN keeps memory for every row count it has seen (a long-running server's memory
+        grew with every new count, most in bf16, where making each count's kernel also churns
+        the heap), so past ``row_bucket`` rows the count is rounded up to a multiple of an
         eighth of the largest power of two below it: eight counts per doubling, and never more
         than an eighth of the rows padding."""
         if rows <= cls.row_bucket:
@@ -334,8 +358,8 @@ class PackedFloatWeights:
         rows = x.shape[0]
         padded = self.padded_rows(rows)
         if padded > rows:
-            x = F.pad(x, (0, 0, 0, padded - rows))
-            add = None if add is None else F.pad(add, (0, 0, 0, padded - rows))
+            x = _pad_rows(x, padded)
+            add = None if add is None else _pad_rows(add, padded)
         if add is not None:
             if gelu is not None:
                 raise ValueError("packed_linear: add and gelu do not go together")
