@@ -4,6 +4,7 @@ Run on an idle machine (the server and the load generator share it):
 
     python benchmarks/serve_load.py                                # everything, bundled model
     python benchmarks/serve_load.py --only throughput --requests 100 --clients 1 16
+    python benchmarks/serve_load.py --only soak --precision bf16   # the server's weights in bf16
     python benchmarks/serve_load.py --only compare --model PATH/TO/MiniLM \
         --compare-url http://127.0.0.1:7997/embeddings
 
@@ -58,6 +59,7 @@ from urllib.parse import urlsplit
 import torch
 
 import contextvec
+from contextvec.encoders.precision import PRECISIONS
 from contextvec.io.atomic import atomic_path
 from contextvec.server.process import ServerProcess
 from contextvec.text.tokenize import split_sentences
@@ -170,7 +172,7 @@ def rss_mib(pid: int) -> float:
 def server_args(args: argparse.Namespace, *extra: str) -> list[str]:
     model = ["--model", args.model] if args.model else []
     threads = ["--threads", str(args.threads)] if args.threads else []
-    return [*model, *threads, "--max-queue", "4096", *extra]
+    return [*model, *threads, "--precision", args.precision, "--max-queue", "4096", *extra]
 
 
 HEADERS = {"Content-Type": "application/json"}
@@ -214,7 +216,7 @@ def lone(args, sentences) -> dict:
     sentence = lone_sentence(sentences, args.lone_tokens)
     if args.threads:
         torch.set_num_threads(args.threads)
-    encoder = contextvec.load(args.model)
+    encoder = contextvec.load(args.model, precision=args.precision)
     body = embed_bodies([sentence], 1)[0][0]
     direct, served, health = [], [], []
     with ServerProcess(server_args(args)) as server:
@@ -260,7 +262,7 @@ def stack(args, sentences) -> dict:
     sentence = lone_sentence(sentences, args.lone_tokens)
     if args.threads:
         torch.set_num_threads(args.threads)
-    encoder = contextvec.load(args.model)
+    encoder = contextvec.load(args.model, precision=args.precision)
     for _ in range(5):
         direct_call(encoder, sentence)
     forward_s = statistics.median(direct_call(encoder, sentence) for _ in range(args.lone_repeats))
@@ -334,7 +336,7 @@ def overhead(args, sentences) -> dict:
     sentence = lone_sentence(sentences, args.lone_tokens)
     if args.threads:
         torch.set_num_threads(args.threads)
-    encoder = contextvec.load(args.model)
+    encoder = contextvec.load(args.model, precision=args.precision)
     cases = [("health", "GET", "/health", None, 10 * args.lone_repeats),
              ("empty_embed", "POST", "/v1/embed", embed_bodies([""], 1)[0][0], 10 * args.lone_repeats),
              ("embed", "POST", "/v1/embed", embed_bodies([sentence], 1)[0][0], args.lone_repeats)]
@@ -468,6 +470,8 @@ def compare(args, sentences) -> list[dict]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", help="model path (default: the bundled model)")
+    p.add_argument("--precision", default="fp32", choices=PRECISIONS,
+                   help="the server's and the direct calls' weight precision (docs/precision.md)")
     p.add_argument("--threads", type=int,
                    help="torch threads of the server and of the direct calls (default: torch's, as "
                         "contextvec serve and a script get them)")
