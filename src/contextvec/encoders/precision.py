@@ -189,23 +189,19 @@ class LowPrecisionWeight(nn.Module):
             return out if gelu is None else torch.ops.aten.gelu_(out, approximate=gelu)
         x16 = x.to(torch.bfloat16)
         if self._packed is not None and x.device.type == "cpu":
-            rows = x.shape[:-1].numel()
-            padded = PackedFloatWeights.padded_rows(rows)
-            if padded > rows:
-                x16 = _pad_rows(x16, padded)
+            packed = self._packed
             if add is not None:
                 # An LSTM's gates: the state's product and the input projections summed in
                 # the product's float32 accumulation, one rounding and one pass for both.
                 # (oneDNN takes no float32 bias beside a bf16 addend: the bias joins it.)
                 other = (add if bias is None else add.float() + bias).to(torch.bfloat16)
-                if padded > rows:
-                    other = _pad_rows(other, padded)
-                out = torch.ops.mkldnn._linear_pointwise.binary(x16, other, self._packed, None, "add")
+                out = _on_padded_rows(
+                    lambda a, b: torch.ops.mkldnn._linear_pointwise.binary(a, b, packed, None, "add"),
+                    x16, other)
             else:
                 attr, algorithm = ("none", "") if gelu is None else ("gelu", gelu)
-                out = torch.ops.mkldnn._linear_pointwise(x16, self._packed, bias, attr, [], algorithm)
-            if padded > rows:
-                out = out[:rows].view(*x.shape[:-1], self.out_features)
+                out = _on_padded_rows(
+                    lambda a: torch.ops.mkldnn._linear_pointwise(a, packed, bias, attr, [], algorithm), x16)
             return out.float() if float_output else out
         out = torch.mm(x16.reshape(-1, self.in_features), self.weight.T).float()
         out = (out if bias is None else out.add_(bias)).view(*x.shape[:-1], self.out_features)
@@ -250,15 +246,10 @@ class LowPrecisionWeight(nn.Module):
                 # Through int8, then shifted by the zero point in uint8 (wrapping: -63 + 64 = 1):
                 # torch converts float to int8 several times faster than float to uint8.
                 codes = codes.to(torch.int8).view(torch.uint8).add_(zero)
-                rows = scales.numel()
-                padded = PackedFloatWeights.padded_rows(rows)
-                if padded > rows:
-                    # Rows of the zero point: codes of zeros, which add nothing to any row.
-                    codes = _pad_rows(codes, padded, zero)
-                out = onednn(codes, 1.0, zero, packed, weight_scales, weight_zeros, None,
-                             1.0, 0, torch.float32, "none", [], "")
-                if padded > rows:
-                    out = out[:rows].view(*x.shape[:-1], out.shape[-1])
+                # Padding rows of the zero point: codes of zeros, which add nothing to any row.
+                out = _on_padded_rows(lambda c: onednn(c, 1.0, zero, packed, weight_scales, weight_zeros,
+                                                      None, 1.0, 0, torch.float32, "none", [], ""),
+                                     codes, fill=zero)
             # The row scales and ``add`` in one pass.
             return out.mul_(scales) if add is None else torch.addcmul(add, out, scales, out=out)
 
@@ -275,10 +266,22 @@ class LowPrecisionWeight(nn.Module):
         return f"{self.in_features} -> {self.out_features}, {self.precision}{library}"
 
 
-def _pad_rows(x: torch.Tensor, rows: int, value: float = 0) -> torch.Tensor:
-    """``x (..., n)`` as ``(rows, n)``: its rows, then rows of ``value``."""
-    x = x.reshape(-1, x.shape[-1])
-    return F.pad(x, (0, 0, 0, rows - x.shape[0]), value=value)
+def _on_padded_rows(product: Callable[..., torch.Tensor], x: torch.Tensor, *others: torch.Tensor,
+                    fill: float = 0) -> torch.Tensor:
+    """``product(x, *others)`` for a row-by-row ``product`` (a oneDNN matmul) of ``x (..., in)``
+    and ``others (..., n)`` of the same rows, run on :meth:`PackedFloatWeights.padded_rows` rows
+    (rows of ``fill`` after the real ones), its result ``(..., out)`` cut back to ``x``'s rows."""
+    lead = x.shape[:-1]
+    rows = lead.numel()
+    padded = PackedFloatWeights.padded_rows(rows)
+    if padded == rows:
+        return product(x, *others)
+
+    def pad(t: torch.Tensor) -> torch.Tensor:
+        return F.pad(t.reshape(rows, t.shape[-1]), (0, 0, 0, padded - rows), value=fill)
+
+    out = product(pad(x), *map(pad, others))
+    return out[:rows].view(*lead, out.shape[-1])
 
 
 class PackedFloatWeights:
@@ -355,19 +358,14 @@ class PackedFloatWeights:
         ``gelu``)."""
         packed = self._copy(name, weight,
                             lambda w: torch.ops.mkldnn._reorder_linear_weight(w.contiguous(), None))
-        rows = x.shape[0]
-        padded = self.padded_rows(rows)
-        if padded > rows:
-            x = _pad_rows(x, padded)
-            add = None if add is None else _pad_rows(add, padded)
         if add is not None:
             if gelu is not None:
                 raise ValueError("packed_linear: add and gelu do not go together")
-            out = torch.ops.mkldnn._linear_pointwise.binary(x, add, packed, bias, "add")
-        else:
-            attr, algorithm = ("none", "") if gelu is None else ("gelu", gelu)
-            out = torch.ops.mkldnn._linear_pointwise(x, packed, bias, attr, [], algorithm)
-        return out[:rows] if padded > rows else out
+            return _on_padded_rows(
+                lambda a, b: torch.ops.mkldnn._linear_pointwise.binary(a, b, packed, bias, "add"), x, add)
+        attr, algorithm = ("none", "") if gelu is None else ("gelu", gelu)
+        return _on_padded_rows(
+            lambda a: torch.ops.mkldnn._linear_pointwise(a, packed, bias, attr, [], algorithm), x)
 
     def transposed(self, name: str, weights: torch.Tensor) -> torch.Tensor:
         """``weights (batch, out, in)`` as ``(batch, in, out)`` for ``bmm``: with gradients the
