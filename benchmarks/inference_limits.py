@@ -326,13 +326,6 @@ def ort_runners(name: str) -> dict[str, Callable[[list[list[str]]], object]] | N
     return runners
 
 
-def streamed_bytes_per_token(encoder: ElmoEncoder, precision: str) -> float:
-    """Weight bytes each token streams at batch 1: every LSTM's recurrent and projection matrices."""
-    c = encoder.config
-    per_lstm = 4 * c.lstm_dim * c.projection_dim + (c.projection_dim * c.lstm_dim if c.lstm_projection else 0)
-    return per_lstm * 2 * c.n_layers * BYTES[precision]
-
-
 def _nbytes(tensor: torch.Tensor) -> int:
     return tensor.numel() * tensor.element_size()
 
@@ -346,13 +339,9 @@ def matrix_bytes(module: torch.nn.Module) -> int:
                if isinstance(sub, kinds) and sub.weight is not None)
 
 
-def pass_weight_bytes(encoder: ElmoEncoder, sentences: list[list[str]]) -> int:
-    """Weight bytes one batch-1 pass over ``sentences`` streams at the least, token cache emptied
-    before it: per step (a token, ``<S>`` or ``</S>``), every LSTM's projection matrices, and its
-    state matrices on every step but a sentence's first (whose state is zero); per sentence, every
-    LSTM's input matrices (one product over the sentence) and, for a sentence with a token not
-    seen before in the pass, the token encoder's matrices; the token encoder once more for the
-    boundaries (kept with the token cache)."""
+def lstm_bytes(encoder: ElmoEncoder) -> dict[str, int]:
+    """Bytes of every LSTM layer's ``state_weight``, ``projection`` and ``input_weight``
+    matrices together, by name, in the dtypes they run in."""
     sizes = dict.fromkeys(("state_weight", "projection", "input_weight"), 0)
     for layer in encoder.bilm.layers:
         if layer.packed is not None:
@@ -361,6 +350,23 @@ def pass_weight_bytes(encoder: ElmoEncoder, sentences: list[list[str]]) -> int:
             found = {name: _nbytes(w) for name in sizes if (w := getattr(layer, name)) is not None}
         for name in sizes:
             sizes[name] += found.get(name, 0)
+    return sizes
+
+
+def streamed_bytes_per_token(encoder: ElmoEncoder) -> float:
+    """Weight bytes each token streams at batch 1: every LSTM's recurrent and projection matrices."""
+    sizes = lstm_bytes(encoder)
+    return sizes["state_weight"] + sizes["projection"]
+
+
+def pass_weight_bytes(encoder: ElmoEncoder, sentences: list[list[str]]) -> int:
+    """Weight bytes one batch-1 pass over ``sentences`` streams at the least, token cache emptied
+    before it: per step (a token, ``<S>`` or ``</S>``), every LSTM's projection matrices, and its
+    state matrices on every step but a sentence's first (whose state is zero); per sentence, every
+    LSTM's input matrices (one product over the sentence) and, for a sentence with a token not
+    seen before in the pass, the token encoder's matrices; the token encoder once more for the
+    boundaries (kept with the token cache)."""
+    sizes = lstm_bytes(encoder)
     token_encoder = matrix_bytes(encoder.bilm.token_encoder)
     seen: set[str] = set()
     total = token_encoder
@@ -404,7 +410,7 @@ def run_elmo(args: argparse.Namespace, precisions: list[str], limits: dict[str, 
                 run = lambda: [encoder.embed(b, batch_size=batch_size) for b in batches]  # noqa: B023,E731
                 if batch_size == 1:
                     # Each pass against the GEMV bandwidth read right before it; the median pass.
-                    per_token = streamed_bytes_per_token(encoder, precision)
+                    per_token = streamed_bytes_per_token(encoder)
                     every_weight = pass_weight_bytes(encoder, subset)
                     kernels = gemvs(precision, probe)
                     pairs = paired_passes(run, args.passes, encoder.clear_caches,
