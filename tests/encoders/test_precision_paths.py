@@ -30,9 +30,10 @@ from contextvec.encoders.precision import LowPrecisionWeight
 AVX2 = frozenset({"sse4_2", "avx", "avx2", "fma"})
 AVX512 = AVX2 | {"avx512f", "avx512bw", "avx512_vnni", "avx512_bf16"}  # Zen 4, Ice Lake, Cooper Lake
 AMX = AVX512 | {"amx_tile", "amx_bf16", "amx_int8"}  # Sapphire Rapids and later
-PROCESS_CAP = cpu_module.isa_cap()
-"""oneDNN's ISA cap in this process's environment, read before any test clears it: oneDNN's own
-kernels read it once, and keep it whatever a test sets."""
+PROCESS_CAP, PROCESS_INT8_EXACT = cpu_module.isa_cap(), int8_sums_exact()
+"""oneDNN's ISA cap in this process's environment, and whether its int8 kernel sums 8-bit codes
+exactly under it: both read before any test clears the cap, as oneDNN reads the cap at its first
+use and keeps it whatever a test sets later."""
 
 
 @pytest.fixture
@@ -170,7 +171,7 @@ def test_int8_kernel_check_agrees_with_this_cpus_flags():
     """oneDNN's int8 sums of saturating 8-bit codes are exact exactly where the CPU has VNNI/AMX
     and oneDNN's ISA cap allows them."""
     kernel = inference_paths(cpu_flags(), PROCESS_CAP, int8_exact=True)["int8"].kernel
-    assert int8_sums_exact() == (kernel in (Kernel.AMX, Kernel.AVX512_VNNI, Kernel.AVX_VNNI))
+    assert (kernel in (Kernel.AMX, Kernel.AVX512_VNNI, Kernel.AVX_VNNI)) == PROCESS_INT8_EXACT
 
 
 def test_bf16_refusal_gives_the_paths_reason(monkeypatch, own_tiny_dir):
