@@ -49,7 +49,7 @@ def pretend_cpu(monkeypatch, flags: set[str]) -> None:
     environment (as when measuring another CPU class) is part of the CPU contextvec sees, and
     would narrow the pretended one. (oneDNN's own kernels stay capped: they read the cap once.)"""
     monkeypatch.setattr(cpu_module, "cpu_flags", lambda: frozenset(flags))
-    for name in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"):
+    for name in cpu_module.ISA_CAP_VARIABLES:
         monkeypatch.delenv(name, raising=False)
 
 
@@ -83,11 +83,11 @@ def cosines(a: list[np.ndarray], b: list[np.ndarray]) -> np.ndarray:
     return (x * y).sum(-1) / np.linalg.norm(x, axis=-1) / np.linalg.norm(y, axis=-1)
 
 
-@pytest.mark.parametrize("variable", ["ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"])
+@pytest.mark.parametrize("variable", cpu_module.ISA_CAP_VARIABLES)
 def test_int8_activations_follow_onednns_isa_cap(monkeypatch, variable):
     """oneDNN capped below VNNI saturates 8-bit activations, whatever the CPU has."""
     vnni = frozenset({"avx2", "avx512_vnni"})
-    for name in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"):
+    for name in cpu_module.ISA_CAP_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     assert precision_module.inference_paths(vnni, int8_exact=True)["int8"].activation_bits == 8
     monkeypatch.setenv(variable, "avx2")

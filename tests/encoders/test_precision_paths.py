@@ -47,7 +47,7 @@ def cove_dir(tmp_path):
 
 @pytest.fixture(autouse=True)
 def no_isa_cap(monkeypatch):
-    for name in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"):
+    for name in cpu_module.ISA_CAP_VARIABLES:
         monkeypatch.delenv(name, raising=False)
 
 

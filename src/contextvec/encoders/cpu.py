@@ -123,9 +123,13 @@ def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> frozenset[str]:
     return frozenset()
 
 
+ISA_CAP_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
+"""The environment variables of oneDNN's ISA cap, the first set one winning."""
+
+
 def isa_cap() -> str:
     """oneDNN's ISA cap from the environment, upper case ("" where none is set)."""
-    return (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "").upper()
+    return next((value for name in ISA_CAP_VARIABLES if (value := os.environ.get(name))), "").upper()
 
 
 def _allows(cap: str, isa: str) -> bool:
