@@ -217,10 +217,12 @@ class LowPrecisionWeight(nn.Module):
             raise ValueError(f"LowPrecisionWeight.kernel runs int8, not {self.precision}")
         packed = self._packed
         if self.int8_library is Int8Library.FBGEMM:
+            linear_dynamic = _without_torch_function(torch.ops.quantized.linear_dynamic.default)
+
             def dynamic(x: torch.Tensor, add: torch.Tensor | None = None) -> torch.Tensor:
                 # fbgemm quantizes the whole input with one scale, at 7 bits (``reduce_range``):
                 # its AVX2 kernels sum u8 x s8 pairs in saturating int16.
-                out = torch.ops.quantized.linear_dynamic(x, packed, True)
+                out = linear_dynamic(x, packed, True)
                 return out if add is None else out.add_(add)
             return dynamic
         # One symmetric scale per row (token), so a row's output does not depend on the other
@@ -230,7 +232,8 @@ class LowPrecisionWeight(nn.Module):
         zero, few, half_levels = half + 1, self._few_rows, self._half_levels
         weight_scales, weight_zeros = self.scales, self.zero_points
         onednn = torch.ops.onednn.qlinear_pointwise.default
-        fbgemm = torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32.default
+        fbgemm = _without_torch_function(
+            torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32.default)
 
         def product(x: torch.Tensor, add: torch.Tensor | None = None) -> torch.Tensor:
             # (An all-zero row gets a tiny scale: its codes are all the zero point.) The
@@ -264,6 +267,21 @@ class LowPrecisionWeight(nn.Module):
     def extra_repr(self) -> str:
         library = f" ({self.int8_library})" if self.int8_library else ""
         return f"{self.in_features} -> {self.out_features}, {self.precision}{library}"
+
+
+def _without_torch_function(op: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """``op`` called with ``__torch_function__`` overrides off. torch looks for the override on
+    every argument of an op called from Python, and on fbgemm's packed weights (a
+    ``ScriptObject``) that lookup throws and catches a C++ exception on every call, which costs
+    more than a one-row product of a small matrix. The arguments here are plain tensors: there
+    is nothing to override."""
+    disabled = torch._C.DisableTorchFunctionSubclass
+
+    def call(*args: object) -> torch.Tensor:
+        with disabled():
+            return op(*args)
+
+    return call
 
 
 def _on_padded_rows(product: Callable[..., torch.Tensor], x: torch.Tensor, *others: torch.Tensor,
