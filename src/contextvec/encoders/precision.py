@@ -269,17 +269,19 @@ class LowPrecisionWeight(nn.Module):
         return f"{self.in_features} -> {self.out_features}, {self.precision}{library}"
 
 
-def _without_torch_function(op: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
-    """``op`` called with ``__torch_function__`` overrides off. torch looks for the override on
-    every argument of an op called from Python, and on fbgemm's packed weights (a
-    ``ScriptObject``) that lookup throws and catches a C++ exception on every call, which costs
-    more than a one-row product of a small matrix. The arguments here are plain tensors: there
-    is nothing to override."""
-    disabled = torch._C.DisableTorchFunctionSubclass
+def _without_torch_function(op: torch._ops.OpOverload) -> Callable[..., torch.Tensor]:
+    """``op``, an operator overload that takes fbgemm's packed weights (a ``ScriptObject``),
+    called straight into the dispatcher with ``__torch_function__`` overrides off. From Python,
+    torch looks for the override on every argument, and on a ``ScriptObject`` that lookup throws
+    and catches a C++ exception on every call; the overload's own ``__call__`` also walks the
+    arguments for the fake script objects only tracing makes (contextvec runs int8 eagerly:
+    export takes fp32 alone). Each costs more than a one-row product of a small matrix. The
+    arguments here are plain tensors: there is nothing to override."""
+    disabled, raw = torch._C.DisableTorchFunctionSubclass, op._op
 
     def call(*args: object) -> torch.Tensor:
         with disabled():
-            return op(*args)
+            return raw(*args)
 
     return call
 
