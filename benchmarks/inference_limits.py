@@ -48,8 +48,10 @@ Prints, measured in the same run:
 bf16 runs only on a CPU with native bf16 (otherwise ``contextvec.load`` refuses it; the row says
 so). Sentences: ELMo's from ``--sentences`` (``sentences.py``: the reference elmo-small set, or
 wikitext-103's for more than its 64), BERT's the reference bert-minilm ``sentences.txt`` cycled.
-Each figure is the median of ``--passes`` passes after a warm-up; the token cache is emptied
-before each pass.
+Each ELMo batch size runs its rows in rounds (``interleaved_passes``): a warm-up round, then
+``--passes`` rounds, each running allennlp, every precision and ONNX Runtime once in turn, so the
+machine's drift falls on all alike; a row's tokens/s is its median pass, and its ratios the median
+of the ratios within a round. The token cache is emptied before each pass.
 Like the ``contextvec`` command, the run keeps freed memory for reuse
 (``contextvec.allocator.keep_freed_memory``) unless given ``--default-malloc``.
 """
@@ -92,20 +94,6 @@ from contextvec.text.batching import length_batches
 
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "data" / "reference"
 BYTES = {"fp32": 4, "bf16": 2, "int8": 1}
-
-
-def median_seconds(
-    run: Callable[[], object], passes: int, before: Callable[[], None] = lambda: None
-) -> float:
-    before()
-    run()  # warm-up
-    times = []
-    for _ in range(passes):
-        before()
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def best_seconds(run: Callable[[], object], repeats: int) -> float:
@@ -219,7 +207,8 @@ def measure_limits(precisions: list[str], repeats: int, weight: torch.Tensor,
                    configs: dict[str, BiLMConfig], batch: int = 32) -> dict[str, Limits]:
     """Prints the GB/s of a GEMV over ``weight``, the GFLOP/s of a square matmul and of each
     config's LSTM products, per precision, through the kernels that precision uses, and returns
-    the matmul limits (batch 1 reads its bandwidth again before each pass: :func:`paired_passes`)."""
+    the matmul limits (batch 1 reads its bandwidth again before each pass:
+    :func:`interleaved_passes`)."""
     limits = {}
     read = best_seconds(lambda: weight.sum(), repeats)
     size_bytes = weight.numel() * 4
@@ -249,21 +238,41 @@ def measure_limits(precisions: list[str], repeats: int, weight: torch.Tensor,
     return limits
 
 
-def paired_passes(run: Callable[[], object], passes: int, before: Callable[[], None],
-                  probe: Callable[[], float]) -> list[tuple[float, float]]:
-    """``(seconds of a pass of run, probe() read right before it)`` for each of ``passes``
-    passes after a warm-up: a limit read next to each pass, so that the machine's drift between
-    reading a limit and running against it (large on a shared machine) does not enter the ratio."""
-    before()
-    run()  # warm-up
-    pairs = []
+@dataclass
+class Engine:
+    """One row's runner: ``run`` makes a pass over the batches; ``before`` runs before each pass
+    (untimed: emptying a token cache); ``probe``, where given, reads a limit right before it."""
+
+    label: str
+    run: Callable[[], object]
+    before: Callable[[], None] = lambda: None
+    probe: Callable[[], float] | None = None
+
+
+def interleaved_passes(engines: list[Engine], passes: int) -> dict[str, list[tuple[float, float | None]]]:
+    """Per engine, ``(seconds, probe() or None)`` of each of ``passes`` rounds after a warm-up
+    round; each round runs every engine once, in turn. The machine's speed drifts over minutes
+    (much on a shared machine): rounds put each engine's passes next to the others', so a ratio
+    between two engines, or between a pass and the limit read right before it, is measured back
+    to back."""
+    for engine in engines:
+        engine.before()
+        engine.run()  # warm-up
+    results: dict[str, list[tuple[float, float | None]]] = {engine.label: [] for engine in engines}
     for _ in range(passes):
-        limit = probe()
-        before()
-        start = time.perf_counter()
-        run()
-        pairs.append((time.perf_counter() - start, limit))
-    return pairs
+        for engine in engines:
+            limit = engine.probe() if engine.probe else None
+            engine.before()
+            start = time.perf_counter()
+            engine.run()
+            results[engine.label].append((time.perf_counter() - start, limit))
+    return results
+
+
+def round_ratio(results: dict[str, list[tuple[float, float | None]]], base: str, label: str) -> float:
+    """The median over rounds of ``base``'s seconds over ``label``'s in the same round: how many
+    times faster ``label`` ran, back to back."""
+    return statistics.median(b / s for (b, _), (s, _) in zip(results[base], results[label], strict=True))
 
 
 def elmo(name: str) -> ElmoEncoder:
@@ -272,9 +281,9 @@ def elmo(name: str) -> ElmoEncoder:
     return original_elmo()
 
 
-def allennlp_seconds(name: str, batches: list[list[list[str]]], passes: int) -> float | None:
-    """allennlp's ``Elmo`` over ``batches`` (median seconds), on the same weights as :func:`elmo`;
-    None when allennlp is not importable here."""
+def allennlp_runner(name: str, batches: list[list[list[str]]]) -> Callable[[], None] | None:
+    """A pass of allennlp's ``Elmo`` over ``batches``, on the same weights as :func:`elmo`; None
+    when allennlp is not importable here."""
     if importlib.util.find_spec("allennlp") is None:
         return None
     from allennlp.modules.elmo import Elmo, batch_to_ids
@@ -292,7 +301,7 @@ def allennlp_seconds(name: str, batches: list[list[list[str]]], passes: int) -> 
             for batch in batches:
                 model(batch_to_ids(batch))
 
-    return median_seconds(run, passes)
+    return run
 
 
 def ort_runners(name: str) -> dict[str, Callable[[list[list[str]]], object]] | None:
@@ -387,70 +396,79 @@ def run_elmo(args: argparse.Namespace, precisions: list[str], limits: dict[str, 
     print("occupancy: real LSTM steps / (batch size x longest sequence), over all batches: how full"
           " the per-step\nproducts are at batch 32 (input projections run on the real tokens only,"
           " at full width)")
+    print("every row of a batch size runs in the same rounds (interleaved_passes): tokens/s is the"
+          " median pass;\nx fp32 and x allennlp the median of the ratios within a round")
     for name in args.configs.split(","):
         ort = ort_runners(name) if "ort" not in args.skip.split(",") else {}
         for batch_size in (int(b) for b in args.batch_sizes.split(",")):
             subset = sentences if batch_size > 1 else sentences[: args.batch1_sentences]
             n_tokens = sum(map(len, subset))
+            steps = n_tokens + 2 * len(subset)  # <S> and </S> run through the LSTMs too
             order = length_batches([len(s) for s in subset], batch_size, 10**9)
             batches = [[subset[i] for i in b] for b in order]
             slots = sum(batch_size * (max(map(len, b)) + 2) for b in batches)
             occupancy = (n_tokens + 2 * len(subset)) / slots
-            reference = allennlp_seconds(name, batches, args.passes)
-            base = None
+            engines, encoders, works = [], {}, {}
+            reference = allennlp_runner(name, batches)
+            if reference:
+                engines.append(Engine("allennlp", reference))
             for precision in precisions:
-                encoder = elmo(name)
                 if precision == "bf16" and not native_bf16():
                     print(f"{name:<9} {batch_size:>5} {precision:<9} refused: no native bf16 on this CPU")
                     continue
+                encoder = elmo(name)
                 apply_precision(encoder, precision)
-                work = LstmWork(encoder.bilm.layers, encoder.config)
-                steps = n_tokens + 2 * len(subset)  # <S> and </S> run through the LSTMs too
+                encoders[precision] = encoder
+                works[precision] = LstmWork(encoder.bilm.layers, encoder.config)
                 # The same batches as allennlp's; embed keeps each batch as it is.
-                run = lambda: [encoder.embed(b, batch_size=batch_size) for b in batches]  # noqa: B023,E731
+                run = lambda e=encoder: [e.embed(b, batch_size=batch_size) for b in batches]  # noqa: B023,E731
+                # At batch 1 each pass against the GEMV bandwidth read right before it.
+                read_limit = None
                 if batch_size == 1:
-                    # Each pass against the GEMV bandwidth read right before it; the median pass.
+                    kernels = gemvs(precision, probe)
+                    read_limit = lambda p=precision, k=kernels: gemv_gbps(p, probe, 3, k)  # noqa: E731
+                engines.append(Engine(precision, run, encoder.clear_caches, read_limit))
+            for label, run_batch in (ort or {}).items():
+                engines.append(Engine(label, lambda r=run_batch: [r(b) for b in batches]))  # noqa: B023
+            results = interleaved_passes(engines, args.passes)
+            for engine in engines:
+                if engine.label == "allennlp":
+                    continue
+                pairs = results[engine.label]
+                seconds = statistics.median(s for s, _ in pairs)
+                encoder = encoders.get(engine.label)
+                if encoder is None:
+                    fraction, what = "", "the same batches"
+                elif batch_size == 1:
                     per_token = streamed_bytes_per_token(encoder)
                     every_weight = pass_weight_bytes(encoder, subset)
-                    kernels = gemvs(precision, probe)
-                    pairs = paired_passes(run, args.passes, encoder.clear_caches,
-                                          lambda: gemv_gbps(precision, probe, 3, kernels))  # noqa: B023
-                    fractions = sorted(steps / seconds / (gbps * 1e9 / per_token) for seconds, gbps in pairs)
-                    seconds = statistics.median(seconds for seconds, _ in pairs)
-                    fraction = statistics.median(fractions)
-                    whole = statistics.median(every_weight / (gbps * 1e9) / seconds
-                                              for seconds, gbps in pairs)
+                    fractions = sorted(steps / s / (gbps * 1e9 / per_token) for s, gbps in pairs)
+                    whole = statistics.median(every_weight / (gbps * 1e9) / s for s, gbps in pairs)
                     limit = statistics.median(gbps for _, gbps in pairs) * 1e9 / per_token
+                    fraction = f"{statistics.median(fractions):.1%}"
                     what = (f"{limit:.0f} tokens/s (GEMV bandwidth read before each pass; passes "
                             f"{fractions[0]:.1%}-{fractions[-1]:.1%}); {whole:.1%} counting every "
                             f"matrix a pass streams ({every_weight / 1e6:,.0f} MB)")
                 else:
                     # Against the LSTM's own products at this precision's rates; the square
-                    # matmul's peak beside it.
-                    seconds = median_seconds(run, args.passes, encoder.clear_caches)
-                    limit = limits[precision].lstm_tokens[name]
-                    fraction = steps / seconds / limit
-                    # The FLOPs of a pass as run (a warm-up and the passes ran the same batches).
-                    square = work.flops / (args.passes + 1) / seconds / 1e9 / limits[precision].square
+                    # matmul's peak beside it, for the FLOPs of a pass as run (a warm-up and the
+                    # passes ran the same batches).
+                    limit = limits[engine.label].lstm_tokens[name]
+                    fraction = f"{steps / seconds / limit:.1%}"
+                    square = (works[engine.label].flops / (args.passes + 1) / seconds / 1e9
+                              / limits[engine.label].square)
                     what = (f"{limit:,.0f} tokens/s (LSTM products at batch {batch_size}); "
                             f"{square:.1%} of the square matmul; occupancy {occupancy:.0%}")
-                rate = n_tokens / seconds
-                base = rate if precision == "fp32" else base
-                ratio = f"{rate / base:6.2f}x" if base else "      -"
-                versus = f"{reference / seconds:9.2f}x" if reference else f"{'-':>10}"
-                print(f"{name:<9} {batch_size:>5} {precision:<9} {len(subset):>5} {rate:>9.1f} {ratio} "
-                      f"{versus} {fraction:>8.1%}  {what}", flush=True)
-            for engine, run_batch in (ort or {}).items():
-                seconds = median_seconds(lambda: [run_batch(b) for b in batches], args.passes)  # noqa: B023
-                rate = n_tokens / seconds
-                ratio = f"{rate / base:6.2f}x" if base else "      -"
-                versus = f"{reference / seconds:9.2f}x" if reference else f"{'-':>10}"
-                print(f"{name:<9} {batch_size:>5} {engine:<9} {len(subset):>5} {rate:>9.1f} {ratio} {versus}"
-                      f" {'':>8}  the same batches", flush=True)
+                ratio = (f"{round_ratio(results, 'fp32', engine.label):6.2f}x" if "fp32" in results
+                         else "      -")
+                versus = (f"{round_ratio(results, 'allennlp', engine.label):9.2f}x" if reference
+                          else f"{'-':>10}")
+                print(f"{name:<9} {batch_size:>5} {engine.label:<9} {len(subset):>5} "
+                      f"{n_tokens / seconds:>9.1f} {ratio} {versus} {fraction:>8}  {what}", flush=True)
+            del engines, encoders, works, reference
         if ort is None:
             print(f"{name}: ONNX Runtime rows skipped (needs onnxruntime: pip install 'contextvec[onnx]')")
     print()
-
 
 
 def run_bert(args: argparse.Namespace, limits: dict[str, Limits]) -> None:
