@@ -48,8 +48,8 @@ Prints, measured in the same run:
 bf16 runs only on a CPU with native bf16 (otherwise ``contextvec.load`` refuses it; the row says
 so). Sentences: ELMo's from ``--sentences`` (``sentences.py``: the reference elmo-small set, or
 wikitext-103's for more than its 64), BERT's the reference bert-minilm ``sentences.txt`` cycled.
-Each ELMo batch size runs its rows in rounds (``interleaved_passes``): a warm-up round, then
-``--passes`` rounds, each running allennlp, every precision and ONNX Runtime once in turn, so the
+Each ELMo batch size runs its rows in ``--passes`` rounds (``interleaved_passes``), each running
+allennlp, every precision and ONNX Runtime in turn, an untimed pass and then a timed one, so the
 machine's drift falls on all alike; a row's tokens/s is its median pass, and its ratios the median
 of the ratios within a round. The token cache is emptied before each pass.
 Like the ``contextvec`` command, the run keeps freed memory for reuse
@@ -250,17 +250,17 @@ class Engine:
 
 
 def interleaved_passes(engines: list[Engine], passes: int) -> dict[str, list[tuple[float, float | None]]]:
-    """Per engine, ``(seconds, probe() or None)`` of each of ``passes`` rounds after a warm-up
-    round; each round runs every engine once, in turn. The machine's speed drifts over minutes
-    (much on a shared machine): rounds put each engine's passes next to the others', so a ratio
-    between two engines, or between a pass and the limit read right before it, is measured back
-    to back."""
-    for engine in engines:
-        engine.before()
-        engine.run()  # warm-up
+    """Per engine, ``(seconds, probe() or None)`` of each of ``passes`` rounds; each round runs
+    every engine in turn, an untimed pass and then the timed one. The machine's speed drifts over
+    minutes (much on a shared machine): rounds put each engine's passes next to the others', so a
+    ratio between two engines, or between a pass and the limit read right before it, is measured
+    back to back; the untimed pass before each timed one leaves the caches and the allocator as a
+    run of that engine alone would (right after another engine's pass, bf16's ran slower)."""
     results: dict[str, list[tuple[float, float | None]]] = {engine.label: [] for engine in engines}
     for _ in range(passes):
         for engine in engines:
+            engine.before()
+            engine.run()
             limit = engine.probe() if engine.probe else None
             engine.before()
             start = time.perf_counter()
@@ -451,11 +451,11 @@ def run_elmo(args: argparse.Namespace, precisions: list[str], limits: dict[str, 
                             f"matrix a pass streams ({every_weight / 1e6:,.0f} MB)")
                 else:
                     # Against the LSTM's own products at this precision's rates; the square
-                    # matmul's peak beside it, for the FLOPs of a pass as run (a warm-up and the
-                    # passes ran the same batches).
+                    # matmul's peak beside it, for the FLOPs of a pass as run (every pass, timed
+                    # or not, ran the same batches).
                     limit = limits[engine.label].lstm_tokens[name]
                     fraction = f"{steps / seconds / limit:.1%}"
-                    square = (works[engine.label].flops / (args.passes + 1) / seconds / 1e9
+                    square = (works[engine.label].flops / (2 * args.passes) / seconds / 1e9
                               / limits[engine.label].square)
                     what = (f"{limit:,.0f} tokens/s (LSTM products at batch {batch_size}); "
                             f"{square:.1%} of the square matmul; occupancy {occupancy:.0%}")
