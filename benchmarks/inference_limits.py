@@ -465,7 +465,6 @@ def run_elmo(args: argparse.Namespace, precisions: list[str], limits: dict[str, 
                           else f"{'-':>10}")
                 print(f"{name:<9} {batch_size:>5} {engine.label:<9} {len(subset):>5} "
                       f"{n_tokens / seconds:>9.1f} {ratio} {versus} {fraction:>8}  {what}", flush=True)
-            del engines, encoders, works, reference
         if ort is None:
             print(f"{name}: ONNX Runtime rows skipped (needs onnxruntime: pip install 'contextvec[onnx]')")
     print()
