@@ -407,7 +407,7 @@ def run_elmo(args: argparse.Namespace, precisions: list[str], limits: dict[str, 
             order = length_batches([len(s) for s in subset], batch_size, 10**9)
             batches = [[subset[i] for i in b] for b in order]
             slots = sum(batch_size * (max(map(len, b)) + 2) for b in batches)
-            occupancy = (n_tokens + 2 * len(subset)) / slots
+            occupancy = steps / slots
             engines, encoders, works = [], {}, {}
             reference = allennlp_runner(name, batches)
             if reference:
