@@ -119,6 +119,17 @@ def test_keep_sentence_boundaries(tiny_dir):
         np.testing.assert_allclose(got[[0, n + 1]], bounds, atol=TIGHT, rtol=0)
 
 
+def test_literal_boundary_tokens_are_the_sentence_boundaries(tiny_dir):
+    # allennlp's batch_to_ids gives a token that is exactly <S> / </S> the boundary rows, so its
+    # context-free layer is allennlp's own <S> / </S> row of any sentence.
+    ids = batch_to_ids([["<S>", "and", "</S>"]])[0].tolist()
+    assert ids[0] == [259, 257, 260] + [261] * 47 and ids[2] == [259, 258, 260] + [261] * 47
+    assert ids[1][:5] == [259, ord("a") + 1, ord("n") + 1, ord("d") + 1, 260]
+    boundaries = np.load(tiny_dir / "expected.npz")["boundaries_000"]  # (layers, <S> </S>, dim)
+    layers = ElmoEmbedder(*_files(tiny_dir)).embed_sentence(["<S>", "and", "</S>", "are", "markers"])
+    np.testing.assert_allclose(layers[0, [0, 2]], boundaries[0], atol=TIGHT, rtol=0)
+
+
 def test_layer_norm_statistics_include_the_boundaries(tiny_dir):
     # allennlp normalises each layer over every unmasked position of the batch, <S> and </S>
     # included (the mix runs before they are removed); recomputed here from its raw layers.

@@ -110,11 +110,16 @@ def test_nul_byte_is_id_1():
     assert _ids("\x00")[:3] == [BOW, 1, EOW]
 
 
-def test_boundary_tokens_are_ordinary_strings():
-    # <S> and </S> as text are just characters; the model's boundaries use special ids
-    assert _ids("<S>")[1:4] == [ord("<") + 1, ord("S") + 1, ord(">") + 1]
-    assert BOS_IDS.tolist() == [BOW, 257, EOW] + [PAD] * 47
-    assert EOS_IDS.tolist() == [BOW, 258, EOW] + [PAD] * 47
+def test_literal_boundary_tokens_get_the_boundary_rows():
+    # allennlp's ELMoCharacterMapper and bilm-tf's vocabulary: a token that is exactly <S> or
+    # </S> is the sentence boundary (raw 256 / 257 between begin- and end-of-word, all + 1).
+    bos, eos = [BOW, 257, EOW] + [PAD] * 47, [BOW, 258, EOW] + [PAD] * 47
+    batch = batch_to_char_ids([["<S>", "and", "</S>"]])[0].tolist()
+    assert batch == [bos, _ids("and"), eos]
+    assert token_to_char_ids("<S>").tolist() == bos and token_to_char_ids("</S>").tolist() == eos
+    assert BOS_IDS.tolist() == bos and EOS_IDS.tolist() == eos
+    for token in ("<s>", "</s>", "<S>.", " <S>"):  # only the exact spellings
+        assert _ids(token)[1 : len(token) + 1] == [ord(c) + 1 for c in token], token
 
 
 def test_padding_rows_all_zero():

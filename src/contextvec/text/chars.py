@@ -3,7 +3,9 @@
 A token becomes 50 ids: beginning-of-word, its UTF-8 bytes (cut to 48 bytes, which may split a
 multi-byte character), end-of-word, then in-word padding. Every id is shifted by +1 so that 0 can
 mean "no token here" (sequence padding); a model trained with 261 characters therefore runs with
-262 embedding rows.
+262 embedding rows. A token that is exactly ``<S>`` or ``</S>`` gets the sentence-boundary rows
+instead of its characters, as allennlp's ``ELMoCharacterMapper`` and bilm-tf's vocabulary give it:
+the biLM was trained with those rows for the boundaries.
 """
 
 from __future__ import annotations
@@ -40,6 +42,10 @@ EOS_IDS = _special_token(EOS_CHAR)
 
 @lru_cache(maxsize=100_000)
 def _token_ids_cached(token: str) -> bytes:
+    if token == BOS_TOKEN:
+        return BOS_IDS.tobytes()
+    if token == EOS_TOKEN:
+        return EOS_IDS.tobytes()
     data = token.encode("utf-8", "ignore")[:MAX_BYTES_PER_TOKEN]
     ids = np.full(MAX_CHARS_PER_TOKEN, PAD_CHAR + 1, dtype=np.int64)
     ids[0] = BOW_CHAR + 1
@@ -51,9 +57,10 @@ def _token_ids_cached(token: str) -> bytes:
 def token_to_char_ids(token: str) -> np.ndarray:
     """The 50 inference-time character ids of one token.
 
-    ``<S>`` and ``</S>`` are ordinary strings here: the sentence boundaries are added by the
-    model from :data:`BOS_IDS` / :data:`EOS_IDS`, as in allennlp. Characters that cannot be
-    encoded (lone surrogates) are dropped, as ``str.encode("utf-8", "ignore")`` does.
+    The model adds the sentence boundaries itself; a token that is literally ``<S>`` or ``</S>``
+    gets their ids (:data:`BOS_IDS` / :data:`EOS_IDS`), as in allennlp and bilm-tf. Characters
+    that cannot be encoded (lone surrogates) are dropped, as ``str.encode("utf-8", "ignore")``
+    does.
     """
     return np.frombuffer(_token_ids_cached(token), dtype=np.int64).copy()
 
