@@ -34,6 +34,7 @@ from contextvec.tasks.readers import (
     parse_conll2003,
     parse_tree,
     read_conll2003,
+    read_conllu,
     read_sst,
     read_trec,
 )
@@ -141,6 +142,39 @@ def test_trec_latin1_and_dev_carve_out(tmp_path):
     bad.write_bytes(b"NUM:date ok ?\nWHAT:x no\n")
     with pytest.raises(ValueError, match="line 2: expected 'COARSE:fine"):
         read_trec(bad)
+
+
+# A TREC file (latin-1: one 0xF0 byte) where another task expects UTF-8; the byte sits on line 100,
+# inside the first block the decoder reads, so it fails before line 1 is parsed.
+TREC_LINES = [b"DESC:def What is word %d ?\n" % i for i in range(99)] + [b"LOC:city A sister\xf0city ?\n"]
+
+
+@pytest.mark.parametrize(("read", "expected"), [
+    (read_conll2003, "expected a CoNLL-2003 file: UTF-8, one 'token POS chunk NER' line per token"),
+    (read_conllu, "expected a CoNLL-U file"),
+    (read_sst, "expected SST trees"),
+])
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_file_that_is_not_utf8_is_named_with_its_line_and_the_format_expected(tmp_path, read, expected, gz):
+    raw = b"".join(TREC_LINES * 2)
+    path = tmp_path / ("train.txt.gz" if gz else "train.txt")
+    path.write_bytes(gzip.compress(raw) if gz else raw)
+    with pytest.raises(ValueError) as caught:
+        read(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}, line 100: not UTF-8 text (byte 0xf0); {expected}"), message
+    assert "\n" not in message
+
+
+def test_cli_names_the_line_of_another_tasks_file(tmp_path, capsys):
+    trec = tmp_path / "train_5500.label"
+    trec.write_bytes(b"".join(TREC_LINES))
+    argv = ["train-task", "ner", "--train", str(trec), "--dev", str(trec), "--no-contextual", "--quiet"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"contextvec: error: {trec}, line 100: not UTF-8 text (byte 0xf0); "
+                          "expected a CoNLL-2003")
+    assert err.count("\n") == 1
 
 
 def test_real_files_read():

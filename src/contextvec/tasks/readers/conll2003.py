@@ -9,10 +9,11 @@ import os
 import re
 from collections.abc import Iterable, Iterator
 
-from contextvec.tasks.readers.lines import numbered_lines, open_task_file, take
+from contextvec.tasks.readers.lines import located_decode_errors, numbered_lines, open_task_file, take
 from contextvec.tasks.split import TaggedCorpus
 
 _TAG = re.compile(r"^(O|[IB]-[^\s-][^\s]*)$")
+FORMAT = "a CoNLL-2003 file: UTF-8, one 'token POS chunk NER' line per token, blank lines between sentences"
 
 
 def iter_conll2003(stream: Iterable[str], source: str = "<string>") -> Iterator[tuple[list[str], list[str]]]:
@@ -55,5 +56,5 @@ def parse_conll2003(text: str, max_sentences: int | None = None, source: str = "
 
 def read_conll2003(path: str | os.PathLike, max_sentences: int | None = None) -> TaggedCorpus:
     """A CoNLL-2003 file (plain or ``.gz``) -> :class:`TaggedCorpus` of tokens and IOB1 NER tags."""
-    with open_task_file(path) as stream:
+    with located_decode_errors(path, FORMAT), open_task_file(path) as stream:
         return _tagged(iter_conll2003(stream, str(path)), max_sentences, str(path))

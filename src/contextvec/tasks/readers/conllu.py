@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from typing import TextIO
 
 from contextvec.extras import needs
-from contextvec.tasks.readers.lines import open_task_file, take
+from contextvec.tasks.readers.lines import located_decode_errors, open_task_file, take
 from contextvec.tasks.split import TaggedCorpus
 
 with needs("tasks"):
@@ -27,6 +27,7 @@ with needs("tasks"):
     from conllu.exceptions import ParseException
 
 TAG_COLUMNS = ("upos", "xpos")
+FORMAT = "a CoNLL-U file: UTF-8, one tab-separated 10-column line per word, blank lines between sentences"
 """CoNLL-U columns a tagging task can predict: column 4 (UPOS) or column 5 (XPOS)."""
 
 
@@ -91,5 +92,5 @@ def read_conllu(
 
     With ``max_sentences`` only the first sentences are read (the rest of the file is not parsed).
     """
-    with open_task_file(path) as stream:
+    with located_decode_errors(path, FORMAT), open_task_file(path) as stream:
         return _collect(iter_conllu(stream, tag, str(path)), max_sentences, str(path))

@@ -1,7 +1,9 @@
 """What every task reader shares: opening a file, numbering its lines, taking the first N items.
 
 Files are plain or ``.gz``; a UTF-8 byte-order mark is dropped (left in, it would become part of
-the first token); a directory or an empty file gets a one-line error naming the file.
+the first token); a directory, an empty file or bytes that are not UTF-8 get a one-line error
+naming the file (and the line, with the format the reader expected: the usual cause is another
+task's file).
 """
 
 from __future__ import annotations
@@ -9,7 +11,9 @@ from __future__ import annotations
 import gzip
 import itertools
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
@@ -17,6 +21,8 @@ from contextvec.io.text_lines import open_text
 from contextvec.tasks.split import Split
 
 BOM = "\ufeff"
+# What errors="surrogateescape" turns each undecodable byte into.
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
 
 
 def open_task_file(path: str | os.PathLike, encoding: str = "utf-8") -> TextIO:
@@ -33,6 +39,29 @@ def open_task_file(path: str | os.PathLike, encoding: str = "utf-8") -> TextIO:
     if path.suffix == ".gz":
         return gzip.open(path, "rt", encoding=encoding, newline="")
     return path.open("r", encoding=encoding, newline="")
+
+
+@contextmanager
+def located_decode_errors(path: str | os.PathLike, expected: str) -> Iterator[None]:
+    """Turn a UTF-8 decoding error raised inside the block into a ``ValueError`` naming the file,
+    the line and byte, and ``expected`` (the format the reader wanted, e.g. ``"a CoNLL-2003
+    file: ..."``). The file is read a second time, only after such an error, to find the line:
+    the decoder's own position counts from an internal buffer, not from the file."""
+    try:
+        yield
+    except UnicodeDecodeError as error:
+        raise ValueError(_decode_error_message(path, expected, error)) from error
+
+
+def _decode_error_message(path: str | os.PathLike, expected: str, error: UnicodeDecodeError) -> str:
+    with open_text(path, errors="surrogateescape") as stream:
+        for number, line in numbered_lines(stream):
+            found = _ESCAPED_BYTE.search(line)
+            if found:
+                byte = ord(found.group()) - 0xDC00
+                return (f"{path}, line {number}: not UTF-8 text (byte 0x{byte:02x}); expected {expected} "
+                        "(another task's file?)")
+    return f"{path}: not UTF-8 text ({error.reason}); expected {expected} (another task's file?)"
 
 
 def check_max(max_sentences: int | None) -> None:
@@ -63,14 +92,16 @@ def line_items(
     path: str | os.PathLike,
     parse: Callable[[str, str], tuple[str, list[str]] | None],
     max_sentences: int | None,
+    expected: str,
     encoding: str = "utf-8",
     what: str = "sentences",
 ) -> Split:
     """A file of one item per line -> :class:`Split`. ``parse(line, where)`` gives ``(label,
     tokens)``, or None for an item the task drops (not counted by ``max_sentences``); an empty
-    line is an error."""
+    line is an error. ``expected`` names the format in the error for a file that is not text of
+    ``encoding``."""
     check_max(max_sentences)
-    with open_task_file(path, encoding) as stream:
+    with located_decode_errors(path, expected), open_task_file(path, encoding) as stream:
         def items() -> Iterator[tuple[str, list[str]]]:
             for number, line in numbered_lines(stream):
                 if not line.strip():

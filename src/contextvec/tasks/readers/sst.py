@@ -19,6 +19,7 @@ from contextvec.tasks.readers.lines import line_items
 from contextvec.tasks.split import LabeledSentences
 
 SST_VARIANTS = ("sst5", "sst2")
+FORMAT = "SST trees: UTF-8, one labelled PTB tree per line, e.g. (3 (2 a) (4 fine) (2 film))"
 SST2_LABELS = {"0": "negative", "1": "negative", "3": "positive", "4": "positive"}
 _PTB_UNESCAPE = {
     "-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "-LCB-": "{", "-RCB-": "}",
@@ -78,4 +79,4 @@ def read_sst(
     """
     if variant not in SST_VARIANTS:
         raise ValueError(f"variant must be one of {SST_VARIANTS}, not {variant!r}")
-    return line_items(path, partial(_sentence, variant), max_sentences)
+    return line_items(path, partial(_sentence, variant), max_sentences, FORMAT)

@@ -16,6 +16,7 @@ from contextvec.tasks.readers.lines import line_items
 from contextvec.tasks.split import LabeledSentences
 
 TREC_COARSE = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
+FORMAT = "TREC questions: one 'COARSE:fine question words' line per question"
 DEV_SPLIT_SEED = 0
 """Seed of the TREC dev carve-out (fixed, so that every training seed sees the same dev set)."""
 
@@ -43,8 +44,8 @@ def read_trec(
 ) -> LabeledSentences:
     """A TREC label file (plain or ``.gz``, latin-1) -> questions with their coarse labels, or
     (``fine``) their ``COARSE:fine`` labels."""
-    return line_items(path, _fine if fine else parse_trec_line, max_sentences, encoding="latin-1",
-                      what="questions")
+    return line_items(path, _fine if fine else parse_trec_line, max_sentences, FORMAT,
+                      encoding="latin-1", what="questions")
 
 
 def carve_dev(
