@@ -7,12 +7,14 @@ the reference for every value.
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 from helpers_io import read_h5
+from helpers_tf import I32, LEN, VARINT, block, bundle_index, field, rewrite_entry, table, varint, within
 
 from contextvec.io.tf_checkpoint import (
     CheckpointError,
@@ -22,6 +24,7 @@ from contextvec.io.tf_checkpoint import (
     read_tensors,
 )
 from contextvec.io.tf_elmo import dump_weights_name, hub_name
+from contextvec.io.untrusted import UntrustedFileError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "tfckpt"
 CHECKPOINT = FIXTURES / "checkpoint"
@@ -150,7 +153,7 @@ def _first_block_size(raw: bytearray) -> int:
     ("compressed block", "is compressed (type 1); only uncompressed tables are read"),
     ("flipped data byte", "fails its crc32c (a corrupt data file)"),
     ("truncated data", "truncated: variable"),
-    ("missing data", "checkpoint data file not found"),
+    ("missing data", "no such file (the checkpoint data file)"),
     ("V1 checkpoint", "a TensorFlow V1 checkpoint"),
 ])
 def test_broken_checkpoints_are_one_line_naming_the_file(tmp_path, how, message):
@@ -160,3 +163,159 @@ def test_broken_checkpoints_are_one_line_naming_the_file(tmp_path, how, message)
         read_tensors(bundle, bundle.entries)
     text = str(caught.value)
     assert message in text and named in text and "\n" not in text
+
+
+# --------------------------------------------------------------------------- crafted indexes
+
+HEADER = (b"", field(1, VARINT, 1))  # BundleHeaderProto: num_shards 1
+
+
+def _crafted(tmp_path: Path, items: list[tuple[bytes, bytes]]) -> Path:
+    """The checkpoint's copy with its index replaced by one of ``items`` (crcs all right)."""
+    target = _copy(tmp_path)
+    (target / "model.ckpt-3.index").write_bytes(bundle_index(items))
+    return target
+
+
+SHAPE_AS_VARINT = "variable 'x': BundleEntryProto.shape (field 2) comes as varint, not length-delimited"
+
+
+@pytest.mark.parametrize(("entry", "problem"), [
+    (field(2, VARINT, 2**64 - 1), SHAPE_AS_VARINT),
+    (field(2, VARINT, 1 << 26), SHAPE_AS_VARINT),
+    (field(2, LEN, field(2, VARINT, 1 << 26)),
+     "variable 'x': TensorShapeProto.dim (field 2) comes as varint, not length-delimited"),
+    (field(2, LEN, field(2, LEN, field(1, LEN, b"zz"))),
+     "variable 'x': TensorShapeProto.Dim.size (field 1) comes as length-delimited, not varint"),
+    (field(5, LEN, b"zz"), "variable 'x': BundleEntryProto.size (field 5) comes as length-delimited, "
+                           "not varint"),
+    (field(6, VARINT, 3), "variable 'x': BundleEntryProto.crc32c (field 6) comes as varint, not 32-bit"),
+    (field(2, LEN, b"\x12\x05\x08"), "variable 'x': a malformed TensorShapeProto (field 2 runs past "
+                                       "the message's end)"),
+], ids=["shape-2^64-1", "shape-2^26", "dim", "dim-size", "size", "crc32c", "truncated-dim"])
+def test_a_field_in_another_wire_type_is_refused_at_once(tmp_path, entry, problem):
+    """A crafted index of about a hundred bytes: a message stored as a varint is not a length."""
+    target = _crafted(tmp_path, [HEADER, (b"x", field(1, VARINT, 1) + entry)])
+    index = target / "model.ckpt-3.index"
+    assert index.stat().st_size < 200
+    with within(2), pytest.raises(CheckpointError) as caught:
+        read_index(target / "model.ckpt-3")
+    assert str(caught.value) == f"{index}: {problem}"
+
+
+@pytest.mark.parametrize(("header", "problem"), [
+    (field(1, LEN, b"zz"), "BundleHeaderProto.num_shards (field 1) comes as length-delimited, not varint"),
+    (field(2, LEN, b"zz"), "BundleHeaderProto.endianness (field 2) comes as length-delimited, not varint"),
+    (field(1, VARINT, 0), "declares 0 data shards"),
+    (field(1, VARINT, 2**64 - 1), "declares -1 data shards"),
+    (field(2, VARINT, 7), "an unknown endianness 7; only little-endian checkpoints are read"),
+], ids=["num_shards-bytes", "endianness-bytes", "no-shards", "negative-shards", "endianness"])
+def test_a_bundle_header_is_read_by_its_schema(tmp_path, header, problem):
+    target = _crafted(tmp_path, [(b"", header)])
+    with pytest.raises(CheckpointError) as caught:
+        read_index(target / "model.ckpt-3")
+    assert str(caught.value) == f"{target / 'model.ckpt-3.index'}: {problem}"
+
+
+def _shape(*dims: int) -> tuple[int, int, bytes]:
+    return (2, LEN, b"".join(field(2, LEN, field(1, VARINT, d)) for d in dims))
+
+
+def _set(number: int, wire: int, value):
+    def change(parts):
+        parts[:] = [p for p in parts if p[0] != number] + [(number, wire, value)]
+    return change
+
+
+def _set_shape(*dims: int):
+    return _set(*_shape(*dims))
+
+
+@pytest.mark.parametrize(("changes", "problem"), [
+    ([_set_shape(1 << 40, 4), _set(5, VARINT, 1 << 44)],
+     "model.ckpt-3.data-00000-of-00001: truncated: variable 'lm/char_embed' ends at byte "),
+    ([_set_shape(1 << 62, 1 << 62)],
+     "model.ckpt-3.data-00000-of-00001: variable 'lm/char_embed' of shape (4611686018427387904, "
+     "4611686018427387904) and dtype float32 takes "),
+    ([_set_shape(*[1] * 40)], "model.ckpt-3.index: variable 'lm/char_embed': a tensor of over 32 "
+                              "dimensions"),
+    ([_set(3, VARINT, 7)], "model.ckpt-3.index: variable 'lm/char_embed' lies in data shard 7 of 1"),
+    ([_set(4, VARINT, 2**64 - 8)], "model.ckpt-3.index: variable 'lm/char_embed': a negative offset (-8)"),
+], ids=["past-the-shard", "too-big", "rank", "shard", "negative-offset"])
+def test_declared_sizes_are_checked_against_the_files_before_allocating(tmp_path, changes, problem):
+    target = _copy(tmp_path)
+    for change in changes:
+        rewrite_entry(target / "model.ckpt-3.index", "lm/char_embed", change)
+    with within(2), pytest.raises(CheckpointError) as caught:
+        bundle = read_index(target / "model.ckpt-3")
+        read_tensors(bundle, ["lm/char_embed"])
+    assert str(caught.value).startswith(f"{target}/{problem}")
+
+
+def test_variables_that_share_bytes_are_refused(tmp_path):
+    """Each variable's bytes once: what is read is never more than the shards hold."""
+    target = _copy(tmp_path)
+    index = target / "model.ckpt-3.index"
+    entry = dict(read_index(target / "model.ckpt-3").entries)["lm/char_embed"]
+    rewrite_entry(index, "lm/char_embed/Adagrad", _set(4, VARINT, entry.offset))
+    rewrite_entry(index, "lm/char_embed/Adagrad", _set(6, I32, entry.crc32c))
+    bundle = read_index(target / "model.ckpt-3")
+    with pytest.raises(CheckpointError, match=r"data-00000-of-00001: variable 'lm/char_embed(/Adagrad)?' "
+                                              r"overlaps the bytes of another$"):
+        read_tensors(bundle, ["lm/char_embed", "lm/char_embed/Adagrad"])
+
+
+def test_a_table_that_lists_a_block_twice_or_spells_long_keys_is_refused(tmp_path):
+    items = [HEADER, (b"x", field(1, VARINT, 1))]
+    target = _copy(tmp_path)
+    index = target / "model.ckpt-3.index"
+    index.write_bytes(table([block(items)], index_handles=[0, 0]))
+    with pytest.raises(CheckpointError, match="index: not a TensorFlow checkpoint index, or truncated "
+                                              r"\(the data block at byte 0 overlaps an earlier one\)$"):
+        read_index(target / "model.ckpt-3")
+    # each key the whole previous one and one byte more: bytes that spell quadratically many
+    body = b"\x00\x00\x02" + field(1, VARINT, 1) + b"".join(varint(n) + b"\x01\x00a" for n in range(2000))
+    index.write_bytes(table([body + (0).to_bytes(4, "little") + (1).to_bytes(4, "little")]))
+    with pytest.raises(CheckpointError, match=r"keys share more than TensorFlow's tables do\)$"):
+        read_index(target / "model.ckpt-3")
+
+
+def test_files_are_regular_files_inside_the_directory(tmp_path):
+    target = _copy(tmp_path)
+    data = target / "model.ckpt-3.data-00000-of-00001"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    data.rename(elsewhere / data.name)
+    cases = [
+        (lambda: data.symlink_to(elsewhere / data.name), data, "lies outside the model directory"),
+        (lambda: data.symlink_to("/dev/zero"), data, "lies outside the model directory"),
+        (lambda: os.mkfifo(data), data, "is a FIFO (named pipe), not a regular file"),
+    ]
+    for make, named, problem in cases:
+        make()
+        with within(2), pytest.raises(UntrustedFileError) as caught:
+            bundle = read_index(target / "model.ckpt-3")
+            read_tensors(bundle, ["lm/char_embed"])
+        assert str(caught.value).startswith(f"{named}: ") and problem in str(caught.value)
+        assert "\n" not in str(caught.value)
+        named.unlink()
+    index = target / "model.ckpt-3.index"
+    index.rename(elsewhere / index.name)
+    index.symlink_to(elsewhere / index.name)
+    with pytest.raises(UntrustedFileError, match="lies outside the model directory"):
+        read_index(target / "model.ckpt-3")
+
+
+def test_the_checkpoint_file_cannot_lead_out_of_the_directory(tmp_path):
+    target = _copy(tmp_path)
+    elsewhere = shutil.copytree(target, tmp_path / "elsewhere")
+    for suffix in ("index", "data-00000-of-00001"):
+        (target / f"model.ckpt-3.{suffix}").unlink()
+    (target / "checkpoint").write_text(f'model_checkpoint_path: "{elsewhere}/model.ckpt-3"\n')
+    with pytest.raises(CheckpointError, match=f"checkpoint: names {elsewhere}/model.ckpt-3, but "
+                                              f"{target}/model.ckpt-3.index does not exist$"):
+        latest_checkpoint(target)
+    (target / "checkpoint").unlink()
+    os.mkfifo(target / "checkpoint")
+    with within(2), pytest.raises(UntrustedFileError, match="checkpoint: is a FIFO"):
+        latest_checkpoint(target)

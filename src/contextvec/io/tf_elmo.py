@@ -32,6 +32,7 @@ import numpy as np
 from contextvec.io import bilm_tf
 from contextvec.io.tf_checkpoint import Bundle, CheckpointError, latest_checkpoint, read_index, read_tensors
 from contextvec.io.tf_graph import elmo_graph_options
+from contextvec.io.untrusted import model_file
 
 HUB_VARIABLES = Path("variables") / "variables"
 HUB_GRAPH_FILES = ("tfhub_module.pb", "saved_model.pb")
@@ -117,9 +118,10 @@ def read_checkpoint(directory: str | os.PathLike) -> tuple[dict[str, Any], dict[
             another shape than ``options.json`` implies.
     """
     directory = Path(directory)
-    options = bilm_tf.read_options_json(directory / bilm_tf.OPTIONS_NAME)
-    _refuse_unsupported(directory / bilm_tf.OPTIONS_NAME, options)
-    bundle = read_index(latest_checkpoint(directory))
+    options_file = model_file(directory, bilm_tf.OPTIONS_NAME)
+    options = bilm_tf.read_options_json(options_file)
+    _refuse_unsupported(options_file, options)
+    bundle = read_index(latest_checkpoint(directory), directory)
     names = {dump_weights_name(name): name for name in bundle.entries}
     return options, _checked(bundle, names, bilm_tf.expected_datasets(options))
 
@@ -134,10 +136,15 @@ def _refuse_unsupported(path: Path, options: Mapping[str, Any]) -> None:
     lstm = options["lstm"]
     if not options.get("bidirectional", False):
         raise ValueError(f"{path}: a forward-only bilm-tf model gives no ELMo representations")
-    if int(lstm.get("n_layers", 1)) < 2:
+    try:
+        n_layers, projection_dim, dim = (int(lstm.get(key, default)) for key, default in
+                                         (("n_layers", 1), ("projection_dim", 0), ("dim", 0)))
+    except (TypeError, ValueError) as e:
+        raise bilm_tf.OptionsError(f"{path}: an lstm size that is not a number ({e})") from None
+    if n_layers < 2:
         raise ValueError(f"{path}: a one-layer bilm-tf model (no MultiRNNCell; bilm-tf's own "
                          "inference graph cannot load it either)")
-    if int(lstm.get("projection_dim", 0)) >= int(lstm.get("dim", 0)):
+    if projection_dim >= dim:
         raise ValueError(f"{path}: bilm-tf LSTMs without a projection (projection_dim >= dim) are "
                          "not supported")
 
@@ -157,13 +164,13 @@ def read_hub_module(
             variables of shapes the options do not imply.
     """
     directory = Path(directory)
-    bundle = read_index(directory / HUB_VARIABLES)
+    bundle = read_index(directory / HUB_VARIABLES, directory)
     if any("/.ATTRIBUTES/" in name for name in bundle.entries):
-        raise CheckpointError(f"{directory}: a TF2 SavedModel (object-based variable names); only "
+        raise CheckpointError(directory, "a TF2 SavedModel (object-based variable names); only "
                               "TF1-format hub modules, which name their variables, are read")
     anchor = next((n for n in bundle.entries if n.endswith("bilm/char_embed")), None)
     if anchor is None:
-        raise CheckpointError(f"{directory}: no bilm/char_embed variable: not an ELMo module")
+        raise CheckpointError(directory, "no bilm/char_embed variable: not an ELMo module")
     prefix = anchor[: -len("char_embed")]
     names = {}
     for name in bundle.entries:
@@ -171,14 +178,18 @@ def read_hub_module(
         if mapped is not None:
             names[mapped] = name
     shapes = {hdf5: bundle.entries[name].shape for hdf5, name in names.items()}
-    options_file = directory / bilm_tf.OPTIONS_NAME
-    if options_file.is_file():
+    if os.path.lexists(directory / bilm_tf.OPTIONS_NAME):
+        options_file = model_file(directory, bilm_tf.OPTIONS_NAME)
         # bilm-tf's inference graph is always bidirectional; allennlp's options.json omits the key.
-        options = {"bidirectional": True, **bilm_tf.read_options_json(options_file)}
+        read = bilm_tf.read_options_json(options_file)
+        if not isinstance(read, Mapping):
+            raise bilm_tf.OptionsError(f"{options_file}: options.json is not a JSON object")
+        options = {"bidirectional": True, **read}
         _refuse_unsupported(options_file, options)
     else:
-        graph = directory / "saved_model.pb"
-        found = elmo_graph_options(graph, prefix) if graph.is_file() else None
+        graph = "saved_model.pb"
+        found = (elmo_graph_options(model_file(directory, graph), prefix)
+                 if os.path.lexists(directory / graph) else None)
         options = infer_options(shapes, directory, found)
     expected = dict(bilm_tf.expected_datasets(options))
     expected["char_embed"] = (expected["char_embed"][0] + 1, *expected["char_embed"][1:])
@@ -201,7 +212,7 @@ def infer_options(shapes: Mapping[str, tuple[int, ...]], where: Path,
         lstm_dim, projection_dim = shapes["RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell/W_P_0"]
         n_rows, char_dim = shapes["char_embed"]
     except (KeyError, ValueError) as e:
-        raise CheckpointError(f"{where}: the module lacks a variable of ELMo's biLM ({e})") from e
+        raise CheckpointError(where, f"the module lacks a variable of ELMo's biLM ({e})") from e
     graph = graph or {}
     cnn = {**HUB_GRAPH_OPTIONS["char_cnn"], **graph.get("char_cnn", {}), "filters": filters,
            "n_highway": n_highway, "embedding": {"dim": char_dim}, "n_characters": n_rows}
@@ -216,21 +227,21 @@ def _checked(bundle: Bundle, names: Mapping[str, str],
     where = bundle.prefix
     missing = sorted(set(expected) - set(names))
     if missing:
-        raise CheckpointError(f"{where}: no variable for {missing} (does options.json describe this "
+        raise CheckpointError(where, f"no variable for {missing} (does options.json describe this "
                               "checkpoint?)")
     for hdf5, shape in expected.items():
         got = bundle.entries[names[hdf5]].shape
         if got != shape:
-            raise CheckpointError(f"{where}: variable {names[hdf5]} has shape {got} but the options "
+            raise CheckpointError(where, f"variable {names[hdf5]} has shape {got} but the options "
                                   f"imply {shape}")
     tensors = read_tensors(bundle, [names[hdf5] for hdf5 in expected])
     arrays = {hdf5: tensors[names[hdf5]] for hdf5 in expected}
     for hdf5, array in arrays.items():
         if array.dtype != np.float32:
-            raise CheckpointError(f"{where}: variable {names[hdf5]} is {array.dtype}, not float32")
+            raise CheckpointError(where, f"variable {names[hdf5]} is {array.dtype}, not float32")
         bad = int(array.size - np.isfinite(array).sum())
         if bad:
-            raise CheckpointError(f"{where}: variable {names[hdf5]} has {bad} NaN or infinite values")
+            raise CheckpointError(where, f"variable {names[hdf5]} has {bad} NaN or infinite values")
     return arrays
 
 
@@ -248,6 +259,6 @@ def _mix(bundle: Bundle, prefix: str) -> HubMix | None:
     tensors = read_tensors(bundle, found[0])
     weights, gamma = (tensors[name].astype(np.float64).reshape(-1) for name in found[0])
     if gamma.size != 1 or not np.isfinite(weights).all() or not np.isfinite(gamma).all():
-        raise CheckpointError(f"{bundle.prefix}: the mix {found[0]} is not finite weights and one "
+        raise CheckpointError(bundle.prefix, f"the mix {found[0]} is not finite weights and one "
                               "finite scale")
     return HubMix(tuple(float(w) for w in weights), float(gamma[0]))

@@ -19,52 +19,78 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from contextvec.io.tf_checkpoint import CheckpointError, message_fields
+from contextvec.io.tf_checkpoint import I32, LEN, VARINT, CheckpointError, Message, read_message
+from contextvec.io.untrusted import read_bounded
+
+# tensorflow/core/protobuf/saved_model.proto, meta_graph.proto and framework/*.proto: the fields
+# read, with the wire types their schema gives them.
+_SAVED_MODEL = Message("SavedModel", {2: ("meta_graphs", (LEN,))})
+_META_GRAPH = Message("MetaGraphDef", {2: ("graph_def", (LEN,))})
+_GRAPH = Message("GraphDef", {1: ("node", (LEN,))})
+_NODE = Message("NodeDef", {1: ("name", (LEN,)), 2: ("op", (LEN,)), 3: ("input", (LEN,)),
+                            5: ("attr", (LEN,))})
+_ATTR_ENTRY = Message("NodeDef.AttrEntry", {1: ("key", (LEN,)), 2: ("value", (LEN,))})
+_ATTR_VALUE = Message("AttrValue", {8: ("tensor", (LEN,))})
+_TENSOR = Message("TensorProto", {1: ("dtype", (VARINT,)), 4: ("tensor_content", (LEN,)),
+                                  5: ("float_val", (LEN, I32))})
+_DT_FLOAT = 1
 
 
 class Node(NamedTuple):
     name: str
     op: str
     inputs: tuple[str, ...]
-    attrs: bytes  # the NodeDef itself, for the attributes of the few nodes that need them
+    attrs: memoryview  # the NodeDef itself, for the attributes of the few nodes that need them
+    path: Path  # the graph file, for the errors of reading them
+
+
+def _first(buf: bytes | memoryview, message: Message, path: Path, context: str = "") -> memoryview:
+    """The first field ``message`` reads (its one length-delimited field)."""
+    for _, value in read_message(buf, message, path, context):
+        return value
+    name = next(iter(message.fields.values()))[0]
+    raise CheckpointError(path, f"{context}no {message.name}.{name}")
 
 
 def graph_nodes(path: str | os.PathLike) -> Iterator[Node]:
-    """Every node of the first graph in a ``saved_model.pb``."""
-    buf = Path(path).read_bytes()
-    try:
-        meta = next(value for field, _, value in message_fields(buf) if field == 2)
-        graph = next(value for field, _, value in message_fields(meta) if field == 2)
-        for field, _, node in message_fields(graph):
-            if field == 1:
-                name, op, inputs = "", "", []
-                for f, _, value in message_fields(node):
-                    if f == 1:
-                        name = value.decode("utf-8")
-                    elif f == 2:
-                        op = value.decode("utf-8")
-                    elif f == 3:
-                        inputs.append(value.decode("utf-8").lstrip("^").split(":")[0])
-                yield Node(name, op, tuple(inputs), node)
-    except (StopIteration, ValueError, UnicodeDecodeError, AttributeError) as e:
-        raise CheckpointError(f"{path}: not a readable SavedModel graph ({e})") from e
+    """Every node of the first graph in a ``saved_model.pb`` (a regular file of at most
+    :data:`~contextvec.io.untrusted.SMALL_FILE_CAP` bytes)."""
+    path = Path(path)
+    buf = read_bounded(path)
+    graph = _first(_first(buf, _SAVED_MODEL, path), _META_GRAPH, path, "meta_graphs[0]: ")
+    for i, (_, node) in enumerate(read_message(graph, _GRAPH, path, "meta_graphs[0].graph_def: ")):
+        name, op, inputs = "", "", []
+        context = f"node {i}: "
+        try:
+            for f, value in read_message(node, _NODE, path, context):
+                if f == 1:
+                    name = str(value, "utf-8")
+                elif f == 2:
+                    op = str(value, "utf-8")
+                elif f == 3:
+                    inputs.append(str(value, "utf-8").lstrip("^").split(":")[0])
+        except UnicodeDecodeError as e:
+            raise CheckpointError(path, f"{context}a NodeDef string that is not UTF-8 ({e})") from None
+        yield Node(name, op, tuple(inputs), node, path)
 
 
 def _float_constant(node: Node) -> float | None:
     """The value of a scalar float ``Const`` node (attr ``value``: a TensorProto)."""
-    for field, _, entry in message_fields(node.attrs):
+    context = f"node {node.name!r}: "
+    for field, entry in read_message(node.attrs, _NODE, node.path, context):
         if field != 5:
             continue
-        parts = {f: v for f, _, v in message_fields(entry)}
-        if parts.get(1) != b"value":
+        parts = dict(read_message(entry, _ATTR_ENTRY, node.path, context))
+        if bytes(parts.get(1, b"")) != b"value":
             continue
-        tensor = next((v for f, _, v in message_fields(parts.get(2, b"")) if f == 8), b"")
-        for f, wire, value in message_fields(tensor):
-            if f == 5 and wire == 2 and len(value) >= 4:  # packed float_val
-                return struct.unpack("<f", value[:4])[0]
-            if f == 5 and wire == 5:
-                return struct.unpack("<f", int(value).to_bytes(4, "little"))[0]
-            if f == 4 and len(value) >= 4:  # tensor_content
+        tensor = dict(read_message(parts.get(2, b""), _ATTR_VALUE, node.path, context)).get(8, b"")
+        values = list(read_message(tensor, _TENSOR, node.path, context))
+        if dict(values).get(1, _DT_FLOAT) != _DT_FLOAT:
+            return None
+        for f, value in values:
+            if f == 5 and isinstance(value, int):
+                return struct.unpack("<f", value.to_bytes(4, "little"))[0]
+            if f in (4, 5) and len(value) >= 4:  # tensor_content, or packed float_val
                 return struct.unpack("<f", value[:4])[0]
     return None
 
