@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import lzma
+import os
 import shutil
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import numpy as np
 import pytest
 import torch
 from helpers_io import read_h5
+from helpers_tf import LEN, VARINT, field, rewrite_entry, within
 from tolerance import assert_reordered_close, elmo_terms
 
 import contextvec
@@ -230,3 +232,63 @@ def test_a_tensorflow_elmo_runs_in_int8_as_the_same_model_from_hdf5_does(directo
                                 weight_file=FIXTURES / "dump_weights.hdf5", precision="int8").embed(SENTENCES)
     for ours, theirs in zip(from_tf, from_hdf5, strict=True):
         np.testing.assert_array_equal(ours, theirs)
+
+
+# --------------------------------------------------------------------------- crafted files
+
+
+def _graph(*nodes: bytes) -> bytes:
+    """A saved_model.pb of one meta graph holding ``nodes`` (NodeDef bytes)."""
+    return field(2, LEN, field(2, LEN, b"".join(field(1, LEN, node) for node in nodes)))
+
+
+@pytest.mark.parametrize(("graph", "problem"), [
+    (field(2, VARINT, 5), "SavedModel.meta_graphs (field 2) comes as varint, not length-delimited"),
+    (field(2, LEN, field(2, VARINT, 5)),
+     "meta_graphs[0]: MetaGraphDef.graph_def (field 2) comes as varint, not length-delimited"),
+    (field(2, LEN, field(2, LEN, field(1, VARINT, 5))),
+     "meta_graphs[0].graph_def: GraphDef.node (field 1) comes as varint, not length-delimited"),
+    (_graph(field(1, VARINT, 5)), "node 0: NodeDef.name (field 1) comes as varint, not length-delimited"),
+    (_graph(field(1, LEN, b"bilm/x") + field(2, LEN, b"\xff")),
+     "node 0: a NodeDef string that is not UTF-8 ('utf-8' codec can't decode byte 0xff in position 0: "
+     "invalid start byte)"),
+    (field(1, VARINT, 1), "no SavedModel.meta_graphs"),
+], ids=["meta_graphs", "graph_def", "node", "name", "utf-8", "no-graph"])
+def test_a_savedmodel_of_other_fields_is_one_line_naming_the_field(tmp_path, capsys, graph, problem):
+    module = _module_with_graph(HUB, tmp_path / "module")
+    (module / "saved_model.pb").write_bytes(graph)
+    assert main(["info", str(module)]) == 2
+    assert capsys.readouterr().err == f"contextvec: error: {module / 'saved_model.pb'}: {problem}\n"
+
+
+def test_a_crafted_checkpoint_is_exit_2_and_one_line_from_info_and_convert(tmp_path, capsys):
+    """The index of the first finding: a shape stored as a varint of 2**64 - 1."""
+    directory = tmp_path / "ckpt"
+    shutil.copytree(CHECKPOINT, directory)
+    index = directory / "model.ckpt-3.index"
+
+    def shape_as_varint(parts):
+        parts[:] = [p if p[0] != 2 else (2, VARINT, 2**64 - 1) for p in parts]
+
+    rewrite_entry(index, "lm/char_embed", shape_as_varint)
+    out = tmp_path / "out"
+    convert = ["convert", str(out), "--to", "native", "--model", str(directory)]
+    for argv in (["info", str(directory)], convert):
+        with within(10):
+            assert main(argv) == 2
+        assert capsys.readouterr().err == (
+            f"contextvec: error: {index}: variable 'lm/char_embed': BundleEntryProto.shape (field 2) "
+            "comes as varint, not length-delimited\n")
+    assert not out.exists()
+
+
+def test_a_module_file_that_is_a_fifo_or_leads_out_is_refused(tmp_path):
+    module = _module_with_graph(HUB, tmp_path / "module")
+    (module / "saved_model.pb").unlink()
+    os.mkfifo(module / "saved_model.pb")
+    with within(5), pytest.raises(ValueError, match=r"saved_model.pb: is a FIFO \(named pipe\), not a "):
+        contextvec.load(module)
+    (module / "saved_model.pb").unlink()
+    (module / "options.json").symlink_to(CHECKPOINT / "options.json")
+    with within(5), pytest.raises(ValueError, match="options.json: lies outside the model directory"):
+        contextvec.load(module)
