@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
@@ -21,7 +22,7 @@ from contextvec.encoders.precision import (
     as_precision,
     check_precision,
 )
-from contextvec.encoders.registry import EXPECTED, family_of, family_saving, refuse_conversion
+from contextvec.encoders.registry import family_of, family_saving, not_a_model, refuse_conversion
 from contextvec.encoders.threads import in_passing_thread
 from contextvec.io.hf_bert import is_hf_bert_dir
 from contextvec.io.native import cast_weights, is_native_dir
@@ -166,7 +167,7 @@ def resolve_model(model: str | os.PathLike) -> Path:
 def _family(path: Path) -> Family:
     family = family_of(path)
     if family is None:
-        raise ModelNotFoundError(f"{path}: not a model directory (expected {EXPECTED})")
+        raise ModelNotFoundError(not_a_model(path))
     return family
 
 
@@ -212,13 +213,33 @@ def model_info(model: str | os.PathLike | None = None) -> ModelInfo:
         num_layers=encoder.num_layers, output_dim=encoder.output_dim,
         parameters=sum(t.numel() for t in encoder.state_dict().values()),
         fingerprint=model_identity(encoder), facts=tuple(facts.items()),
-        inference=tuple(_model_paths(family)),
+        inference=tuple(_model_paths(family, encoder)),
     )
 
 
-def _model_paths(family: Family) -> list[InferencePath]:
-    """This CPU's path per precision, the lower ones refused for a family that runs in fp32 only."""
-    paths = list(inference_paths().values())
+# encoders/cpu.py's words for the LSTMs' int8 library, in an int8 path's reason.
+_LSTM_CLAUSE = re.compile(r"; LSTMs on [^;]*")
+
+
+def _int8_for(path: InferencePath, encoder: Encoder) -> InferencePath:
+    """The CPU's int8 path in words that hold for ``encoder``: the path names the modules int8
+    treats apart (a character CNN left in ``kept_precision``, LSTMs on ``int8_library``), which
+    only some families have."""
+    modules = list(encoder.modules())
+    engine, reason = path.engine.partition("; ")[0], path.reason  # "; ..." names ELMo's token encoder
+    if not any(getattr(m, "int8_recurrent", False) for m in modules):
+        engine = engine.replace(f" (LSTMs: {path.int8_library})", "")
+        reason = _LSTM_CLAUSE.sub("", reason)
+    if any(getattr(m, "int8_sensitive", False) for m in modules):
+        engine += f"; its character CNN in {path.kept_precision}"
+    return replace(path, engine=engine, reason=reason)
+
+
+def _model_paths(family: Family, encoder: Encoder) -> list[InferencePath]:
+    """This CPU's path per precision for this model: the lower ones refused for a family that runs
+    in fp32 only, int8's words about ELMo's parts kept for a model that has them."""
+    paths = [_int8_for(path, encoder) if path.precision == "int8" and path.available else path
+             for path in inference_paths().values()]
     if family.low_precision:
         return paths
     return [path if path.precision == "fp32" else

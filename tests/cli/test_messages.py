@@ -4,6 +4,8 @@ a refused input is exit code 2 and one line on stderr."""
 
 from __future__ import annotations
 
+import re
+
 import h5py
 import pytest
 
@@ -193,3 +195,92 @@ def test_a_vocabulary_that_keeps_no_word_is_not_called_an_empty_corpus(corpus, t
     assert _one_line(err).startswith(f"contextvec: error: the vocabulary keeps no word of {corpus}: ")
     assert "(which counts the 3 specials <S> </S> <UNK>) leave none" in err
 
+
+
+# -- a saved task model where an encoder is wanted; predict's input and scores --------------------
+
+@pytest.fixture(scope="module")
+def saved_task(tmp_path_factory):
+    """A real `train-task --save-model` directory (sst2, no encoder: quick) and its dev file."""
+    root = tmp_path_factory.mktemp("saved-task")
+    words = ["a", "film", "it", "was", "plot"]
+    cue = {"0": "bad", "4": "good"}
+    lines = [f"({label} (2 {words[i % 5]}) (2 {words[i * 3 % 5]}) ({label} {cue[label]}))"
+             for i, label in enumerate("0404004440" * 3)]
+    data = root / "sst.txt"
+    data.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    argv = ["train-task", "sst2", "--train", data, "--dev", data, "--no-contextual", "--epochs", "1",
+            "--hidden", "4", "--word-dim", "4", "--quiet", "--threads", "1", "--save-model", root / "m",
+            "--output", root / "report.json"]
+    assert main([str(a) for a in argv]) == 0
+    return root / "m", data
+
+
+@pytest.mark.parametrize("argv", [
+    ["info", "{m}"], ["export", "{m}", "{out}/m.onnx"],
+    ["convert", "{out}/c", "--to", "native", "--model", "{m}"],
+    ["embed", "{data}", "{out}/e.h5", "--top", "--model", "{m}", "--quiet"],
+])
+def test_a_saved_task_model_given_as_a_model_says_what_it_is_and_what_runs_it(argv, saved_task, tmp_path,
+                                                                              capsys):
+    """It said "not a model directory (expected options.json + weights.hdf5, ...)"."""
+    model, data = saved_task
+    code, _, err = _run(capsys, *(a.format(m=model, out=tmp_path, data=data) for a in argv))
+    wanted = (f"contextvec: error: {model} is a task model saved by train-task --save-model, not an "
+              f"encoder: run it with `contextvec predict {model} INPUT` (Python: "
+              "contextvec.tasks.load_task_model); its task.json names the encoder it was trained on")
+    assert code == 2 and _one_line(err) == wanted
+    import contextvec
+
+    with pytest.raises(FileNotFoundError, match="is a task model saved by train-task --save-model"):
+        contextvec.load(model)
+
+
+@pytest.mark.parametrize("name", ["empty.txt", "empty.txt.gz"])
+def test_predict_refuses_an_empty_file_as_embed_does(name, saved_task, tmp_path, capsys):
+    """It predicted nothing and exited 0."""
+    import gzip
+
+    empty = tmp_path / name
+    empty.write_bytes(gzip.compress(b"") if name.endswith(".gz") else b"")
+    code, out, err = _run(capsys, "predict", saved_task[0], empty, "--quiet")
+    assert code == 2 and out == ""
+    assert _one_line(err) == f"contextvec: error: {empty} is empty: there is nothing to predict"
+    code, _, err = _run(capsys, "embed", empty, tmp_path / "e.h5", "--top", "--quiet")
+    assert code == 2 and _one_line(err) == f"contextvec: error: {empty} is empty: there is nothing to embed"
+
+
+def test_predict_prints_scores_to_four_decimals_as_train_task_does(saved_task, tmp_path, capsys):
+    """It printed "(training reported dev accuracy 0.7174311926605504)"."""
+    import json
+
+    model, data = saved_task
+    code, out, _ = _run(capsys, "predict", model, data, tmp_path / "p.jsonl", "--format", "task", "--score",
+                        "--quiet")
+    reported = json.loads((model / "task.json").read_text(encoding="utf-8"))["reported"]["dev"]
+    line = _one_line(out)
+    assert code == 0 and re.fullmatch(
+        rf"sst2 accuracy \d\.\d{{4}} on 30 sentences of {re.escape(str(data))} "
+        rf"\(training reported dev accuracy {reported:.4f}\)", line), line
+
+
+@pytest.mark.parametrize("flags", [frozenset({"avx2"}),
+                                   frozenset({"avx2", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16"})])
+def test_info_speaks_of_the_parts_each_family_has(flags, own_tiny_dir, own_tiny_bert_dir, capsys,
+                                                  monkeypatch):
+    """`contextvec info` of a BERT said int8 keeps "ELMo's token encoder in bf16" (and, on AVX2,
+    that its LSTMs run on fbgemm)."""
+    from contextvec import api
+    from contextvec.encoders.cpu import inference_paths
+
+    paths = inference_paths(flags=flags, cap="", int8_exact=True, fbgemm=True)
+    monkeypatch.setattr(api, "inference_paths", lambda: paths)
+    kept = paths["int8"].kept_precision
+    code, bert, _ = _run(capsys, "info", own_tiny_bert_dir)
+    int8 = next(line for line in bert.splitlines() if line.lstrip().startswith("int8:"))
+    assert code == 0 and "via oneDNN int8 GEMM" in int8
+    assert not re.search("ELMo|token encoder|character CNN|LSTM", bert), int8
+    code, elmo, _ = _run(capsys, "info", own_tiny_dir)
+    int8 = next(line for line in elmo.splitlines() if line.lstrip().startswith("int8:"))
+    assert code == 0 and f"; its character CNN in {kept} (" in int8
+    assert ("LSTMs: fbgemm" in int8) == ("avx512f" not in flags), int8

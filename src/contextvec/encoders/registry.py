@@ -28,6 +28,9 @@ CONVERSIONS = ("ELMo (bilm-tf files or checkpoint, TF-Hub module, or native) con
                "bilm-tf, CoVe and ELMoForManyLangs to native; HF BERT directories load as they are, with "
                "nothing to convert")
 """What converts to which form (the families' ``converts_to``), in words."""
+# What ``train-task --save-model`` writes into a saved task model (contextvec.tasks.saved, a room
+# above this one): such a directory is no encoder, and is often given where an encoder is wanted.
+SAVED_TASK_FILE = "task.json"
 
 
 def family_of(path: Path) -> Family | None:
@@ -43,6 +46,16 @@ def family_of(path: Path) -> Family | None:
         model_type, _ = read_meta(path)
         raise NativeFormatError(f"{path}: unknown model_type {model_type!r}")
     return None
+
+
+def not_a_model(path: Path) -> str:
+    """The one-line error for a directory no family recognises; a saved task model gets what to
+    run instead."""
+    if (path / SAVED_TASK_FILE).is_file():
+        return (f"{path} is a task model saved by train-task --save-model, not an encoder: run it with "
+                f"`contextvec predict {path} INPUT` (Python: contextvec.tasks.load_task_model); its "
+                f"{SAVED_TASK_FILE} names the encoder it was trained on")
+    return f"{path}: not a model directory (expected {EXPECTED})"
 
 
 def refuse_other_kinds(path: Path, wanted: tuple[Family, ...], needs: str, name: str | None = None) -> None:
