@@ -95,13 +95,19 @@ class PredictResult:
                 f"({self.count / max(self.seconds, 1e-9):.1f} sentences/s; loading {self.loading_s:.1f} s)")
 
     def score_line(self) -> str:
-        return (f"{self.task} {self.metric} {self.scores[self.metric]:.6f} on {self.count} sentences of "
-                f"{self.source} (training reported dev {self.metric} {self.reported_dev})")
+        """The scores for people, to 4 decimals as ``train-task`` prints them (``scores`` and
+        ``reported_dev`` keep the exact values)."""
+        reported = ("no dev score" if self.reported_dev is None
+                    else f"dev {self.metric} {self.reported_dev:.4f}")
+        return (f"{self.task} {self.metric} {self.scores[self.metric]:.4f} on {self.count} sentences of "
+                f"{self.source} (training reported {reported})")
 
 
 def _text_sentences(stream: BinaryIO, source: str, tokenizer_name: TokenizerName) -> Iterator[list[str]]:
-    """Tokenized lines; each line is decoded on its own, so a bad byte is reported at its line."""
+    """Tokenized lines; each line is decoded on its own, so a bad byte is reported at its line.
+    A file without a line is refused, as ``contextvec embed`` refuses one."""
     tokenize = Tokenizer(tokenizer_name)
+    number = 0
     for number, raw in enumerate(stream, start=1):
         try:
             line = raw.decode("utf-8")
@@ -113,6 +119,8 @@ def _text_sentences(stream: BinaryIO, source: str, tokenizer_name: TokenizerName
         if not tokens:
             raise ValueError(f"{source}, line {number}: empty line (expected one sentence per line)")
         yield tokens
+    if number == 0:
+        raise ValueError(f"{source} is empty: there is nothing to predict")
 
 
 @contextlib.contextmanager
