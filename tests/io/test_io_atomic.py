@@ -1,24 +1,33 @@
 """Atomic writes: complete file or none, with the permissions of a plain open(), through links,
 never over a FIFO or device; output checks; file locks and output locks."""
 
+import errno
 import os
+import resource
+import signal
 import stat
 import subprocess
 import sys
 import threading
 import time
 
+import h5py
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import save_file
 
+from contextvec.io import atomic
 from contextvec.io.atomic import (
     OutputInUseError,
+    WriteFailed,
+    atomic_file,
     atomic_path,
     file_lock,
     lock_file,
     output_lock,
     output_target,
+    remove_temporaries,
 )
 
 
@@ -192,3 +201,74 @@ def test_a_character_device_is_not_an_output():
         with pytest.raises(FileExistsError, match="/dev/null is a character device, not a regular file"):
             output_target("/dev/null", directory=directory)
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def test_a_file_and_its_folder_reach_the_disk_before_and_after_the_rename(tmp_path, monkeypatch):
+    events: list[tuple[str, str]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def replace(src, dst):
+        events.append(("replace", str(dst)))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(atomic.os, "fsync", fsync)
+    monkeypatch.setattr(atomic.os, "replace", replace)
+    with atomic_path(tmp_path / "out.txt") as tmp:
+        tmp.write_text("done")
+    assert events == [("fsync", str(tmp)), ("replace", str(tmp_path / "out.txt")),
+                      ("fsync", str(tmp_path))]
+
+
+def test_a_refused_write_in_the_block_names_the_output_not_its_temporary(tmp_path):
+    with pytest.raises(WriteFailed) as caught, atomic_path(tmp_path / "out.txt") as tmp:
+        tmp.write_text("partial")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp))
+    assert caught.value.errno == errno.ENOSPC
+    assert str(caught.value) == f"[Errno {errno.ENOSPC}] cannot write {tmp_path / 'out.txt'}: " \
+                                f"{os.strerror(errno.ENOSPC)}"
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.fixture()
+def file_size_limit():
+    """Lower this process's file size limit (a write past it fails with EFBIG, as on a full
+    disk) for the block; restored after."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # else the kernel kills the process
+    yield lambda size: resource.setrlimit(resource.RLIMIT_FSIZE, (size, hard))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    signal.signal(signal.SIGXFSZ, previous)
+
+
+def test_hdf5_on_a_disk_that_refuses_writes_is_one_error_and_no_file(tmp_path, file_size_limit):
+    out = tmp_path / "out.h5"
+    out.write_bytes(b"the previous output")
+    file_size_limit(20_000)
+    with pytest.raises(WriteFailed) as caught, atomic_file(out) as stream, h5py.File(stream, "w") as f:
+        for i in range(10):
+            f.create_dataset(str(i), data=np.ones((50, 50), np.float32))
+    assert caught.value.errno == errno.EFBIG
+    assert f"cannot write {out}: " in str(caught.value)
+    assert os.listdir(tmp_path) == ["out.h5"]
+    assert out.read_bytes() == b"the previous output"
+
+
+def test_hdf5_through_atomic_file_is_a_plain_hdf5_file(tmp_path):
+    with atomic_file(tmp_path / "out.h5") as stream, h5py.File(stream, "w") as f:
+        f.create_dataset("x", data=np.arange(6, dtype=np.float32).reshape(2, 3))
+    with h5py.File(tmp_path / "out.h5", "r") as f:
+        np.testing.assert_array_equal(f["x"][()], np.arange(6, dtype=np.float32).reshape(2, 3))
+    assert os.listdir(tmp_path) == ["out.h5"]
+
+
+def test_temporaries_of_dead_writers_are_removed_and_nothing_else(tmp_path):
+    for name in ("out.h5", ".out.h5.tmp123", ".other.h5.tmp4", ".out.h5.tmp", "out.h5.tmp5",
+                 ".out.h5.tmpx.tmp6"):
+        (tmp_path / name).write_text("x")
+    assert sorted(p.name for p in remove_temporaries(tmp_path, "out.h5")) == [".out.h5.tmp123"]
+    assert sorted(p.name for p in remove_temporaries(tmp_path)) == [".other.h5.tmp4", ".out.h5.tmpx.tmp6"]
+    assert sorted(os.listdir(tmp_path)) == [".out.h5.tmp", "out.h5", "out.h5.tmp5"]

@@ -6,12 +6,21 @@ an output that exists but is not a regular file (a FIFO, a device, a socket) is 
 :func:`output_target` checks an output's name and kind, :func:`refuse_to_replace` that it is
 neither an input nor in the way; :func:`output_lock` holds an output for one run, so that a
 second run on it is refused at once.
+
+What survives the machine: a result is flushed to the disk (``fsync``) before its rename, and its
+folder after, so a power loss leaves the old file or the complete new one, never a short one under
+the final name. A write the disk refuses (full, over quota, over the file size limit, an I/O
+error) is one :class:`WriteFailed` naming the output, and its temporary file is removed; a run
+that died mid-write leaves a temporary file that :func:`remove_temporaries` clears.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import io
 import os
+import re
 import stat
 import threading
 from collections.abc import Iterable, Iterator
@@ -28,6 +37,15 @@ _KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character de
 
 class OutputInUseError(RuntimeError):
     """Another process holds the output (:func:`output_lock`)."""
+
+
+class WriteFailed(OSError):
+    """The disk refused a write (``errno`` says why: ``ENOSPC``, ``EDQUOT``, ``EFBIG``, ``EIO``);
+    the message names the output, not its temporary file, which is gone."""
+
+
+DISK_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+"""The errors of a disk that refuses writes, as opposed to a path that is wrong."""
 
 
 def _special(mode: int) -> str | None:
@@ -119,6 +137,40 @@ def _umask() -> int:
     return mask
 
 
+def _fsync_tree(path: Path) -> None:
+    """:func:`fsync` of a file, or of a folder and everything in it."""
+    if path.is_dir():
+        for child in path.iterdir():
+            _fsync_tree(child)
+    fsync(path)
+
+
+def fsync(path: str | os.PathLike) -> None:
+    """Flush ``path`` (a file, or a folder's list of names) from the page cache to the disk:
+    what a rename or a new file in a folder needs to survive a power loss."""
+    path = Path(path)
+    folder = path.is_dir()
+    if folder and os.name != "posix":
+        return  # folders cannot be opened on Windows; its renames are durable without it
+    fd = os.open(path, os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if folder else 0))
+    try:
+        os.fsync(fd)
+    except OSError as e:
+        if e.errno != errno.EINVAL:  # a file system without fsync (some FUSE, /proc) has no cache
+            raise
+    finally:
+        os.close(fd)
+
+
+def write_failed(error: OSError, path: str | os.PathLike) -> WriteFailed:
+    """``error`` (a write the disk refused), said of the output ``path``."""
+    return WriteFailed(error.errno, f"cannot write {path}: {error.strerror or error}")
+
+
+def _temporary(path: Path) -> Path:
+    return path.with_name(f".{path.name}.tmp{os.getpid()}")
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` if the block succeeds.
@@ -126,22 +178,87 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     The temporary file lives in the same directory (so the rename is atomic on POSIX) and is
     removed if the block raises. The result gets the permissions a plain ``open(path, "w")``
     would give (0o666 minus the umask): some writers, safetensors among them, create 0o600 files.
-    A symbolic link is written through: the temporary file lies beside its target and replaces
-    the target, the link stays. A ``path`` that is a FIFO, device or socket is refused
-    (``FileExistsError``), before the block runs.
+    It is flushed to the disk before the rename, and the folder after it, so that neither a crash
+    nor a power loss leaves a short file under ``path``. A write the disk refuses (full disk,
+    quota, file size limit, I/O error) in the block or in the flush raises :class:`WriteFailed`
+    naming ``path``. A symbolic link is written through: the temporary file lies beside its
+    target and replaces the target, the link stays. A ``path`` that is a FIFO, device or socket
+    is refused (``FileExistsError``), before the block runs.
     """
     path = _follow(Path(path))
     with contextlib.suppress(FileNotFoundError):
         if kind := _special(os.stat(path).st_mode):
             raise FileExistsError(f"{path} is {kind}, not a regular file: refusing to replace it")
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp = _temporary(path)
     try:
         yield tmp
         if tmp.is_file():
             os.chmod(tmp, 0o666 & ~_umask())
+        _fsync_tree(tmp)
         os.replace(tmp, path)
+        fsync(path.parent)
+    except OSError as e:
+        if e.errno in DISK_ERRORS and not isinstance(e, WriteFailed):
+            raise write_failed(e, path) from None
+        raise
     finally:
         tmp.unlink(missing_ok=True)
+
+
+class _Recorded(io.FileIO):
+    """A file that keeps the first error a write met: a library that writes through it (h5py's
+    file-object driver) reports that error as another exception, or drops it."""
+
+    error: OSError | None = None
+
+    def write(self, data) -> int:  # type: ignore[override]
+        try:
+            return super().write(data)
+        except OSError as e:
+            self.error = self.error or e
+            raise
+
+
+@contextlib.contextmanager
+def atomic_file(path: str | os.PathLike) -> Iterator[io.FileIO]:
+    """:func:`atomic_path`, opened: yield the temporary file, open for reading and writing
+    (binary, unbuffered), for a writer that takes a file object, such as
+    ``h5py.File(stream, "w")``.
+
+    A write the disk refuses raises :class:`WriteFailed` naming ``path``, whatever the writer
+    made of the error: HDF5, writing to a path of its own, crashes the process on a full disk
+    instead (it fails again while closing the file), and through a file object it reports the
+    error as an unrelated one.
+    """
+    with atomic_path(path) as tmp:
+        stream = _Recorded(tmp, "w+")
+        try:
+            yield stream
+        except Exception as e:
+            if stream.error is None:
+                raise
+            raise write_failed(stream.error, path) from e
+        finally:
+            stream.close()
+        if stream.error is not None:  # the writer swallowed it
+            raise write_failed(stream.error, path)
+
+
+_TEMPORARY = re.compile(r"\.(?P<name>.+)\.tmp\d+")
+
+
+def remove_temporaries(folder: str | os.PathLike, name: str | None = None) -> list[Path]:
+    """Remove the temporary files that :func:`atomic_path` left in ``folder`` (of the output
+    ``name`` only, if given) when its process died mid-write; returns them. Call it only while
+    holding what is written there (:func:`output_lock`): a live writer's file would go too."""
+    removed = []
+    with contextlib.suppress(FileNotFoundError):
+        for child in Path(folder).iterdir():
+            match = _TEMPORARY.fullmatch(child.name)
+            if match and (name is None or match["name"] == name) and child.is_file():
+                child.unlink(missing_ok=True)
+                removed.append(child)
+    return removed
 
 
 @contextlib.contextmanager

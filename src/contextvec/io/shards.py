@@ -2,8 +2,10 @@
 
 Long jobs (bulk embedding, the feature cache, distributed embedding) write each finished piece of
 work as ``shard-NNNNNN.h5`` in a ``.parts`` folder, beside a ``manifest.json`` saying what the
-run is (input hash, model fingerprint, settings). A shard exists complete or not at all, so a
-rerun computes only the missing shards — after checking that the manifest matches.
+run is (input hash, model fingerprint, settings). A shard exists complete or not at all (written
+by :func:`~contextvec.io.atomic.atomic_path`: flushed to the disk before its rename), so a rerun
+computes only the missing shards — after checking that the manifest matches. The run that takes
+over a folder removes the temporary files of a writer that died mid-shard.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-from contextvec.io.atomic import atomic_path
+from contextvec.io.atomic import atomic_path, fsync, remove_temporaries
 
 MANIFEST = "manifest.json"
 
@@ -57,9 +59,11 @@ class ShardDir:
             for k in self.differences(other)
         )
 
-    def start(self, resume: bool, restart: bool = False) -> None:
+    def start(self, resume: bool, restart: bool = False) -> bool:
         """Create the folder, or adopt a leftover one of the same run when ``resume``, or (with
-        ``restart`` and not ``resume``) remove a leftover one and start afresh.
+        ``restart`` and not ``resume``) remove a leftover one and start afresh. Returns whether a
+        leftover folder was adopted (its dead writers' temporary files removed). Call it while
+        holding the output the folder belongs to.
 
         Raises :class:`ResumeError` for a leftover folder without ``resume`` or ``restart``, one
         without a readable manifest, or one of another run (naming what differs).
@@ -82,10 +86,13 @@ class ShardDir:
                     "interrupted run; delete it to start again"
                 )
             self.manifest = old
-            return
+            remove_temporaries(self.path)
+            return True
         self.path.mkdir(parents=True)
+        fsync(self.path.parent)
         with atomic_path(self.path / MANIFEST) as tmp:
             tmp.write_text(json.dumps(self.manifest, indent=2), encoding="utf-8")
+        return False
 
     def reuse_or_restart(self) -> None:
         """Adopt a leftover folder of the same run, else start afresh (for caches, whose key
@@ -94,6 +101,7 @@ class ShardDir:
             old = self._leftover()
             if old is not None and not self.differences(old):
                 self.manifest = old
+                remove_temporaries(self.path)
                 return
             shutil.rmtree(self.path)
         self.start(resume=False)
