@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+import numpy as np
 import pytest
 import torch
 
@@ -210,3 +211,33 @@ def test_an_engine_ends_the_thread_it_made_and_keeps_the_one_it_was_given():
     given.close()
     with pytest.raises(RuntimeError, match="closed"):
         given.submit(lambda: None)
+
+
+class Pieces:
+    """A runner the way a service hands one over: a bound method, a new object on each access."""
+
+    def __init__(self) -> None:
+        self.calls: list[list] = []
+
+    def embed(self, items: list) -> list:
+        self.calls.append(list(items))
+        return [np.full(2, len(item), dtype=np.float32) for item in items]
+
+
+def test_jobs_of_one_kind_share_a_forward_whatever_their_run_object():
+    encoder, runner = Recording(), Pieces()
+    assert runner.embed is not runner.embed   # what a queue compared by identity never batched
+    b = batcher(encoder, max_wait_ms=10, max_batch_tokens=1000)
+    encoder.gate.clear()                       # hold the worker inside a first forward
+    first = b.submit([["x"]], time.monotonic() + 10)
+    time.sleep(0.2)
+    jobs = [b.submit([[1] * (i + 1)], time.monotonic() + 10, runner.embed, kind="pieces") for i in range(4)]
+    other = b.submit([[7, 7]], time.monotonic() + 10, runner.embed, kind="other")
+    alone = b.submit([[8]], time.monotonic() + 10, runner.embed)   # no kind: its own
+    encoder.gate.set()
+    results = [job.future.result(5) for job in jobs]
+    first.future.result(5)
+    assert other.future.result(5)[0].tolist() == [2, 2] and alone.future.result(5)[0].tolist() == [1, 1]
+    assert runner.calls == [[[1], [1, 1], [1, 1, 1], [1, 1, 1, 1]], [[7, 7]], [[8]]]
+    assert [r[0].tolist() for r in results] == [[i + 1, i + 1] for i in range(4)]
+    b.close(5)

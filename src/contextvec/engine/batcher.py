@@ -32,7 +32,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Future, InvalidStateError, wait
 from dataclasses import dataclass, field
 
@@ -59,11 +59,18 @@ Runner = Callable[[list[Sequence]], list[np.ndarray]]
 @dataclass(eq=False)
 class Job:
     """One request's sentences; ``future`` gets the list of (num_layers, tokens, dim) arrays,
-    or of what ``run`` makes of each item (None: the encoder's layers)."""
+    or of what ``run`` makes of each item (None: the encoder's layers).
+
+    ``kind`` says which jobs may share a forward pass: those of equal kinds (a batch runs the
+    ``run`` of its first job, so jobs of one kind must have runs that do the same work). None
+    with no ``run``: the encoder's layers; a job given a ``run`` and no kind has the run as its
+    kind (a function made per call, as bulk embedding's, batches with no other).
+    """
 
     sentences: list[Sequence]
     deadline: float
     run: Runner | None = None
+    kind: Hashable = None
     enqueued: float = field(default_factory=time.monotonic)
     future: Future = field(default_factory=Future)
     results: list[np.ndarray | None] = field(default_factory=list)
@@ -130,14 +137,16 @@ class Batcher:
     def accepting(self) -> bool:
         return not self._closing and self._running is not None and not self._running.done()
 
-    def submit(self, sentences: list[Sequence], deadline: float, run: Runner | None = None) -> Job:
+    def submit(self, sentences: list[Sequence], deadline: float, run: Runner | None = None,
+               kind: Hashable = None) -> Job:
         """Queue a job; raises :class:`QueueFull` or :class:`ShuttingDown`.
 
-        ``run``: what to run on a batch of its items instead of the encoder's layers (items of
-        other jobs join the batch only if their job has the same ``run``); it runs every item,
-        where the encoder's empty layers for an empty sentence are made without a forward.
+        ``run``: what to run on a batch of its items instead of the encoder's layers; it runs
+        every item, where the encoder's empty layers for an empty sentence are made without a
+        forward. ``kind``: items of other jobs join the batch only if their job's kind is equal
+        (None: ``run`` itself, so a run made per call batches with no other).
         """
-        job = Job(sentences, deadline, run)
+        job = Job(sentences, deadline, run, run if kind is None else kind)
         job.results = [None] * len(sentences)
         empty = np.zeros((self.encoder.num_layers, 0, self.encoder.output_dim), dtype=np.float32)
         for i, tokens in enumerate(sentences):
@@ -229,7 +238,7 @@ class Batcher:
             if job.dead(now):
                 self._drop(job)
                 continue
-            if batch and job.run is not batch[0][0].run:
+            if batch and job.kind != batch[0][0].kind:
                 return batch  # another kind of work: the next batch
             while job.pending:
                 n = len(job.sentences[job.pending[0]])

@@ -15,7 +15,7 @@ import asyncio
 import math
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -190,17 +190,20 @@ class Engine:
             raise
         return _view(arrays, layers, pool)
 
-    def submit(self, sentences: list[Sequence], deadline: float, run: Runner | None = None) -> Job:
+    def submit(self, sentences: list[Sequence], deadline: float, run: Runner | None = None,
+               kind: Hashable = None) -> Job:
         """The call below ``embed``: queue token lists, get the job whose ``future`` gets each
-        sentence's ``(num_layers, tokens, dim)`` array (or what ``run`` makes of each item;
-        items join other jobs' only when their ``run`` is the same). Past ``deadline``
+        sentence's ``(num_layers, tokens, dim)`` array (or what ``run`` makes of each item).
+        Items join other jobs' forward passes only when their ``kind`` is equal: give the same
+        kind to every call whose ``run`` does the same work (a bound method made per call is a
+        new object each time); None: ``run`` itself. Past ``deadline``
         (``time.monotonic()``) or after ``job.cancel()`` the sentences not yet run are dropped.
 
         Raises:
             QueueFull: ``max_queue`` jobs are already waiting.
             ShuttingDown: the engine is closed (or was never started).
         """
-        return self._batcher.submit(sentences, deadline, run)
+        return self._batcher.submit(sentences, deadline, run, kind)
 
     def close(self, timeout: float | None = None) -> None:
         """Take no new calls; the queued ones still run (waits up to ``timeout`` seconds for them)."""
