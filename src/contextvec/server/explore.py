@@ -157,7 +157,7 @@ class Explorer:
     async def similarity(self, body: es.SimilarityRequest, call: Call) -> dict:
         """``POST /v1/explore/similarity``."""
         model = self.model(body.model)
-        sentences = self.service.tokenize(body.sentences, body.tokenizer, "sentences")
+        sentences = await self.service.atokenize(body.sentences, body.tokenizer, "sentences")
         arrays = await self.service.vectors(call, sentences, model.run)
         out = {"model": model.id, "word": body.word}
         try:
@@ -177,7 +177,7 @@ class Explorer:
     async def nearest(self, body: es.NearestRequest, call: Call) -> dict:
         """``POST /v1/explore/nearest``."""
         model = self.model(body.model)
-        tokens = self.service.tokenize([body.sentence], body.tokenizer, "sentence")[0]
+        tokens = (await self.service.atokenize([body.sentence], body.tokenizer, "sentence"))[0]
         if not tokens:
             raise APIError(422, "sentence: empty or blank: give a sentence with the word", "sentence")
         if body.position >= len(tokens):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from concurrent.futures import Future
 from dataclasses import dataclass
 
@@ -38,6 +38,14 @@ logger = logging.getLogger("contextvec.server")
 
 LARGE_OUTPUT = 200_000
 """Floats in a response above which it is built off the event loop."""
+
+INLINE_CHARACTERS = 65_536
+"""Characters of text above which a request's words are split off the event loop (below it,
+the thread's hop costs more than splitting on whitespace)."""
+
+SENTENCE_VECTORS = "sentence-vectors"
+"""The engine kind of ``/v1/embeddings``' BERT sentence vectors: every request's pieces run
+through the one ``BertSentenceEncoder.embed_pieces``, so they share forward passes."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +102,7 @@ class Service:
             view = layer_view(body.layers, body.pool, self.encoder.num_layers)
         except FieldError as e:
             raise APIError(422, str(e), e.field) from None
-        sentences = self.tokenize(body.sentences, body.tokenizer, "sentences")
+        sentences = await self.atokenize(body.sentences, body.tokenizer, "sentences")
         arrays = await self.vectors(call, sentences)
 
         def build() -> bytes:
@@ -118,8 +126,9 @@ class Service:
             raise APIError(422, f"dimensions: this model gives {self.openai_dim} dimensions, "
                                 f"not {body.dimensions}", "dimensions")
         texts = [body.input] if isinstance(body.input, str) else body.input
-        sentences = self.tokenize(texts, None, "input", self.settings.openai_max_inputs,
-                                  "--openai-max-inputs")
+        sentences = await self.atokenize(texts, None, "input", self.settings.openai_max_inputs,
+                                         "--openai-max-inputs")
+
         def name(i: int) -> str:
             return "input" if isinstance(body.input, str) else f"input[{i}]"
 
@@ -135,7 +144,7 @@ class Service:
                     raise APIError(413, f"{name(i)}: {len(row)} word pieces with [CLS] and [SEP], "
                                         f"over this model's limit of {encoder.max_pieces} "
                                         "(a text is never cut: split it)", name(i))
-            vectors = await self.vectors(call, rows, encoder.embed_pieces)
+            vectors = await self.vectors(call, rows, encoder.embed_pieces, SENTENCE_VECTORS)
             total = sum(len(row) - 2 for row in rows)
         else:
             view = self.openai_view
@@ -149,15 +158,29 @@ class Service:
         return orjson.dumps({"object": "list", "data": data, "model": self.settings.model_name,
                              "usage": {"prompt_tokens": total, "total_tokens": total}})
 
+    async def atokenize(self, sentences: list[str | list[str]], tokenizer: str | None, field: str,
+                        most: int | None = None, option: str = "--max-sentences") -> list[list[str]]:
+        """:meth:`tokenize` off the event loop when it is long work (Moses, or a large text), so
+        that other requests, ``/health`` included, are answered meanwhile."""
+        name = as_tokenizer_name(tokenizer or self.settings.tokenizer, one_per_line=True)
+        if name is TokenizerName.MOSES or sum(map(len, sentences)) > INLINE_CHARACTERS:
+            return await anyio.to_thread.run_sync(self.tokenize, sentences, name, field, most, option)
+        return self.tokenize(sentences, name, field, most, option)
+
     def tokenize(self, sentences: list[str | list[str]], tokenizer: str | None, field: str,
                  most: int | None = None, option: str = "--max-sentences") -> list[list[str]]:
-        """Token lists, checked against the per-request limits (413: ``most`` items, default
-        ``--max-sentences``, named by ``option``) and for invalid text (422)."""
+        """Token lists, checked against the per-request limits and for invalid text (422).
+
+        More than ``most`` items (default ``--max-sentences``, named by ``option``) and a token
+        list over ``--max-sentence-tokens`` break bounds the schema states: 422, as any body the
+        schema refuses. A string over ``--max-sentence-tokens`` words (which no schema counts)
+        is too large: 413.
+        """
         limits = self.settings
         most = limits.max_sentences if most is None else most
         if len(sentences) > most:
             noun = "sentences" if field == "sentences" else "texts"
-            raise APIError(413, f"{field}: {len(sentences)} {noun}, over the limit of "
+            raise APIError(422, f"{field}: {len(sentences)} {noun}, over the limit of "
                                 f"{most} per request ({option})", field)
         # The schema admits only the line tokenizers' spellings: as the enum here, at the edge.
         name = as_tokenizer_name(tokenizer or limits.tokenizer, one_per_line=True)
@@ -170,25 +193,29 @@ class Service:
             tokens = sentence if not isinstance(sentence, str) else (
                 sentence.split() if name is TokenizerName.WHITESPACE else self._tokenizer(name)(sentence)[0])
             if len(tokens) > limits.max_sentence_tokens:
-                raise APIError(413, f"{field}[{i}]: {len(tokens)} tokens, over the limit of "
-                                    f"{limits.max_sentence_tokens} per sentence (--max-sentence-tokens)",
+                raise APIError(413 if isinstance(sentence, str) else 422,
+                               f"{field}[{i}]: {len(tokens)} tokens, over the limit of "
+                               f"{limits.max_sentence_tokens} per sentence (--max-sentence-tokens)",
                                f"{field}[{i}]")
             out.append(list(tokens))
         return out
 
     def _tokenizer(self, name: TokenizerName) -> Tokenizer:
+        # Made once, on whichever thread asks first (two threads at once: both make one, one is kept).
         if name not in self.tokenizers:
-            self.tokenizers[name] = Tokenizer(name)
+            self.tokenizers.setdefault(name, Tokenizer(name))
         return self.tokenizers[name]
 
-    async def vectors(self, call: Call, sentences: list[list], run: Runner | None = None) -> list[np.ndarray]:
+    async def vectors(self, call: Call, sentences: list[list], run: Runner | None = None,
+                      kind: Hashable = None) -> list[np.ndarray]:
         """Each sentence's (num_layers, tokens, dim) array (or what ``run`` makes of each item),
-        through the engine, within the deadline."""
+        through the engine, within the deadline; calls of the same ``kind`` share forward
+        passes (see ``Engine.submit``)."""
         if self.is_stopping():
             raise APIError(503, "the server is shutting down")
         timeout = self.settings.request_timeout
         try:
-            job = self.engine.submit(sentences, time.monotonic() + timeout, run)
+            job = self.engine.submit(sentences, time.monotonic() + timeout, run, kind)
         except QueueFull:
             raise APIError(429, f"the queue is full ({self.settings.max_queue} requests); retry later",
                            headers={"Retry-After": "1"}) from None
