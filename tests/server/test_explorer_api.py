@@ -140,6 +140,14 @@ def test_the_schema_bounds_the_explorers_requests(server):
         assert text["enum"] == ["elmo-en-small", SECOND]
     assert models["SimilarityRequest"]["properties"]["sentences"]["maxItems"] == 256
     assert "/" not in schema["paths"] and "/v1/explore/nearest" in schema["paths"]
+    # position: bounded by --max-sentence-tokens as far as a schema can; the rest said in words.
+    position = models["NearestRequest"]["properties"]["position"]
+    assert (position["minimum"], position["maximum"]) == (0, 511)
+    assert "below the sentence's token count" in position["description"]
+    assert "422" in schema["paths"]["/v1/explore/nearest"]["post"]["responses"]
+    # Over the schema's maxItems: a 422, as the schema's other bounds.
+    status, _, body = call(server, "/v1/explore/similarity", {"sentences": ["a bank"] * 257, "word": "bank"})
+    assert status == 422 and body["error"]["param"] == "sentences", body
 
 
 def test_the_page_is_open_and_its_calls_need_the_key(tmp_path):

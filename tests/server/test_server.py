@@ -214,6 +214,9 @@ def test_openai_embeddings(server, encoder):
     (b'{"sentences": ["a"], "pool": "sum"}', "pool", "'mean', 'max' or 'first'"),
     (b'{"sentences": ["a"], "encoding": "hex"}', "encoding", "'float' or 'base64'"),
     (b'{"sentences": ["a"], "batch": 3}', "body", "unknown field 'batch'"),
+    (b'{"sentence": ["a"]}', "body", "unknown field 'sentence' (did you mean 'sentences'?)"),
+    (b'{"sentences": ["a"], "layers": {"weights": [1, 1, 1], "gama": 1}}', "layers",
+     "unknown field 'gama' in layers"),
     (b'{"sentences": ["a \\ud800"]}', "sentences[0]", "lone surrogate"),
     (b'{"sentences": ["\xff\xfe"]}', "body", "malformed JSON"),
     (b"", "body", "malformed JSON"),
@@ -260,9 +263,9 @@ def test_openai_takes_2048_inputs_and_refuses_more(server, encoder):
     np.testing.assert_allclose(got, encoder.embed([texts[5]], layers="average", pool="mean")[0],
                                atol=1e-5, rtol=0)
     status, _, body = call(server, "/v1/embeddings", {"input": [*texts, "one more"]})
-    assert status == 413 and body["error"] == {
+    assert status == 422 and body["error"] == {   # over the schema's maxItems, as any schema bound
         "message": "input: 2049 texts, over the limit of 2048 per request (--openai-max-inputs)",
-        "type": "request_too_large", "param": "input", "code": 413}
+        "type": "invalid_request_error", "param": "input", "code": 422}
 
 
 def test_openapi_states_what_the_server_takes_and_answers(server):
@@ -281,8 +284,8 @@ def test_openapi_states_what_the_server_takes_and_answers(server):
     dimensions = next(b for b in openai["dimensions"]["anyOf"] if b.get("type") == "integer")
     assert (dimensions["minimum"], dimensions["maximum"]) == (256, 256)
     error = {"$ref": "#/components/schemas/ErrorResponse"}
-    for path, statuses in (("/v1/embed", {413, 422, 429, 500, 503, 504}),
-                           ("/v1/embeddings", {400, 413, 422, 429, 500, 503, 504})):
+    for path, statuses in (("/v1/embed", {413, 415, 422, 429, 500, 503, 504}),
+                           ("/v1/embeddings", {400, 413, 415, 422, 429, 500, 503, 504})):
         responses = schema["paths"][path]["post"]["responses"]
         assert {int(s) for s in responses} == {200} | statuses
         for status in statuses:
@@ -311,9 +314,13 @@ def test_serve_option_errors_are_one_line():
         "contextvec: error: --openai-layers: expected 3 weights (one per layer), got 2")
 
 
-def test_over_the_limits_is_a_413_naming_the_limit(server):
+def test_over_the_limits_is_a_413_or_422_naming_the_limit(server):
+    # Over a bound the schema states (maxItems): 422, as any body the schema refuses.
     status, _, body = call(server, "/v1/embed", {"sentences": ["a"] * 65})
-    assert status == 413 and "65 sentences" in body["error"]["message"] and "64" in body["error"]["message"]
+    assert status == 422 and "65 sentences" in body["error"]["message"] and "64" in body["error"]["message"]
+    status, _, body = call(server, "/v1/embed", {"sentences": ["ok", ["a"] * 65]})
+    assert status == 422 and body["error"]["param"] == "sentences[1]"
+    # The words of a string, which no schema counts, and the body's bytes: 413.
     status, _, body = call(server, "/v1/embed", {"sentences": ["ok", "a " * 65]})
     assert status == 413 and body["error"]["param"] == "sentences[1]"
     assert "65 tokens" in body["error"]["message"]
@@ -331,6 +338,49 @@ def test_over_the_limits_is_a_413_naming_the_limit(server):
     response = connection.getresponse()
     assert response.status == 413
     connection.close()
+
+
+def test_a_body_not_declared_json_is_a_415(server):
+    """A page in a browser may POST text/plain or a form to any address without a CORS preflight;
+    such a body is refused before it is read, on the hot routes and FastAPI's alike."""
+    body = json.dumps({"sentences": ["a b"]}).encode()
+    for path in ("/v1/embed", "/v1/embeddings", "/v1/explore/similarity"):
+        for kind in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
+                     "application/jsonx", ""):
+            status, _, answer = call(server, path, raw=body, headers={"Content-Type": kind})
+            assert status == 415 and answer["error"]["param"] == "content-type", (path, kind, answer)
+            message = answer["error"]["message"]
+            assert message.startswith("Content-Type must be application/json") and "\n" not in message
+    status, _, answer = call(server, "/v1/embed", raw=body,
+                             headers={"Content-Type": "Application/JSON; charset=utf-8"})
+    assert status == 200 and answer["embeddings"][0]["tokens"] == ["a", "b"]
+
+
+def raw_get(url: str, path: str, host: bytes) -> tuple[int, dict]:
+    """(status, JSON body) of a GET sent with this ``Host`` header."""
+    parts = urlsplit(url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=30) as sock:
+        sock.sendall(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: " + host
+                     + b"\r\nConnection: close\r\n\r\n")
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    head, _, payload = reply.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(payload) if payload.startswith(b"{") else {}
+
+
+@pytest.mark.parametrize("path", ["/health", "/v1/models", "/openapi.json", "/"])
+def test_a_foreign_host_is_refused_a_loopback_one_taken(server, path):
+    """DNS rebinding points a page's own name at 127.0.0.1: its requests carry that name."""
+    port = str(urlsplit(server).port).encode()
+    for host in (b"evil.example", b"evil.example:" + port, b"127.0.0.2:" + port, b"localhost.evil.example"):
+        status, body = raw_get(server, path, host)
+        assert status == 400, (path, host, body)
+        assert body["error"]["message"] == (
+            f"Host {host.decode()!r}: this server answers to 127.0.0.1, localhost, [::1] only "
+            "(add names with --allowed-hosts)")
+    for host in (b"127.0.0.1:" + port, b"localhost:" + port, b"LocalHost", b"[::1]:" + port):
+        assert raw_get(server, path, host)[0] == 200, host
 
 
 def test_wrong_paths_and_methods_say_where_to_look(server):
@@ -423,6 +473,15 @@ def test_api_key_and_graceful_sigterm():
             Client(url).embed(["a"])
         assert Client(url, api_key="s3cret").embed(["a b"])[0].shape == (3, 2, 256)
         assert call(url, "/v1/models", headers={"Authorization": "bearer s3cret"})[0] == 200
+        # Every 401 is the JSON error, and the schema says so, /metrics' (text/plain) included.
+        _, _, schema = call(url, "/openapi.json", headers=good)
+        status, headers, _ = call(url, "/metrics")
+        assert status == 401 and headers["content-type"] == "application/json"
+        for path, operations in schema["paths"].items():
+            for operation in operations.values():
+                for code, response in operation["responses"].items():
+                    if int(code) >= 400:
+                        assert list(response["content"]) == ["application/json"], (path, code)
 
         # SIGTERM while a request is in flight: it is finished, then the process exits 0.
         slow = {"sentences": random_sentences(rng, 64, longest=60)}

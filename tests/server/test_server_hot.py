@@ -44,7 +44,7 @@ async def post(app, path: str, body: bytes) -> tuple[int, bytes]:
 def test_fastapi_routes_answer_as_the_hot_path():
     torch.set_num_threads(1)
     app = create_app(contextvec.load())
-    hot = app.app.app   # RequestContext -> BodyReader -> HotRoutes -> FastAPI
+    hot = app.app.app.app   # RequestContext -> HostCheck -> BodyReader -> HotRoutes -> FastAPI
     assert isinstance(hot, HotRoutes)
     service = hot.app.state.service
     service.engine.start()

@@ -3,14 +3,17 @@
 A real ``contextvec serve`` (the bundled model) on a loopback port. Schemathesis generates
 requests the schema allows (positive data) for every operation; each must be answered 2xx (no
 schema-valid request refused: the schema carries the server's limits, the model's layers and
-dimensions) and every answer must match the schema: its status, media type and body. A
-bounded, derandomized run: the same cases every time.
+dimensions) and every answer must match the schema: its status, media type and body. Requests
+the schema refuses (negative data) must be refused as such (4xx of a bad request, never 413 for a
+bound the schema states); without the key, a keyed server's refusals must match the schema too.
+Bounded, derandomized runs: the same cases every time.
 """
 
 from __future__ import annotations
 
 import json
 import time
+import urllib.error
 import urllib.request
 from collections import Counter
 
@@ -24,6 +27,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from schemathesis.checks import not_a_server_error  # noqa: E402
 from schemathesis.specs.openapi.checks import (  # noqa: E402
     content_type_conformance,
+    negative_data_rejection,
     response_schema_conformance,
     status_code_conformance,
 )
@@ -40,6 +44,7 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 BUDGET_S = 40.0
 """Seconds of requests per mode at most: past it the remaining cases are generated, not sent."""
 CASES = {schemathesis.GenerationMode.POSITIVE: 240, schemathesis.GenerationMode.NEGATIVE: 120}
+KEYED_CASES = 80
 DATA_BOUND = {("POST /v1/explore/nearest", "position")}
 """(operation, field) whose bound depends on another field, which no JSON Schema states: the
 explorer's ``position`` must be one of its sentence's tokens (else a 422 naming ``position``)."""
@@ -52,18 +57,23 @@ def url():
         yield process.url
 
 
-def openapi(url: str) -> dict:
-    with urllib.request.urlopen(url + "/openapi.json", timeout=30) as response:
+def openapi(url: str, headers: dict | None = None) -> dict:
+    request = urllib.request.Request(url + "/openapi.json", headers=headers or {})
+    with urllib.request.urlopen(request, timeout=30) as response:
         return json.loads(response.read())
 
 
-def fuzz(url: str, mode: schemathesis.GenerationMode) -> Counter:
-    """Run the cases of ``mode``; (operation, status) -> how many."""
-    schema = schemathesis.openapi.from_dict(openapi(url))
+def fuzz(url: str, mode: schemathesis.GenerationMode, schema_headers: dict | None = None,
+         cases: int | None = None) -> Counter:
+    """Run the cases of ``mode`` (sent without ``schema_headers``, which fetch the schema);
+    (operation, status) -> how many."""
+    schema = schemathesis.openapi.from_dict(openapi(url, schema_headers))
     seen: Counter = Counter()
     stop = time.monotonic() + BUDGET_S
+    negative = mode is schemathesis.GenerationMode.NEGATIVE
+    checks = [*CHECKS, negative_data_rejection] if negative else CHECKS
 
-    @settings(max_examples=CASES[mode], deadline=None, derandomize=True, database=None,
+    @settings(max_examples=cases or CASES[mode], deadline=None, derandomize=True, database=None,
               suppress_health_check=list(HealthCheck))
     @given(case=schema.as_strategy(mode))
     def run(case):
@@ -71,8 +81,8 @@ def fuzz(url: str, mode: schemathesis.GenerationMode) -> Counter:
             return
         response = case.call(base_url=url, timeout=30)
         seen[case.operation.label, response.status_code] += 1
-        case.validate_response(response, checks=CHECKS)
-        if mode is schemathesis.GenerationMode.POSITIVE:
+        case.validate_response(response, checks=checks)
+        if mode is schemathesis.GenerationMode.POSITIVE and not schema_headers:
             bound = response.status_code == 422 and (
                 case.operation.label, response.json()["error"]["param"]) in DATA_BOUND
             assert response.status_code < 400 or bound, (case.operation.label, case.body, response.text[:300])
@@ -94,3 +104,28 @@ def test_every_schema_valid_request_is_taken_and_answered_as_the_schema_says(url
 def test_invalid_requests_get_a_documented_error_never_a_5xx(url):
     seen = fuzz(url, schemathesis.GenerationMode.NEGATIVE)
     assert seen["POST /v1/embed", 422] >= 10 and seen["POST /v1/embeddings", 422] >= 10, seen
+
+
+def test_over_a_schema_bound_is_refused_as_invalid_data(url):
+    """The cases the generator reaches only at times, sent each: one item past each maxItems
+    the schema states is negative data, answered as such (422, not 413)."""
+    schema = openapi(url)["components"]["schemas"]
+    over = [("/v1/embed", {"sentences": ["a"] * 9}),
+            ("/v1/embed", {"sentences": [["a"] * 65]}),
+            ("/v1/embeddings", {"input": ["a"] * 13}),
+            ("/v1/explore/similarity", {"sentences": ["a b"] * 9, "word": "a"})]
+    assert schema["EmbedRequest"]["properties"]["sentences"]["maxItems"] == 8
+    for path, body in over:
+        request = urllib.request.Request(url + path, data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as error:
+            urllib.request.urlopen(request, timeout=30)
+        assert error.value.code == 422, (path, error.value.read())
+
+
+@pytest.mark.slow
+def test_a_keyed_servers_refusals_are_answered_as_the_schema_says():
+    with ServerProcess(LIMITS, env={**ENV, "CONTEXTVEC_API_KEY": "k3y"}) as process:
+        seen = fuzz(process.url, schemathesis.GenerationMode.POSITIVE, {"Authorization": "Bearer k3y"},
+                    KEYED_CASES)
+    assert seen["GET /metrics", 401] >= 1 and seen["POST /v1/embed", 401] >= 1, seen

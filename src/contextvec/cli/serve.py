@@ -31,6 +31,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=port_number, default=8080, help="port (0: any free port)")
     p.add_argument("--api-key", default=os.environ.get("CONTEXTVEC_API_KEY"),
                    help="require 'Authorization: Bearer KEY' (default: $CONTEXTVEC_API_KEY)")
+    p.add_argument("--allowed-hosts", type=host_list, default=(), metavar="NAMES",
+                   help="comma-separated Host names taken besides 127.0.0.1, localhost, [::1] and "
+                        "--host, e.g. embed.example.com,*.example.org ('*': any); others get 400")
+    p.add_argument("--cors-origin", dest="cors_origins", action="append", default=[], metavar="ORIGIN",
+                   help="a browser origin (https://app.example.com) whose pages may call the API "
+                        "(repeatable; default: none)")
     batching = p.add_argument_group("batching")
     batching.add_argument("--max-batch-tokens", type=positive_int, default=4096,
                           help="padded tokens (longest x sentences) per forward pass")
@@ -53,6 +59,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="seconds to finish in-flight work on SIGTERM/SIGINT")
     limits.add_argument("--start-timeout", type=positive_float, default=300.0,
                         help="seconds to load and warm up the model before giving up")
+    limits.add_argument("--header-timeout", type=positive_float, default=10.0,
+                        help="seconds a client has to send a request's line and headers")
+    limits.add_argument("--idle-timeout", type=positive_float, default=5.0,
+                        help="seconds a kept-alive connection may wait silent for its next request")
     p.add_argument("--tokenizer", choices=LINE_TOKENIZERS, default="whitespace",
                    help="how string sentences are split unless a request says")
     openai = p.add_argument_group(
@@ -113,6 +123,11 @@ def openai_layers(text: str) -> str | tuple[float, ...]:
     return weights
 
 
+def host_list(text: str) -> tuple[str, ...]:
+    """Comma-separated host names (an argparse type; ``ServerSettings`` checks each)."""
+    return tuple(name.strip() for name in text.split(","))
+
+
 def run(args: argparse.Namespace) -> None:
     from contextvec.server.explore import ExploreSettings
     from contextvec.server.serve import ServeSettings, Started, default_model_name, serve
@@ -127,13 +142,15 @@ def run(args: argparse.Namespace) -> None:
         max_body_bytes=args.max_body_bytes, tokenizer=args.tokenizer,
         openai_layers=args.openai_layers, openai_gamma=args.openai_gamma,
         openai_pool=args.openai_pool, openai_normalize=args.openai_normalize,
-        openai_max_inputs=args.openai_max_inputs,
+        openai_max_inputs=args.openai_max_inputs, allowed_hosts=args.allowed_hosts,
+        cors_origins=tuple(args.cors_origins),
     )
     settings = ServeSettings(
         model=spec, server=server, host=args.host, port=args.port, ui=not args.no_ui,
         explore=ExploreSettings(args.explore_corpus, tuple(args.explore_report)),
         explore_model=args.explore_model, grace_period=args.grace_period,
-        start_timeout=args.start_timeout, access_log=args.access_log, log_level=args.log_level,
+        start_timeout=args.start_timeout, header_timeout=args.header_timeout,
+        idle_timeout=args.idle_timeout, access_log=args.access_log, log_level=args.log_level,
     )
     if settings.unguarded:
         print(f"contextvec serve: warning: listening on {args.host} without --api-key", file=sys.stderr)

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 import anyio
 from fastapi import FastAPI, Request
 from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import PlainTextResponse, Response
 from starlette.types import ASGIApp
 
@@ -18,21 +19,22 @@ from contextvec.server.errors import APIError, install_error_handlers
 from contextvec.server.explore import Explorer, ExploreSettings
 from contextvec.server.explore_routes import bound_schema, install_explorer
 from contextvec.server.hot import HotRoute, HotRoutes
-from contextvec.server.middleware import OPEN_PATHS, ApiKey, BodyReader, RequestContext
+from contextvec.server.middleware import OPEN_PATHS, ApiKey, BodyReader, HostCheck, RequestContext
 from contextvec.server.service import Call, Service
-from contextvec.server.settings import ServerSettings
+from contextvec.server.settings import LOOPBACK_HOSTS, ServerSettings
 
 HEALTH = b'{"status":"ok"}'
 
 WHY = {400: "a blank text", 401: "missing or wrong API key (only with --api-key)",
-       413: "over a size limit (body, texts, tokens)",
-       422: "a body that does not fit the schema or the model",
+       413: "over a size limit no schema states (body bytes, the words of a text)",
+       415: "a body sent without Content-Type: application/json",
+       422: "a body that does not fit the schema (its limits included) or the model",
        429: "the queue is full: retry later (Retry-After)",
        500: "internal error (logged with the request id)",
        503: "shutting down", 504: "not finished within --request-timeout"}
 """Why each error status is answered; its body is always :class:`schemas.ErrorResponse`."""
 
-WORK = (413, 422, 429, 500, 503, 504)
+WORK = (413, 415, 422, 429, 500, 503, 504)
 """What a request that runs the model can be answered besides 200."""
 
 
@@ -140,6 +142,12 @@ def create_app(encoder: Encoder, settings: ServerSettings | None = None,
     wrapped = BodyReader(hot, settings.max_body_bytes)
     if settings.api_key:
         wrapped = ApiKey(wrapped, settings.api_key)
+    if settings.cors_origins:  # before the key: a browser's preflight carries none
+        wrapped = CORSMiddleware(wrapped, allow_origins=list(settings.cors_origins),
+                                 allow_methods=["GET", "POST"],
+                                 allow_headers=["Authorization", "Content-Type"],
+                                 expose_headers=["X-Request-ID", "Retry-After"])
+    wrapped = HostCheck(wrapped, list(dict.fromkeys((*LOOPBACK_HOSTS, *settings.allowed_hosts))))
     return RequestContext(wrapped, service.metrics)
 
 
@@ -163,6 +171,12 @@ def _openapi(app: FastAPI, service: Service, settings: ServerSettings, explorer:
         integer.update(minimum=service.openai_dim, maximum=service.openai_dim)
         if explorer is not None:
             bound_schema(schema, explorer, settings)
+        error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}
+        for operations in schema["paths"].values():
+            for operation in operations.values():
+                for status, response in operation["responses"].items():
+                    if int(status) >= 400:  # JSON, whatever the route's own media type (/metrics)
+                        response["content"] = error
         if settings.api_key:
             schema["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
             for path, operations in schema["paths"].items():

@@ -6,6 +6,7 @@ limits and pydantic's description of what was expected.
 
 from __future__ import annotations
 
+import difflib
 import logging
 import math
 
@@ -18,7 +19,8 @@ from starlette.responses import Response
 logger = logging.getLogger("contextvec.server")
 
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
-               405: "invalid_request_error", 413: "request_too_large", 422: "invalid_request_error",
+               405: "invalid_request_error", 413: "request_too_large", 415: "invalid_request_error",
+               422: "invalid_request_error",
                429: "rate_limit_error", 500: "server_error", 503: "service_unavailable",
                504: "timeout_error"}
 
@@ -66,10 +68,13 @@ def field_path(loc: tuple) -> str:
 def validation_message(errors: list[dict]) -> tuple[str, str]:
     """(message, field) of pydantic's errors.
 
-    Of the errors one value gets from the branches of a union (``layers``: a mode, a list or a
-    mix), the one with the deepest location is the informative one (``layers.weights[2]``).
+    An unknown field comes first: it is most often a misspelt one, which is then also missing
+    (``{"sentence": ...}``), and the message suggests the name it resembles. Of the errors one
+    value gets from the branches of a union (``layers``: a mode, a list or a mix), the one with
+    the deepest location is the informative one (``layers.weights[2]``).
     """
-    first = max(errors, key=lambda e: (len(e.get("loc", ())), e.get("type") not in WRONG_TYPE))
+    first = max(errors, key=lambda e: (e.get("type") == "extra_forbidden", len(e.get("loc", ())),
+                                       e.get("type") not in WRONG_TYPE))
     loc = tuple(first.get("loc", ()))
     field = field_path(loc)
     kind = first.get("type")
@@ -78,7 +83,14 @@ def validation_message(errors: list[dict]) -> tuple[str, str]:
     elif kind == "missing":
         message = f"{field}: field required"
     elif kind == "extra_forbidden":
-        message = f"unknown field {str(loc[-1])!r}" + (f" in {field}" if field != "body" else "")
+        field = field_path(loc[:-1])  # where the unknown name is, not the name itself
+        name = str(loc[-1])
+        missing = [str(e["loc"][-1]) for e in errors
+                   if e.get("type") == "missing" and tuple(e.get("loc", ()))[:-1] == loc[:-1]]
+        like = difflib.get_close_matches(name, missing, n=1)
+        message = (f"unknown field {name!r}" + (f" in {field}" if field != "body" else "")
+                   + (f" (did you mean {like[0]!r}?)" if like else ""))
+        errors = [e for e in errors if not like or e.get("loc", ())[-1:] != (like[0],)]
     else:
         message = f"{field}: {_describe(first)}"
     others = {_top_field(e) for e in errors} - {_top_field(first)}

@@ -62,3 +62,5 @@ def bound_schema(schema: dict, explorer: Explorer, settings: ServerSettings) -> 
     tokens = next(b for b in models["NearestRequest"]["properties"]["sentence"]["anyOf"]
                   if b.get("type") == "array")
     tokens["maxItems"] = settings.max_sentence_tokens
+    position = models["NearestRequest"]["properties"]["position"]
+    position["maximum"] = settings.max_sentence_tokens - 1

@@ -99,7 +99,9 @@ class NearestRequest(BaseModel):
     model_config = Strict
     sentence: NonBlank | Annotated[list[StrictStr], Field(min_length=1)] = Field(
         description="a string with a word (split by `tokenizer`) or a token list")
-    position: Integer = Field(ge=0, description="the word's token index")
+    position: Integer = Field(ge=0, description=(
+        "the word's token index: below the sentence's token count, a bound no JSON Schema can "
+        "state (one past it is a 422 naming `position`)"))
     top_k: Integer = Field(5, ge=1, le=MAX_TOP_K, description="contexts per layer")
     model: StrictStr | None = None
     ignore_case: StrictBool = False

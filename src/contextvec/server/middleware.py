@@ -1,7 +1,10 @@
-"""Pure ASGI middleware, outermost first: request id + metrics, API key, body reading (size limit, UTF-8).
+"""Pure ASGI middleware, outermost first: request id + metrics, the ``Host`` check, CORS (only
+with origins named: Starlette's ``CORSMiddleware``, added by the app), API key, body reading
+(JSON content type, size limit, UTF-8).
 
 Plain ASGI (not Starlette's BaseHTTPMiddleware) so a client's disconnect still reaches the
-handler and nothing is buffered twice.
+handler and nothing is buffered twice. Everything runs in front of the hot routes, which answer
+on raw ASGI: no request reaches a handler unchecked.
 """
 
 from __future__ import annotations
@@ -10,7 +13,9 @@ import hmac
 import itertools
 import os
 import time
+from collections.abc import Sequence
 
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from contextvec.server.errors import error_bytes
@@ -70,6 +75,39 @@ class RequestContext:
             self.metrics.observe_request(scope["path"], status, time.perf_counter() - start)
 
 
+class HostCheck:
+    """400 for a request whose ``Host`` is none of ``allowed`` (patterns of Starlette's
+    ``TrustedHostMiddleware``, which matches them): a page that DNS rebinding points at this
+    server sends its own name, and is refused before the API sees it."""
+
+    def __init__(self, app: ASGIApp, allowed: Sequence[str]) -> None:
+        self.app, self.allowed = app, ", ".join(allowed)
+        # Starlette's check decides; its plain-text refusal gives way to the API's JSON error.
+        self._check = TrustedHostMiddleware(_mark_allowed, allowed_hosts=list(allowed), www_redirect=False)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            await self._check(scope, receive, _discard)
+            if not scope.pop(_HOST_ALLOWED, False):
+                host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+                said = f"Host {host[:100]!r}" if host else "no Host header"
+                await send_error(send, 400, f"{said}: this server answers to {self.allowed} only "
+                                            "(add names with --allowed-hosts)", param="host")
+                return
+        await self.app(scope, receive, send)
+
+
+_HOST_ALLOWED = "contextvec.host_allowed"
+
+
+async def _mark_allowed(scope: Scope, receive: Receive, send: Send) -> None:
+    scope[_HOST_ALLOWED] = True
+
+
+async def _discard(message: Message) -> None:
+    pass
+
+
 class ApiKey:
     """``Authorization: Bearer KEY`` on every path but :data:`OPEN_PATHS`, compared in constant time."""
 
@@ -90,8 +128,10 @@ class ApiKey:
 
 
 class BodyReader:
-    """413 for a body over ``max_bytes``, declared (Content-Length) or streamed (chunked); 422
-    for one that is not UTF-8. The body is parsed as JSON whatever content type was declared.
+    """415 for a body not declared ``Content-Type: application/json``; 413 for one over
+    ``max_bytes``, declared (Content-Length) or streamed (chunked); 422 for one that is not
+    UTF-8. A browser sends a page's cross-origin ``text/plain`` or form body without asking
+    first (no CORS preflight); JSON it sends only once the server's CORS answer allows it.
 
     The body is read here, up to the limit, and replayed to the app; later ``receive`` calls go
     to the server, so the app still learns of a disconnect.
@@ -104,15 +144,18 @@ class BodyReader:
         if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
             await self.app(scope, receive, send)
             return
+        headers = dict(scope["headers"])
+        kind = headers.get(b"content-type", b"").decode("latin-1")
+        if kind.partition(";")[0].strip().lower() != "application/json":
+            said = f"not {kind[:60]!r}" if kind else "none was sent"
+            await send_error(send, 415, f"Content-Type must be application/json ({said})",
+                             [(b"connection", b"close")], param="content-type")
+            return
         too_large = f"request body over the limit of {self.max_bytes} bytes (--max-body-bytes)"
-        declared = dict(scope["headers"]).get(b"content-length")
+        declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
             await send_error(send, 413, too_large, [(b"connection", b"close")])
             return
-        # The API only takes JSON: a body sent without a JSON content type (curl -d) is read as
-        # JSON rather than refused with a misleading "not an object".
-        scope["headers"] = [(k, v) for k, v in scope["headers"] if k != b"content-type"]
-        scope["headers"].append((b"content-type", b"application/json"))
         chunks, size = [], 0
         while True:
             message = await receive()

@@ -15,6 +15,7 @@ import dataclasses
 import gc
 import ipaddress
 import logging
+import math
 import signal
 import socket
 import time
@@ -31,7 +32,8 @@ from contextvec.io.sentence_transformers import SentencePipelineError, SentenceP
 from contextvec.logs import LogLevel
 from contextvec.server.app import create_app
 from contextvec.server.explore import ExploreSettings
-from contextvec.server.settings import ServerSettings
+from contextvec.server.protocol import header_deadline
+from contextvec.server.settings import ServerSettings, host_name
 
 with needs("server"):  # the package checks the app's packages; serving needs uvicorn too
     import uvicorn
@@ -56,12 +58,18 @@ class ServeSettings:
             the served one (with ``ui`` only).
         grace_period: seconds to finish in-flight work on SIGTERM or SIGINT.
         start_timeout: seconds to load and warm up the model(s) before giving up.
+        header_timeout: seconds a client has to send a request's line and headers, from the
+            connection's opening or the previous response's end (else the connection is closed).
+        idle_timeout: seconds a kept-alive connection may wait, silent, for its next request.
         access_log: log each request's method, path and status (never its text).
         log_level: the least severe log messages shown.
 
     Raises:
         ValueError: an explorer setting without ``ui``, a port outside 0..65535, a time that is
             not a positive number (``grace_period``: negative), an unknown log level.
+
+    The server answers requests whose ``Host`` is a loopback name, ``host`` or one of
+    ``server.allowed_hosts``.
     """
 
     model: ModelSpec = field(default_factory=lambda: ModelSpec(threads=None))
@@ -73,6 +81,8 @@ class ServeSettings:
     explore_model: str | None = None
     grace_period: float = 30.0
     start_timeout: float = 300.0
+    header_timeout: float = 10.0
+    idle_timeout: float = 5.0
     access_log: bool = False
     log_level: LogLevel = LogLevel.INFO
 
@@ -88,6 +98,10 @@ class ServeSettings:
         if not self.start_timeout > 0 or not self.grace_period >= 0:
             raise ValueError(f"start_timeout must be > 0 and grace_period >= 0, not "
                              f"{self.start_timeout} and {self.grace_period}")
+        for name in ("header_timeout", "idle_timeout"):
+            if not 0 < getattr(self, name) < math.inf:
+                raise ValueError(f"{name} must be a finite number of seconds above 0, not "
+                                 f"{getattr(self, name)}")
 
     @property
     def unguarded(self) -> bool:
@@ -184,8 +198,9 @@ def serve(settings: ServeSettings, on_ready: Callable[[Started], None] = lambda 
     # Loading, warm-up and every forward on one thread: one OpenMP team (engine/worker.py).
     worker = WorkerThread()
     encoder, compare = _load_within(worker, settings)
-    server_settings = dataclasses.replace(settings.server,
-                                          openai_sentence=sentence_pooling(settings, encoder))
+    server_settings = dataclasses.replace(
+        settings.server, openai_sentence=sentence_pooling(settings, encoder),
+        allowed_hosts=(*settings.server.allowed_hosts, host_name(settings.host)))
     sock = bind(settings.host, settings.port)
     host, port = sock.getsockname()[:2]
     server: uvicorn.Server | None = None
@@ -193,7 +208,9 @@ def serve(settings: ServeSettings, on_ready: Callable[[Started], None] = lambda 
     app = create_app(encoder, server_settings, is_stopping=lambda: bool(server and server.should_exit),
                      grace_period=settings.grace_period, worker=worker, explore=explore, compare=compare)
     config = uvicorn.Config(app, log_level=settings.log_level.value, access_log=settings.access_log,
-                            timeout_graceful_shutdown=int(settings.grace_period), lifespan="on")
+                            timeout_graceful_shutdown=int(settings.grace_period), lifespan="on",
+                            http=header_deadline(settings.header_timeout),
+                            timeout_keep_alive=settings.idle_timeout)
     server = uvicorn.Server(config)
     url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
     on_ready(Started(server_settings.model_name, time.perf_counter() - start, url, explore is not None))

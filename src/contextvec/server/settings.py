@@ -2,12 +2,47 @@
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from contextvec.choices import checked_choice
 from contextvec.encoders.outputs import Layers, Pooling
 from contextvec.io.sentence_transformers import SentencePooling
 from contextvec.text.tokenize import TokenizerName, as_tokenizer_name
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+"""The ``Host`` names every server takes: this machine's own (``[::1]`` as a URL writes it)."""
+
+
+def host_name(address: str) -> str:
+    """A bind address as a ``Host`` header carries it: an IPv6 address in brackets."""
+    try:
+        return f"[{address}]" if ipaddress.ip_address(address).version == 6 else address
+    except ValueError:
+        return address
+
+
+def _host_pattern(pattern: str) -> str:
+    """A ``Host`` name (no port), ``*.domain`` or ``*``: the patterns of Starlette's
+    ``TrustedHostMiddleware``, lower-cased, an IPv6 address in brackets."""
+    name = host_name(pattern).lower()
+    rest = name[2:] if name.startswith("*.") else name
+    if (not rest or any(c.isspace() or c in "/@," for c in name) or ("*" in rest and name != "*")
+            or (":" in name and not name.startswith("["))):
+        raise ValueError(f"allowed_hosts: {pattern!r} is not a host name (without a port), "
+                         "'*.domain' or '*' (--allowed-hosts)")
+    return name
+
+
+def _origin(origin: str) -> str:
+    """``scheme://host[:port]``, as a browser sends it in ``Origin``."""
+    parts = urlsplit(origin)
+    if (parts.scheme not in ("http", "https") or not parts.netloc
+            or parts.path or parts.query or parts.fragment or "@" in parts.netloc):
+        raise ValueError(f"cors_origins: {origin!r} is not an origin such as "
+                         "'https://app.example.com' (scheme://host[:port], no path) (--cors-origin)")
+    return origin
 
 
 @dataclass(frozen=True)
@@ -40,10 +75,18 @@ class ServerSettings:
             ``contextvec.io.sentence_transformers.read_sentence_pooling``);
             None for a plain BERT (the mean of its pieces) and for ELMo and CoVe (the mean over
             the words of the average of all layers).
+        allowed_hosts: the names a request's ``Host`` may carry besides :data:`LOOPBACK_HOSTS`
+            (``contextvec serve`` adds the address it binds): DNS names such as
+            ``embed.example.com``, ``*.example.com`` for its subdomains, ``*`` for any. Any
+            other is refused (400), so a web page cannot reach the server by DNS rebinding.
+        cors_origins: the browser origins (``https://app.example.com``) whose pages may call
+            the API and read its answers; none: no CORS headers (browsers keep other pages out).
 
     Raises:
         ValueError: a ``tokenizer``, ``openai_layers`` or ``openai_pool`` that is none of the
-            choices (``Layers.ALL`` is none: it is no sentence vector).
+            choices (``Layers.ALL`` is none: it is no sentence vector); a host name with a
+            space or a wildcard other than a leading ``*.``; an origin that is not
+            ``scheme://host[:port]``.
     """
 
     model_name: str = "elmo-en-small"
@@ -63,8 +106,12 @@ class ServerSettings:
     openai_normalize: bool = False
     openai_max_inputs: int = 2048
     openai_sentence: SentencePooling | None = None
+    allowed_hosts: tuple[str, ...] = ()
+    cors_origins: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "allowed_hosts", tuple(_host_pattern(h) for h in self.allowed_hosts))
+        object.__setattr__(self, "cors_origins", tuple(_origin(o) for o in self.cors_origins))
         object.__setattr__(self, "tokenizer", as_tokenizer_name(self.tokenizer, one_per_line=True))
         if self.openai_pool is not None:
             object.__setattr__(self, "openai_pool",
