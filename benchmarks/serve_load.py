@@ -27,7 +27,9 @@ Parts (``--only``):
   5xx count and the server's RSS over time (growth after the first 10% = warm-up).
 - ``compare``: ``/v1/embeddings`` at 16 clients against this server (``--model``, e.g. the
   MiniLM checkpoint) and against another OpenAI-compatible server at ``--compare-url`` (e.g.
-  Infinity serving the same checkpoint), same requests.
+  Infinity serving the same checkpoint), same requests. This server answers with the mean of
+  its top layer over the words (``--openai-layers top``), or with ``--compare-own-pooling`` the
+  checkpoint's own sentence vector, which is what Infinity computes.
 
 Sentences: WikiText-2 valid sentences of 3-64 tokens (``../shared/data``), else the bundled
 demo sentences; one sentence per request unless ``--sentences-per-request``. Every level runs
@@ -454,7 +456,8 @@ def compare(args, sentences) -> list[dict]:
     targets = [("contextvec", None)] + ([("other", args.compare_url)] if args.compare_url else [])
     for name, url in targets:
         if url is None:
-            with ServerProcess(server_args(args, "--openai-layers", "top")) as server:
+            pooling = () if args.compare_own_pooling else ("--openai-layers", "top")
+            with ServerProcess(server_args(args, *pooling)) as server:
                 load = Load(server.url, "/v1/embeddings", bodies, HEADERS)
                 load.run(4, 40, 10)
                 row = load.run(16, args.requests, args.seconds)
@@ -494,6 +497,9 @@ def main() -> None:
     p.add_argument("--compare-url", help="the embeddings URL of another OpenAI-compatible server, e.g. "
                    "Infinity's http://127.0.0.1:7997/embeddings")
     p.add_argument("--compare-model", default="all-MiniLM-L6-v2", help="model field sent to it")
+    p.add_argument("--compare-own-pooling", action="store_true",
+                   help="compare: serve the checkpoint's own sentence vector (sentence-transformers' "
+                        "pooling over the pieces, the work Infinity does) instead of --openai-layers top")
     p.add_argument("--out", help="write all results as JSON here")
     args = p.parse_args()
     sentences = load_sentences()
