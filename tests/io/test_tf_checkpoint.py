@@ -17,6 +17,7 @@ from helpers_io import read_h5
 from helpers_tf import I32, LEN, VARINT, block, bundle_index, field, rewrite_entry, table, varint, within
 
 from contextvec.io.tf_checkpoint import (
+    INDEX_CAP,
     CheckpointError,
     latest_checkpoint,
     masked_crc32c,
@@ -319,3 +320,14 @@ def test_the_checkpoint_file_cannot_lead_out_of_the_directory(tmp_path):
     os.mkfifo(target / "checkpoint")
     with within(2), pytest.raises(UntrustedFileError, match="checkpoint: is a FIFO"):
         latest_checkpoint(target)
+
+
+def test_an_index_over_the_cap_is_refused_unread(tmp_path):
+    target = _copy(tmp_path)
+    index = target / "model.ckpt-3.index"
+    with open(index, "r+b") as f:  # sparse: nothing of it is written or read
+        f.truncate(INDEX_CAP + 1)
+    with within(2), pytest.raises(UntrustedFileError) as caught:
+        read_index(target / "model.ckpt-3")
+    assert str(caught.value) == (f"{index}: holds {INDEX_CAP + 1:,} bytes, more than the "
+                                 f"{INDEX_CAP:,} a file of its kind may hold")

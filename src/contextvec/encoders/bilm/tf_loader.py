@@ -38,6 +38,15 @@ def load_tf_bilm(directory: str | os.PathLike) -> ElmoBiLM:
     ``model.ckpt-N.index`` + ``.data-*`` (the vocabulary a training run keeps beside them is
     not needed: ELMo reads characters); a module holds ``variables/`` beside
     ``tfhub_module.pb`` or ``saved_model.pb``.
+
+    The files are data from anyone: nothing in them runs, and each is read as a regular file
+    inside ``directory`` whose every declared size is checked against what it holds.
+
+    Raises:
+        ValueError: one line naming the file and what is wrong with it (a
+            :class:`~contextvec.io.tf_checkpoint.CheckpointError` or another
+            :class:`~contextvec.io.untrusted.UntrustedFileError` for the files, a
+            ``ConfigError`` for options the model cannot take).
     """
     directory = Path(directory)
     if tf_elmo.is_hub_dir(directory):
