@@ -20,8 +20,9 @@ logger = logging.getLogger(__name__)
 def batch_to_ids(batch: list[list[str]]) -> torch.Tensor:
     """Character ids of tokenized sentences, as allennlp's ``batch_to_ids``.
 
-    UTF-8 bytes + 1 between begin/end-of-word marks, tokens cut to 48 bytes; padded tokens are
-    all zeros.
+    UTF-8 bytes + 1 between begin/end-of-word marks, tokens cut to 48 bytes; a token that is
+    exactly ``<S>`` or ``</S>`` gets the sentence-boundary ids, as allennlp's
+    ``ELMoCharacterMapper`` gives it; padded tokens are all zeros.
 
     Args:
         batch: ``batch`` sentences, each a list of string tokens.
