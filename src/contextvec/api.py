@@ -224,15 +224,18 @@ _LSTM_CLAUSE = re.compile(r"; LSTMs on [^;]*")
 def _int8_for(path: InferencePath, encoder: Encoder) -> InferencePath:
     """The CPU's int8 path in words that hold for ``encoder``: the path names the modules int8
     treats apart (a character CNN left in ``kept_precision``, LSTMs on ``int8_library``), which
-    only some families have."""
+    only some families have; a model without them gets None for those fields."""
     modules = list(encoder.modules())
     engine, reason = path.engine.partition("; ")[0], path.reason  # "; ..." names ELMo's token encoder
+    kept, library = path.kept_precision, path.int8_library
     if not any(getattr(m, "int8_recurrent", False) for m in modules):
-        engine = engine.replace(f" (LSTMs: {path.int8_library})", "")
-        reason = _LSTM_CLAUSE.sub("", reason)
+        engine, reason = engine.replace(f" (LSTMs: {library})", ""), _LSTM_CLAUSE.sub("", reason)
+        library = None
     if any(getattr(m, "int8_sensitive", False) for m in modules):
-        engine += f"; its character CNN in {path.kept_precision}"
-    return replace(path, engine=engine, reason=reason)
+        engine += f"; its character CNN in {kept}"
+    else:
+        kept = None
+    return replace(path, engine=engine, reason=reason, kept_precision=kept, int8_library=library)
 
 
 def _model_paths(family: Family, encoder: Encoder) -> list[InferencePath]:

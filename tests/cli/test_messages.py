@@ -4,6 +4,7 @@ a refused input is exit code 2 and one line on stderr."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import h5py
@@ -252,8 +253,6 @@ def test_predict_refuses_an_empty_file_as_embed_does(name, saved_task, tmp_path,
 
 def test_predict_prints_scores_to_four_decimals_as_train_task_does(saved_task, tmp_path, capsys):
     """It printed "(training reported dev accuracy 0.7174311926605504)"."""
-    import json
-
     model, data = saved_task
     code, out, _ = _run(capsys, "predict", model, data, tmp_path / "p.jsonl", "--format", "task", "--score",
                         "--quiet")
@@ -280,6 +279,10 @@ def test_info_speaks_of_the_parts_each_family_has(flags, own_tiny_dir, own_tiny_
     int8 = next(line for line in bert.splitlines() if line.lstrip().startswith("int8:"))
     assert code == 0 and "via oneDNN int8 GEMM" in int8
     assert not re.search("ELMo|token encoder|character CNN|LSTM", bert), int8
+    code, bert, _ = _run(capsys, "info", own_tiny_bert_dir, "--json")
+    int8 = json.loads(bert)["inference"][2]
+    assert code == 0 and int8["precision"] == "int8"
+    assert int8["kept_precision"] is None and int8["int8_library"] is None
     code, elmo, _ = _run(capsys, "info", own_tiny_dir)
     int8 = next(line for line in elmo.splitlines() if line.lstrip().startswith("int8:"))
     assert code == 0 and f"; its character CNN in {kept} (" in int8
