@@ -15,6 +15,14 @@ the input, model and settings are the same). The shards are finally merged into 
 atomic rename, so ``OUTPUT`` is either complete or absent. Peak disk use is about twice the
 output size during the merge.
 
+What survives: shards and the output are flushed to the disk before they count, so a power loss
+leaves whole shards; a resume opens every leftover shard and computes again, naming it, any that
+does not open or holds the wrong number of datasets. A disk that refuses a write (full, quota,
+I/O error) ends the run with one :class:`~contextvec.io.atomic.WriteFailed` naming the file, its
+temporary file removed and the finished shards kept. Ctrl-C (SIGINT, in the main thread) says at
+once what is kept, abandons the chunk in flight at its next length batch, keeps every finished
+shard and raises ``KeyboardInterrupt``; a second Ctrl-C interrupts at once.
+
 How it computes: through a :class:`~contextvec.engine.Engine` of its own (one per run, closed at
 its end, also when it fails or is interrupted), so that every forward pass runs on the engine's
 one torch thread. Each chunk is one call, cut into length batches on that thread as
@@ -25,10 +33,14 @@ form them). A finished chunk's shard is written while the engine runs the next c
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
-from collections.abc import Iterable, Iterator, Sequence
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,10 +55,18 @@ from contextvec.encoders.fingerprint import model_identity
 from contextvec.encoders.outputs import Layers, Pooling, as_layers, as_pooling, view_layers
 from contextvec.engine import Engine, EngineSettings
 from contextvec.engine.batcher import Job, Runner
-from contextvec.io.atomic import atomic_path, output_lock, output_target, refuse_to_replace
+from contextvec.io.atomic import (
+    WriteFailed,
+    atomic_file,
+    output_lock,
+    output_target,
+    refuse_to_replace,
+    remove_temporaries,
+)
 from contextvec.io.shards import ResumeError, ShardDir
 from contextvec.io.text_lines import (
     EmptyLines,
+    InputError,
     InvalidUtf8,
     Lines,
     as_policies,
@@ -59,9 +79,12 @@ from contextvec.io.text_lines import (
 SENTENCE_TO_INDEX = "sentence_to_index"
 RUN_ATTRIBUTE = "contextvec_run"
 
+MERGE_BAR_DELAY_S = 2.0
+"""The merge's progress bar appears only once the merge has run this long."""
+
 __all__ = [
-    "BulkSettings", "ResumeError", "bulk_engine", "check_finished", "embed_chunk", "embed_chunks",
-    "embed_to_hdf5", "merge_shards", "write_shard",
+    "BulkSettings", "ResumeError", "bulk_engine", "check_finished", "check_sentence_keys",
+    "embed_chunk", "embed_chunks", "embed_to_hdf5", "merge_shards", "write_shard",
 ]
 
 
@@ -151,25 +174,43 @@ def bulk_engine(encoder: Encoder) -> Engine:
     return Engine(encoder, EngineSettings(max_batch_tokens=None, batching=False, max_queue=2))
 
 
-def _chunk_runner(encoder: Encoder, settings: BulkSettings) -> Runner:
+class Stopped(Exception):
+    """A chunk abandoned at a length batch because its run was asked to stop."""
+
+
+Progress = Callable[[int, int], None]
+"""Called on the engine's torch thread as sentences are done, with (sentences, tokens)."""
+
+
+def _chunk_runner(encoder: Encoder, settings: BulkSettings, stop: threading.Event | None,
+                  progress: Progress | None) -> Runner:
     """What the engine's torch thread runs for one chunk: the chunk's length batches as
     ``Encoder.embed_batches`` cuts them, from empty caches, each sentence's layers in chunk order.
     The whole chunk is one call, so the thread that calls the engine never waits on a forward
-    pass between batches, and the caches are cleared where no other forward pass runs."""
+    pass between batches, and the caches are cleared where no other forward pass runs. Between
+    batches it reports each finished sentence to ``progress`` and raises :class:`Stopped` once
+    ``stop`` is set (a batch's sentences come out together, after its forward pass)."""
 
     def run(sentences: list[Sequence]) -> list[np.ndarray]:
         encoder.clear_caches()
         arrays: list[np.ndarray] = [np.empty(0)] * len(sentences)
+        if stop is not None and stop.is_set():
+            raise Stopped
         for row, array in encoder.embed_batches(sentences, settings.batch_size, settings.max_tokens):
             arrays[row] = array
+            if progress is not None:
+                progress(1, len(sentences[row]))
+            if stop is not None and stop.is_set():
+                raise Stopped
         return arrays
 
     return run
 
 
-def _submit(engine: Engine, chunk: Lines, settings: BulkSettings) -> Job:
+def _submit(engine: Engine, chunk: Lines, settings: BulkSettings, stop: threading.Event | None = None,
+            progress: Progress | None = None) -> Job:
     return engine.submit([text.split() for _, text in chunk], math.inf,
-                         run=_chunk_runner(engine.encoder, settings))
+                         run=_chunk_runner(engine.encoder, settings, stop, progress))
 
 
 def _datasets(job: Job, chunk: Lines, settings: BulkSettings) -> Datasets:
@@ -195,15 +236,20 @@ def embed_chunk(engine: Engine, chunk: Lines, settings: BulkSettings) -> Dataset
         raise
 
 
-def embed_chunks(engine: Engine, chunks: Iterable[tuple[int, Lines]],
-                 settings: BulkSettings) -> Iterator[tuple[int, Lines, Datasets]]:
+def embed_chunks(engine: Engine, chunks: Iterable[tuple[int, Lines]], settings: BulkSettings, *,
+                 stop: threading.Event | None = None,
+                 progress: Progress | None = None) -> Iterator[tuple[int, Lines, Datasets]]:
     """``(number, chunk, datasets)`` for each numbered chunk, in order, the datasets as
     :func:`embed_chunk` makes them; a chunk's are handed out once the next chunk is queued, so
     the engine computes while the caller writes the shard. Close the iterator
-    (``contextlib.closing``) when giving up early: that drops the chunk still queued."""
+    (``contextlib.closing``) when giving up early: that drops the chunk still queued.
+
+    ``progress`` is called on the engine's thread as each sentence's batch is done (sentences,
+    tokens); once ``stop`` is set the chunk in flight is abandoned at its next length batch and
+    :class:`Stopped` is raised (every chunk handed out before is whole)."""
     finished: tuple[int, Lines, Datasets] | None = None
     for number, chunk in chunks:
-        job = _submit(engine, chunk, settings)
+        job = _submit(engine, chunk, settings, stop, progress)
         try:
             if finished is not None:
                 yield finished
@@ -216,10 +262,87 @@ def embed_chunks(engine: Engine, chunks: Iterable[tuple[int, Lines]],
 
 
 def write_shard(path: Path, items: Datasets) -> None:
-    """One shard, written atomically: complete under its name or absent."""
-    with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
+    """One shard, written atomically and flushed to the disk: complete under its name or absent.
+    A disk that refuses the write raises :class:`~contextvec.io.atomic.WriteFailed` naming
+    ``path`` (HDF5 writes through a Python file: on a path of its own it crashes the process)."""
+    with atomic_file(path) as stream, h5py.File(stream, "w") as f:
         for key, array in items:
             f.create_dataset(key, data=array)
+
+
+def shard_problem(path: Path, datasets: int) -> str | None:
+    """Why the shard at ``path`` cannot be used (it does not open, or holds other than
+    ``datasets`` datasets: torn by a crash the disk did not survive), or None."""
+    try:
+        with h5py.File(path, "r") as f:
+            held = len(f)
+    except OSError as e:
+        return f"it cannot be read ({str(e).splitlines()[0]})"
+    return None if held == datasets else f"it holds {held} datasets, not {datasets}"
+
+
+def check_sentence_keys(path: str | os.PathLike) -> None:
+    """With ``--use-sentence-keys``, refuse lines whose sentence HDF5 cannot keep as a dataset
+    name: one holding a NUL character (HDF5 ends the name there: two sentences could meet under
+    one key) or an empty one (kept by ``empty_lines``), naming their lines. Raises
+    :class:`~contextvec.io.text_lines.InputError`; one streaming pass, before any compute."""
+    bad = [i for i, text in read_lines(path) if "\0" in text or not text.strip()]
+    if bad:
+        more = f" and {len(bad) - 20} more" if len(bad) > 20 else ""
+        shown = ", ".join(str(i + 1) for i in bad[:20]) + more
+        raise InputError(f"{path}: {len(bad)} sentence(s) that cannot be HDF5 keys (a NUL character "
+                         f"inside, or empty) at line(s) {shown} (1-based); use line-index keys "
+                         "instead of --use-sentence-keys")
+
+
+def _notice(text: str) -> None:
+    """One line on standard error, above any progress bar."""
+    tqdm.write(f"contextvec: {text}", file=sys.stderr)
+
+
+class _StopOnInterrupt:
+    """While active in the main thread, Ctrl-C (SIGINT) sets :attr:`interrupted` and :attr:`stop`
+    and prints one line (made by ``say`` when the signal comes); a second Ctrl-C interrupts at
+    once. ``stop`` is also set by a run that gives up for another reason."""
+
+    def __init__(self, say: Callable[[], str]) -> None:
+        self.stop = threading.Event()
+        self.interrupted = False
+        self._say = say
+        self._previous: object = None
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.interrupted:
+            raise KeyboardInterrupt
+        self.interrupted = True
+        self.stop.set()
+        _notice(self._say())
+
+    def __enter__(self) -> _StopOnInterrupt:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
+class _Bar:
+    """The embed bar, moved from the engine's torch thread (each finished sentence) under a
+    lock of its own."""
+
+    def __init__(self, bar: tqdm) -> None:
+        self._bar = bar
+        self._lock = threading.Lock()
+        self._tokens = 0
+
+    def __call__(self, sentences: int, tokens: int) -> None:
+        with self._lock:
+            self._tokens += tokens
+            self._bar.set_postfix_str(
+                f"{self._tokens / max(self._bar.format_dict['elapsed'], 1e-9):.0f} tok/s", refresh=False)
+            self._bar.update(sentences)
 
 
 def check_finished(output: Path, parts: ShardDir) -> None:
@@ -268,6 +391,8 @@ def embed_to_hdf5(
         check_scan(scan, settings.empty_lines, settings.invalid_utf8)
         if scan.n_lines == 0:
             raise ValueError(f"{input_path} is empty: there is nothing to embed")
+        if settings.sentence_keys:
+            check_sentence_keys(input_path)
         encoder = model.load() if isinstance(model, ModelSpec) else model
         run = settings.record()
         parts = ShardDir(output_path.with_name(output_path.name + ".parts"), {
@@ -276,39 +401,100 @@ def embed_to_hdf5(
         if settings.resume and not parts.path.exists() and output_path.exists() and not settings.overwrite:
             check_finished(output_path, parts)
             return output_path  # finished earlier by the same run: nothing left to do
-        if settings.resume:  # a merge killed half-way leaves its temporary output behind
-            for stale in output_path.parent.glob(f".{output_path.name}.tmp*"):
-                stale.unlink()
-        parts.start(settings.resume, restart=settings.overwrite)
+        # a run that died mid-write (a merge, a shard) leaves its temporary file behind
+        remove_temporaries(output_path.parent, output_path.name)
+        resumed = parts.start(settings.resume, restart=settings.overwrite)
         chunk_lines = parts.manifest["chunk_lines"]
         n_chunks = -(-scan.n_lines // chunk_lines)
-        done = parts.done(n_chunks)
 
-        with tqdm(total=scan.n_lines, unit="sent", disable=not settings.progress, desc="embed") as bar:
-            bar.update(sum(min(chunk_lines, scan.n_lines - n * chunk_lines) for n in done))
-            tokens_done = 0
-            todo = ((n, chunk) for n, chunk in enumerate(_chunks(input_path, chunk_lines)) if n not in done)
-            with bulk_engine(encoder) as engine, closing(embed_chunks(engine, todo, settings)) as embedded:
-                for number, chunk, items in embedded:
-                    write_shard(parts.shard(number), items)
-                    tokens_done += sum(len(text.split()) for _, text in chunk)
-                    bar.update(len(chunk))
-                    bar.set_postfix_str(f"{tokens_done / max(bar.format_dict['elapsed'], 1e-9):.0f} tok/s")
+        def lines_of(number: int) -> int:
+            return min(chunk_lines, scan.n_lines - number * chunk_lines)
 
-        merge_shards(parts, n_chunks, output_path, input_path, index=settings.index,
-                     progress=settings.progress)
+        done = _whole_shards(parts, n_chunks, lines_of)
+        already = sum(lines_of(n) for n in done)
+        if resumed:
+            _notice(f"resuming {output_path}: {already:,} of {scan.n_lines:,} lines already embedded "
+                    f"({len(done)} of {n_chunks} chunks)")
+        _embed_missing(encoder, input_path, parts, n_chunks, done, already, scan.n_lines, settings)
+        try:
+            merge_shards(parts, n_chunks, output_path, input_path, index=settings.index,
+                         progress=settings.progress)
+        except WriteFailed as e:
+            raise WriteFailed(e.errno, f"{e.strerror}; the {n_chunks} finished chunks are kept in "
+                              f"{parts.path}: free some space (the merge needs about their size), "
+                              "then rerun with --resume") from None
         parts.remove()
         return output_path
+
+
+def _whole_shards(parts: ShardDir, n_chunks: int, lines_of: Callable[[int], int]) -> set[int]:
+    """The finished shards that open and hold their chunk's datasets; any other is removed,
+    named on standard error, and computed again."""
+    done = set()
+    for number in sorted(parts.done(n_chunks)):
+        problem = shard_problem(parts.shard(number), lines_of(number))
+        if problem is None:
+            done.add(number)
+        else:
+            parts.shard(number).unlink()
+            _notice(f"{parts.shard(number)} is damaged: {problem}; computing its "
+                    f"{lines_of(number):,} lines again")
+    return done
+
+
+def _embed_missing(encoder: Encoder, input_path: Path, parts: ShardDir, n_chunks: int, done: set[int],
+                   already: int, n_lines: int, settings: BulkSettings) -> None:
+    """Compute and write every shard not in ``done``; Ctrl-C stops after the shards finished
+    (raising ``KeyboardInterrupt``), a disk that refuses a shard stops with one
+    :class:`~contextvec.io.atomic.WriteFailed` saying what is kept."""
+    written, writing = len(done), False  # a shard being written when Ctrl-C comes is kept
+
+    def say() -> str:
+        return (f"interrupted: keeping the {written + writing} finished chunk(s) of {n_chunks} in "
+                f"{parts.path} and dropping the one in flight; rerun with --resume to finish")
+
+    todo = ((n, chunk) for n, chunk in enumerate(_chunks(input_path, parts.manifest["chunk_lines"]))
+            if n not in done)
+    with _StopOnInterrupt(say) as interrupt, contextlib.ExitStack() as stack:
+        bar = stack.enter_context(tqdm(total=n_lines, initial=already, unit="sent", desc="embed",
+                                       disable=not settings.progress))
+        engine = stack.enter_context(bulk_engine(encoder))
+        # closed first: a failed write does not wait for the chunk in flight, which is dropped
+        stack.callback(interrupt.stop.set)
+        embedded = stack.enter_context(closing(embed_chunks(
+            engine, todo, settings, stop=interrupt.stop, progress=_Bar(bar) if settings.progress else None)))
+        try:
+            for number, _, items in embedded:
+                writing = True
+                write_shard(parts.shard(number), items)
+                written, writing = written + 1, False
+        except Stopped:
+            pass
+        except WriteFailed as e:
+            raise WriteFailed(e.errno, f"{e.strerror}; the {written} finished chunk(s) of {n_chunks} are "
+                              f"kept in {parts.path}: free some space, then rerun with --resume") from None
+        if interrupt.interrupted:
+            raise KeyboardInterrupt
 
 
 def merge_shards(
     parts: ShardDir, n_chunks: int, output: Path, input_path: Path, index: bool, progress: bool
 ) -> None:
-    """Shards ``0..n_chunks-1`` -> ``output`` (atomically), with ``sentence_to_index`` if
-    ``index`` and the run's manifest as the ``contextvec_run`` attribute."""
-    with atomic_path(output) as tmp, h5py.File(tmp, "w") as out:
-        for number in tqdm(range(n_chunks), desc="merge", unit="shard", disable=not progress):
-            with h5py.File(parts.shard(number), "r") as shard:
+    """Shards ``0..n_chunks-1`` -> ``output`` (atomically, flushed to the disk), with
+    ``sentence_to_index`` if ``index`` and the run's manifest as the ``contextvec_run`` attribute.
+    Its progress bar shows only on a merge longer than :data:`MERGE_BAR_DELAY_S`. A shard that
+    cannot be read is named (``OSError``); a disk that refuses the output raises
+    :class:`~contextvec.io.atomic.WriteFailed` naming it."""
+    with atomic_file(output) as stream, h5py.File(stream, "w") as out:
+        for number in tqdm(range(n_chunks), desc="merge", unit="shard", disable=not progress,
+                           delay=MERGE_BAR_DELAY_S):
+            path = parts.shard(number)
+            try:
+                shard = h5py.File(path, "r")
+            except OSError as e:
+                raise OSError(f"{path} cannot be read ({str(e).splitlines()[0]}); rerun with "
+                              "--resume to compute it again") from None
+            with shard:
                 for name in shard:
                     shard.copy(shard[name], out, name=name)
         if index:

@@ -213,7 +213,7 @@ class _Recorded(io.FileIO):
 
     def write(self, data) -> int:  # type: ignore[override]
         try:
-            return super().write(data)
+            return os.write(self.fileno(), data)
         except OSError as e:
             self.error = self.error or e
             raise
