@@ -15,9 +15,16 @@ const TOLERANCE = 1e-5;
 
 // The 50 character ids of one token (docs/onnx.md): begin-word, the token's UTF-8 bytes (at most
 // max_bytes_per_token, which may cut a multi-byte character), end-word, then padding; every id is
-// the raw value + 1, so that 0 can mark an absent token.
+// the raw value + 1, so that 0 can mark an absent token. A token spelled exactly <S> or </S> is
+// the sentence boundary: begin-word, the boundary character, end-word, padding.
 export function charIds(token, contract) {
   const width = contract.max_characters_per_token;
+  const boundary = { [contract.begin_sentence_token]: contract.begin_sentence_char,
+                     [contract.end_sentence_token]: contract.end_sentence_char }[token];
+  if (boundary !== undefined) {
+    return [contract.begin_word, boundary, contract.end_word,
+            ...new Array(width - 3).fill(contract.padding)];
+  }
   const bytes = new TextEncoder().encode(token).subarray(0, contract.max_bytes_per_token);
   const ids = new Array(width).fill(contract.padding);
   ids[0] = contract.begin_word;

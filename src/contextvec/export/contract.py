@@ -10,8 +10,10 @@ from contextvec.encoders.bilm.config import BiLMConfig
 from contextvec.encoders.cove import MTLSTMConfig
 from contextvec.text.chars import (
     BOS_CHAR,
+    BOS_TOKEN,
     BOW_CHAR,
     EOS_CHAR,
+    EOS_TOKEN,
     EOW_CHAR,
     MAX_BYTES_PER_TOKEN,
     MAX_CHARS_PER_TOKEN,
@@ -25,7 +27,8 @@ VERSION = 1
 
 def char_id_contract() -> dict[str, Any]:
     """ELMo's character-id mapping as data (docs/onnx.md states it in words). Ids are the raw
-    byte or special-character values plus ``offset``; 0 marks a padded (absent) token."""
+    byte or special-character values plus ``offset``; 0 marks a padded (absent) token; a token
+    spelled exactly ``begin_sentence_token`` / ``end_sentence_token`` is the boundary itself."""
     return {
         "encoding": "utf-8",
         "max_characters_per_token": MAX_CHARS_PER_TOKEN,
@@ -36,6 +39,8 @@ def char_id_contract() -> dict[str, Any]:
         "padding": PAD_CHAR + 1,
         "begin_sentence_char": BOS_CHAR + 1,
         "end_sentence_char": EOS_CHAR + 1,
+        "begin_sentence_token": BOS_TOKEN,
+        "end_sentence_token": EOS_TOKEN,
         "absent_token": 0,
     }
 
