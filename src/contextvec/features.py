@@ -44,7 +44,7 @@ from tqdm import tqdm
 from contextvec.choices import checked_choice, spellings
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.fingerprint import model_identity
-from contextvec.io.atomic import atomic_path, file_lock, output_target
+from contextvec.io.atomic import atomic_file, file_lock, output_target
 from contextvec.io.shards import ShardDir
 
 CACHE_ENV = "CONTEXTVEC_CACHE"
@@ -165,7 +165,7 @@ class FeatureFile:
 def _write_shard(path: Path, arrays: list[np.ndarray], dtype: str, num_layers: int, dim: int) -> None:
     empty = np.zeros((num_layers, 0, dim), dtype)  # keeps concatenate valid for an empty chunk
     layers = np.concatenate([empty, *arrays], axis=1).astype(dtype, copy=False)
-    with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
+    with atomic_file(path) as stream, h5py.File(stream, "w") as f:  # a full disk: one error, no crash
         f.create_dataset("layers", data=layers)
         f.create_dataset("lengths", data=np.array([a.shape[1] for a in arrays], dtype=np.int64))
 
@@ -174,7 +174,7 @@ def _merge(parts: ShardDir, n_chunks: int, output: Path, lengths: np.ndarray, at
     """Copy the shards into one contiguous ``layers`` dataset; check each shard's lengths."""
     shape = (attrs["num_layers"], int(lengths.sum()), attrs["dim"])
     chunk = attrs["chunk_sentences"]
-    with atomic_path(output) as tmp, h5py.File(tmp, "w") as out:
+    with atomic_file(output) as stream, h5py.File(stream, "w") as out:
         layers = out.create_dataset("layers", shape=shape, dtype=attrs["dtype"])
         out.create_dataset("lengths", data=lengths)
         start = 0
