@@ -51,11 +51,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-tokens", type=positive_int, default=4096,
                    help="padded tokens per batch at most (default: 4096); longer sentences run alone")
     p.add_argument("--use-sentence-keys", action="store_true",
-                   help="key datasets by sentence text instead of line index (no '/', unique)")
+                   help="key datasets by sentence text instead of line index (unique, not empty, no '/' "
+                        "or NUL character)")
     p.add_argument("--forget-sentences", action="store_true",
                    help="do not write the sentence_to_index dataset")
     p.add_argument("--resume", action="store_true",
-                   help="finish an interrupted run of the same input, model and settings")
+                   help="finish an interrupted run of the same input, model and settings (its "
+                        "finished chunks are kept; a damaged one is named and computed again)")
     add_overwrite_argument(p)
     p.add_argument("--empty-lines", choices=EMPTY_LINE_POLICIES, default="error",
                    help="error (default): refuse, naming the lines; keep: a 0-token dataset")
@@ -63,7 +65,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="error (default): refuse, naming the lines; replace: decode with U+FFFD")
     p.add_argument("--chunk-lines", type=positive_int, default=2048,
                    help="lines per resumable shard (default: 2048); a resumed run keeps the first value")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bars (what a resume reuses, and Ctrl-C's one line, still show)")
     engine = p.add_argument_group("engine (see docs/ray.md)")
     engine.add_argument("--engine", choices=ENGINES, default="local",
                         help="local (default): this process; ray: workers on a Ray cluster")
