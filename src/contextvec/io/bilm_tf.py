@@ -24,6 +24,13 @@ import numpy as np
 import torch
 
 from contextvec.io.atomic import atomic_path
+from contextvec.io.untrusted import (
+    UntrustedFileError,
+    check_declared,
+    check_hdf5_dataset,
+    read_json,
+    regular_file,
+)
 
 OPTIONS_NAME = "options.json"
 WEIGHTS_NAME = "weights.hdf5"
@@ -64,16 +71,17 @@ class Dims(NamedTuple):
                 lstm_dim=int(lstm["dim"]),
                 n_layers=int(lstm["n_layers"]),
             )
-        except (KeyError, TypeError, ValueError) as e:
+        except (KeyError, TypeError, ValueError, OverflowError) as e:
             raise OptionsError(f"options.json lacks or mistypes a required field: {e}") from e
 
 
 def read_options_json(path: str | os.PathLike) -> Any:
-    """The parsed content of a bilm-tf/allennlp ``options.json`` (not yet checked)."""
+    """The parsed content of a bilm-tf/allennlp ``options.json`` (not yet checked), read with
+    :func:`contextvec.io.untrusted.read_json`'s bounds."""
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise OptionsError(f"{path}: not a valid options.json ({e})") from e
+        return read_json(path)
+    except UntrustedFileError as e:
+        raise OptionsError(f"{e.path}: not a valid options.json ({e.problem})") from None
 
 
 def write_options_json(options: Mapping[str, Any], path: str | os.PathLike) -> None:
@@ -114,17 +122,28 @@ def read_weights(path: str | os.PathLike, options: Mapping[str, Any]) -> dict[st
     """Read and validate every dataset of a bilm-tf ``weights.hdf5``.
 
     Raises :class:`WeightFileError` naming missing or unexpected datasets, shapes that disagree
-    with the options, non-finite values, or a file that is not (or no longer entirely) HDF5.
+    with the options, non-finite values, or a file that is not (or no longer entirely) HDF5;
+    :class:`~contextvec.io.untrusted.UntrustedFileError` for a dataset whose data lies outside
+    the file or that declares more than it holds
+    (:func:`~contextvec.io.untrusted.check_hdf5_dataset`). Nothing is read before every dataset
+    has passed these checks, so the memory a file takes is what it holds.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"weight file not found: {path}")
-    expected = expected_datasets(options)
+    path = regular_file(path)
     arrays: dict[str, np.ndarray] = {}
     try:
         with h5py.File(path, "r") as f:
             found: list[str] = []
             f.visititems(lambda name, obj: found.append(name) if isinstance(obj, h5py.Dataset) else None)
+            # Each layer the options declare is datasets of the file: a count beyond them would
+            # only make expected_datasets list names without end.
+            dims = Dims.of(options)
+            for what, count in (("highway layers", dims.n_highway), ("LSTM layers", dims.n_layers),
+                                ("filters", len(dims.filters))):
+                check_declared(path, f"(in options.json) {what}", count, len(found))
+            expected = expected_datasets(options)
             missing = sorted(set(expected) - set(found))
             unexpected = sorted(set(found) - set(expected))
             if missing or unexpected:
@@ -136,19 +155,24 @@ def read_weights(path: str | os.PathLike, options: Mapping[str, Any]) -> dict[st
                 raise WeightFileError(
                     f"{path}: {'; '.join(parts)} (does options.json describe this file?)"
                 )
+            datasets: dict[str, h5py.Dataset] = {}
             for name, shape in expected.items():
+                if not isinstance(f.get(name, getlink=True), h5py.HardLink):
+                    raise WeightFileError(f"{path}: {name} is a link, not a dataset of the file")
                 data = f[name]
                 if tuple(data.shape) != shape:
                     raise WeightFileError(
                         f"{path}: dataset {name} has shape {tuple(data.shape)} but options.json "
                         f"implies {shape}"
                     )
+                if data.dtype.kind != "f":
+                    raise WeightFileError(f"{path}: dataset {name} has non-float dtype {data.dtype}")
+                datasets[name] = check_hdf5_dataset(path, name, data)
+            for name, data in datasets.items():
                 arrays[name] = data[()]
     except OSError as e:
         raise WeightFileError(f"{path}: not a readable HDF5 file, or truncated ({e})") from e
     for name, array in arrays.items():
-        if not np.issubdtype(array.dtype, np.floating):
-            raise WeightFileError(f"{path}: dataset {name} has non-float dtype {array.dtype}")
         bad = int(np.size(array) - np.isfinite(array).sum())
         if bad:
             raise WeightFileError(f"{path}: dataset {name} has {bad} NaN or infinite values")

@@ -20,6 +20,7 @@ from contextvec.encoders.bilm.model import ElmoBiLM
 from contextvec.encoders.family import Family, Form
 from contextvec.io import bilm_tf
 from contextvec.io.native import NativeFormatError, load_native, native_model_type, save_native
+from contextvec.io.untrusted import model_file
 
 
 def read_options(path: str | os.PathLike) -> BiLMConfig:
@@ -64,7 +65,8 @@ def is_bilm_tf_dir(path: Path) -> bool:
 
 
 def _load_bilm_tf_dir(path: Path, device: torch.device) -> Encoder:
-    return load_bilm_tf_encoder(path / bilm_tf.OPTIONS_NAME, path / bilm_tf.WEIGHTS_NAME, device)
+    options, weights = (model_file(path, name) for name in (bilm_tf.OPTIONS_NAME, bilm_tf.WEIGHTS_NAME))
+    return load_bilm_tf_encoder(options, weights, device)
 
 
 def load_native_encoder(path: Path, device: torch.device) -> ElmoEncoder:

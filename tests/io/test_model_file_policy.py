@@ -1,0 +1,147 @@
+"""Model files from anyone: each reader refuses, in one line naming the file, a file that would
+read outside its model directory, run code, block, or ask for more memory than it holds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import torch
+from helpers_io import read_h5, reference_dir, tiny_copy
+
+import contextvec
+from contextvec.cli.main import main
+from contextvec.io import bilm_tf
+from contextvec.io.untrusted import UntrustedFileError
+
+EFML = Path(__file__).resolve().parents[1] / "data" / "efml"
+SECRET = b"-----BEGIN OPENSSH PRIVATE KEY-----\n" + b"b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ" * 8
+
+
+def _one_line(error: BaseException, *names: str) -> str:
+    message = str(error)
+    assert "\n" not in message
+    for name in names:
+        assert name in message, (name, message)
+    return message
+
+
+def _rewrite(directory: Path, dataset: str, **create) -> None:
+    """Rewrite bilm-tf's ``weights.hdf5`` with ``dataset`` created by ``create`` (h5py's
+    create_dataset arguments) in place of its data, the others as they were."""
+    arrays = read_h5(reference_dir("elmo-tiny") / "weights.hdf5")
+    with h5py.File(directory / "weights.hdf5", "w") as f:
+        for name, array in arrays.items():
+            if name == dataset:
+                f.create_dataset(name, shape=array.shape, dtype=np.float32, **create)
+            else:
+                f.create_dataset(name, data=array)
+
+
+# --------------------------------------------------------------------------- bilm-tf HDF5
+
+
+def test_external_storage_dataset_is_refused(tmp_path):
+    # ASCII bytes read as float32 are finite: without the check the key became model weights
+    secret = tmp_path / "id_ed25519"
+    secret.write_bytes(SECRET.ljust(4096, b"A"))
+    directory = tiny_copy(tmp_path)
+    _rewrite(directory, "CNN_proj/W_proj", external=[(str(secret), 0, 28 * 16 * 4)])
+    with pytest.raises(UntrustedFileError) as info:
+        contextvec.load(directory)
+    _one_line(info.value, str(directory / "weights.hdf5"), "CNN_proj/W_proj", "other files")
+    out = tmp_path / "native"
+    assert main(["convert", "--model", str(directory), "--to", "native", str(out)]) == 2
+    assert not out.exists()
+
+
+def test_virtual_dataset_is_refused(tmp_path):
+    source = tmp_path / "elsewhere.h5"
+    with h5py.File(source, "w") as f:
+        f.create_dataset("x", data=np.ones((28, 16), np.float32))
+    directory = tiny_copy(tmp_path)
+    arrays = read_h5(directory / "weights.hdf5")
+    with h5py.File(directory / "weights.hdf5", "w") as f:
+        for name, array in arrays.items():
+            if name == "CNN_proj/W_proj":
+                layout = h5py.VirtualLayout(shape=(28, 16), dtype=np.float32)
+                layout[:] = h5py.VirtualSource(str(source), "x", shape=(28, 16))
+                f.create_virtual_dataset(name, layout)
+            else:
+                f.create_dataset(name, data=array)
+    with pytest.raises(UntrustedFileError) as info:
+        contextvec.load(directory)
+    _one_line(info.value, str(directory / "weights.hdf5"), "CNN_proj/W_proj", "virtual")
+
+
+@pytest.mark.parametrize("create", [{"chunks": (4, 4)}, {}, {"chunks": (4, 4), "compression": "gzip"}],
+                         ids=["chunked", "contiguous", "compressed"])
+def test_unwritten_dataset_is_refused(tmp_path, create):
+    directory = tiny_copy(tmp_path)
+    _rewrite(directory, "CNN_high_0/W_carry", **create)
+    with pytest.raises(UntrustedFileError) as info:
+        contextvec.load(directory)
+    _one_line(info.value, str(directory / "weights.hdf5"), "CNN_high_0/W_carry")
+
+
+def _declaring(tmp_path: Path, lstm_dim: int) -> Path:
+    """A bilm-tf folder whose options.json declares LSTM cells of ``lstm_dim`` and whose
+    weight file declares datasets of those shapes, chunked, with no chunk written."""
+    directory = tiny_copy(tmp_path)
+    options = json.loads((directory / "options.json").read_text(encoding="utf-8"))
+    options["lstm"]["dim"] = lstm_dim
+    (directory / "options.json").write_text(json.dumps(options), encoding="utf-8")
+    arrays = read_h5(reference_dir("elmo-tiny") / "weights.hdf5")
+    with h5py.File(directory / "weights.hdf5", "w") as f:
+        for name, shape in bilm_tf.expected_datasets(options).items():
+            if "LSTMCell" in name:
+                f.create_dataset(name, shape=shape, dtype=np.float32, chunks=True)
+            else:
+                f.create_dataset(name, data=arrays[name])
+    return directory
+
+
+def test_file_declaring_gigabytes_is_refused_before_allocating(tmp_path, capsys):
+    # a file of a few kilobytes whose declared datasets hold 36 GiB (2 directions x 2 layers)
+    directory = _declaring(tmp_path, 1 << 22)
+    assert (directory / "weights.hdf5").stat().st_size < 100_000
+    assert main(["info", str(directory)]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and str(directory / "weights.hdf5") in error
+    assert "chunks" in error and "out of memory" not in error
+
+
+def test_options_declaring_more_layers_than_the_file_holds(tmp_path):
+    directory = tiny_copy(tmp_path)
+    options = json.loads((directory / "options.json").read_text(encoding="utf-8"))
+    options["lstm"]["n_layers"] = 10**12  # listing its datasets' names alone would never end
+    (directory / "options.json").write_text(json.dumps(options), encoding="utf-8")
+    with pytest.raises(UntrustedFileError) as info:
+        bilm_tf.read_weights(directory / "weights.hdf5", options)
+    _one_line(info.value, str(directory / "weights.hdf5"), "LSTM layers")
+
+
+def test_options_with_infinity_is_one_line(tmp_path):
+    directory = tiny_copy(tmp_path)
+    text = (directory / "options.json").read_text(encoding="utf-8")
+    (directory / "options.json").write_text(text.replace('"n_highway": 1', '"n_highway": Infinity'),
+                                            encoding="utf-8")
+    assert "Infinity" in (directory / "options.json").read_text(encoding="utf-8")
+    with pytest.raises(ValueError) as info:
+        contextvec.load(directory)
+    _one_line(info.value, str(directory / "options.json"))
+
+
+def test_compressed_weights_still_load(tmp_path):
+    # the reference files of allennlp's tests store their datasets gzip-compressed
+    arrays = read_h5(reference_dir("elmo-tiny") / "weights.hdf5")
+    directory = tiny_copy(tmp_path)
+    with h5py.File(directory / "weights.hdf5", "w") as f:
+        for name, array in arrays.items():
+            f.create_dataset(name, data=array, compression="gzip", chunks=True)
+    model = contextvec.load(directory)
+    assert torch.equal(model.bilm.state_dict()["token_encoder.projection.bias"],
+                       torch.from_numpy(arrays["CNN_proj/b_proj"]))
