@@ -83,8 +83,8 @@ MERGE_BAR_DELAY_S = 2.0
 """The merge's progress bar appears only once the merge has run this long."""
 
 __all__ = [
-    "BulkSettings", "ResumeError", "bulk_engine", "check_finished", "check_sentence_keys",
-    "embed_chunk", "embed_chunks", "embed_to_hdf5", "merge_shards", "write_shard",
+    "BulkSettings", "ResumeError", "Stopped", "bulk_engine", "check_finished", "check_sentence_keys",
+    "embed_chunk", "embed_chunks", "embed_to_hdf5", "merge_shards", "shard_problem", "write_shard",
 ]
 
 
