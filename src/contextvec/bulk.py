@@ -174,6 +174,10 @@ def bulk_engine(encoder: Encoder) -> Engine:
     return Engine(encoder, EngineSettings(max_batch_tokens=None, batching=False, max_queue=2))
 
 
+#: The argument of a ``KeyboardInterrupt`` whose line was already printed (the command line adds none).
+REPORTED = "reported"
+
+
 class Stopped(Exception):
     """A chunk abandoned at a length batch because its run was asked to stop."""
 
@@ -474,7 +478,7 @@ def _embed_missing(encoder: Encoder, input_path: Path, parts: ShardDir, n_chunks
             raise WriteFailed(e.errno, f"{e.strerror}; the {written} finished chunk(s) of {n_chunks} are "
                               f"kept in {parts.path}: free some space, then rerun with --resume") from None
         if interrupt.interrupted:
-            raise KeyboardInterrupt
+            raise KeyboardInterrupt(REPORTED)
 
 
 def merge_shards(

@@ -272,6 +272,7 @@ def test_ctrl_c_in_the_command_is_one_line_at_once_and_exit_130(tmp_path, capsys
     said = re.search(r"contextvec: interrupted: keeping the (\d+) finished chunk\(s\) of 10 in "
                      r".*out\.h5\.parts and dropping the one in flight; rerun with --resume", err)
     assert said, err
+    assert err.strip().count("\n") == 0, err  # one line: the command line adds none of its own
     kept = int(said[1])
     assert len(list(parts.glob("shard-*.h5"))) == kept >= 1
     assert not list(parts.glob(".*.tmp*"))

@@ -137,9 +137,10 @@ def main(argv: list[str] | None = None) -> int:
             args.run(args)
         finally:
             release_outputs()
-    except KeyboardInterrupt:
-        print("\ncontextvec: interrupted (commands that take --resume keep their finished work)",
-              file=sys.stderr)
+    except KeyboardInterrupt as e:
+        if not e.args:  # a command that handles Ctrl-C itself has already said what it kept
+            print("\ncontextvec: interrupted (commands that take --resume keep their finished work)",
+                  file=sys.stderr)
         return 130
     except (ValueError, TypeError, OSError, RuntimeError, LookupError, MissingExtra) as e:
         # Expected failures (bad input, missing files, refused outputs, an extra not installed)
