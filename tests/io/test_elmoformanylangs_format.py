@@ -63,8 +63,9 @@ def test_config_path_is_found_where_the_original_looks(words_dir):
 def test_pickles_are_read_weights_only(tmp_path):
     path = tmp_path / "encoder.pkl"
     torch.save({"w": torch.zeros(1), "code": print}, path)
-    with pytest.raises(efml.ManyLangsFormatError, match="not a readable torch state dict"):
+    with pytest.raises(ValueError, match="holds Python objects other than tensors") as info:
         efml.read_state(path)
+    assert "weights_only" not in str(info.value)
     torch.save({"w": torch.zeros(1)}, path, _use_new_zipfile_serialization=False)  # 2018's format
     assert efml.read_state(path)["w"].shape == (1,)
 
@@ -74,7 +75,7 @@ def test_truncated_pickle_is_one_line(words_dir, name, tmp_path, capsys):
     data = (words_dir / name).read_bytes()
     (words_dir / name).write_bytes(data[: len(data) // 2])
     err = _one_line_error(words_dir, capsys, tmp_path / "out.hdf5")
-    assert f"{name}: not a readable torch state dict" in err
+    assert f"{name}: not a readable PyTorch file" in err
 
 
 def test_malformed_files_are_one_line(words_dir, tmp_path, capsys):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import re
 from pathlib import Path
 from typing import NamedTuple
@@ -17,6 +16,7 @@ import torch
 
 from contextvec.io.atomic import atomic_path
 from contextvec.io.native import NativeFormatError
+from contextvec.io.untrusted import UntrustedFileError, model_file, read_json, read_torch_weights
 
 WORDS_FILE = "words.json"
 _SALESFORCE_KEY = re.compile(r"^(weight_ih|weight_hh|bias_ih|bias_hh)_l(\d+)(_reverse)?$")
@@ -30,10 +30,10 @@ def save_words(words: list[str], directory: str | os.PathLike) -> None:
 
 def load_words(directory: str | os.PathLike) -> list[str]:
     """The word list of a CoVe directory (row i of its word vectors is word i)."""
-    path = Path(directory) / WORDS_FILE
-    if not path.is_file():
+    if not os.path.lexists(Path(directory) / WORDS_FILE):
         raise NativeFormatError(f"{directory}: no {WORDS_FILE} (the word list of the vectors)")
-    words = json.loads(path.read_text(encoding="utf-8"))
+    path = model_file(directory, WORDS_FILE)
+    words = read_json(path)
     if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
         raise NativeFormatError(f"{path}: not a JSON list of words")
     return words
@@ -49,15 +49,14 @@ class LSTMSizes(NamedTuple):
 
 def read_salesforce_checkpoint(pt_file: str | os.PathLike) -> dict[str, torch.Tensor]:
     """The state dict of Salesforce's MT-LSTM file, read with ``weights_only=True`` so that no
-    pickled code runs (a ``{"state_dict": ...}`` wrapper is taken off)."""
-    try:
-        state = torch.load(pt_file, map_location="cpu", weights_only=True)
-    except (RuntimeError, pickle.UnpicklingError, EOFError) as e:
-        raise ValueError(f"{pt_file}: not a weights-only PyTorch checkpoint ({e})") from e
+    pickled code runs (:func:`contextvec.io.untrusted.read_torch_weights`; a
+    ``{"state_dict": ...}`` wrapper is taken off)."""
+    state = read_torch_weights(pt_file)
     if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
         state = state["state_dict"]
-    if not isinstance(state, dict):
-        raise ValueError(f"{pt_file}: not a state dict ({type(state).__name__})")
+    if not isinstance(state, dict) or not all(
+            isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()):
+        raise UntrustedFileError(pt_file, "not a state dict of tensors")
     return state
 
 
@@ -76,9 +75,12 @@ def salesforce_state_dict(state: dict[str, torch.Tensor]) -> tuple[LSTMSizes, di
     if "layers.0.weight_ih_l0" not in renamed:
         raise ValueError("no weight_ih_l0: not an nn.LSTM state dict")
     num_layers = 1 + max(int(k.split(".")[1]) for k in renamed)
+    if num_layers > len(renamed):  # each layer is tensors of the file: a gap in the numbers
+        raise ValueError(f"the state dict numbers layers up to {num_layers - 1} but holds "
+                         f"{len(renamed)} tensors")
     hidden4, input_dim = renamed["layers.0.weight_ih_l0"].shape
     sizes = LSTMSizes(input_dim, hidden4 // 4, num_layers)
-    expected = _expected_shapes(sizes)
+    expected = expected_shapes(sizes)
     missing = sorted(set(expected) - set(renamed))
     if missing:
         raise ValueError(f"the state dict lacks {missing} (needs a bidirectional nn.LSTM with biases)")
@@ -88,7 +90,7 @@ def salesforce_state_dict(state: dict[str, torch.Tensor]) -> tuple[LSTMSizes, di
     return sizes, renamed
 
 
-def _expected_shapes(sizes: LSTMSizes) -> dict[str, tuple[int, ...]]:
+def expected_shapes(sizes: LSTMSizes) -> dict[str, tuple[int, ...]]:
     """Tensor shapes of one-layer bidirectional ``nn.LSTM`` modules ``layers.k`` (layer k > 0
     reads both directions of layer k - 1)."""
     hidden = sizes.hidden_size

@@ -7,8 +7,10 @@ lines), and ``token_embedder.pkl`` / ``encoder.pkl`` (pickled torch state dicts)
 ``config_path`` is often an absolute path on the machine that trained the model; it is looked
 up as that project's own loader does: as written (relative to the directory), then its file
 name inside the directory, then the file name among the two architectures that project ships
-(:data:`SHIPPED_ARCHITECTURES`). The pickles are read with ``torch.load(weights_only=True)``,
-which unpickles tensors and containers only, so no code in a file runs.
+(:data:`SHIPPED_ARCHITECTURES`); a path outside the directory is never read. Every file is a
+regular file inside the directory (:func:`contextvec.io.untrusted.model_file`), the small ones
+read with a size cap. The pickles are read with ``torch.load(weights_only=True)``, which
+unpickles tensors and containers only, so no code in a file runs.
 
 :func:`to_state_dict` renames and rearranges the tensors into
 :mod:`contextvec.encoders.manylangs`'s parameters: the highway gate changes sign (that project
@@ -19,15 +21,20 @@ blocks go from ``i, f, g, o`` to contextvec's ``i, j, f, o``; both are exact in 
 from __future__ import annotations
 
 import copy
-import json
 import os
-import pickle
-import struct
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 import torch
+
+from contextvec.io.untrusted import (
+    UntrustedFileError,
+    model_file,
+    read_bounded,
+    read_json,
+    read_torch_weights,
+)
 
 CONFIG_NAME = "config.json"
 CHAR_DICT = "char.dic"
@@ -79,25 +86,26 @@ def is_manylangs_dir(path: str | os.PathLike) -> bool:
     return all((path / name).is_file() for name in (CONFIG_NAME, TOKEN_EMBEDDER, ENCODER))
 
 
-def _json(path: Path) -> Any:
+def _json(directory: Path, name: str) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ManyLangsFormatError(f"{path}: unreadable JSON ({e})") from e
+        return read_json(model_file(directory, name))
+    except UntrustedFileError as e:
+        raise ManyLangsFormatError(f"{e.path}: unreadable JSON ({e.problem})") from None
 
 
 def read_architecture(directory: str | os.PathLike) -> dict[str, Any]:
     """The architecture JSON that ``config.json``'s ``config_path`` names (looked up as the
     module docstring says)."""
     directory = Path(directory)
-    args = _json(directory / CONFIG_NAME)
+    args = _json(directory, CONFIG_NAME)
     named = args.get("config_path") if isinstance(args, dict) else None
-    if not isinstance(named, str) or not named:
+    if not isinstance(named, str) or not named or "\0" in named:
         raise ManyLangsFormatError(f"{directory / CONFIG_NAME}: no config_path naming the architecture JSON")
     name = os.path.basename(named.replace("\\", "/"))
-    for candidate in (directory / named, directory / name):
-        if candidate.is_file():
-            architecture = _json(candidate)
+    # An absolute config_path is the training machine's: only its name is looked for here.
+    for candidate in ([name] if os.path.isabs(named) else [named, name]):
+        if candidate and os.path.lexists(directory / candidate):
+            architecture = _json(directory, candidate)
             break
     else:
         if name not in SHIPPED_ARCHITECTURES:
@@ -116,8 +124,8 @@ def read_dictionary(path: str | os.PathLike) -> dict[str, int]:
     (U+3000), whose line ``strip()`` emptied; a token listed twice keeps its last id."""
     path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as e:
+        lines = read_bounded(path).decode("utf-8").splitlines()
+    except UnicodeDecodeError as e:
         raise ManyLangsFormatError(f"{path}: unreadable ({e})") from e
     entries: dict[str, int] = {}
     for number, line in enumerate(lines, 1):
@@ -137,13 +145,9 @@ def read_dictionary(path: str | os.PathLike) -> dict[str, int]:
 
 
 def read_state(path: str | os.PathLike) -> dict[str, torch.Tensor]:
-    """A pickled state dict, unpickled with ``weights_only=True`` (tensors and containers only)."""
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except (RuntimeError, pickle.UnpicklingError, EOFError, OSError, ValueError, KeyError, IndexError,
-            struct.error) as e:
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ManyLangsFormatError(f"{path}: not a readable torch state dict ({reason})") from None
+    """A pickled state dict, unpickled with ``weights_only=True`` (tensors and containers only;
+    :func:`contextvec.io.untrusted.read_torch_weights`)."""
+    state = read_torch_weights(path)
     if not isinstance(state, dict) or not all(
         isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
     ):
@@ -168,10 +172,10 @@ def read_model_dir(directory: str | os.PathLike) -> ManyLangsFiles:
 
     return ManyLangsFiles(
         architecture,
-        read_dictionary(directory / CHAR_DICT) if uses("char_dim") else None,
-        read_dictionary(directory / WORD_DICT) if uses("word_dim") else None,
-        read_state(directory / TOKEN_EMBEDDER),
-        read_state(directory / ENCODER),
+        read_dictionary(model_file(directory, CHAR_DICT)) if uses("char_dim") else None,
+        read_dictionary(model_file(directory, WORD_DICT)) if uses("word_dim") else None,
+        read_state(model_file(directory, TOKEN_EMBEDDER)),
+        read_state(model_file(directory, ENCODER)),
     )
 
 

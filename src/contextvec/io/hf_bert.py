@@ -2,7 +2,9 @@
 
 A directory holds ``config.json`` and ``model.safetensors`` (preferred) or
 ``pytorch_model.bin``; the latter is read with ``torch.load(weights_only=True)``, which
-refuses pickled code. Checkpoint keys are mapped onto contextvec's BERT names (HF's
+refuses pickled code. Every file is a regular file inside the directory (a Hugging Face cache
+snapshot's links into its ``blobs`` included: :func:`contextvec.io.untrusted.model_file`).
+Checkpoint keys are mapped onto contextvec's BERT names (HF's
 ``BertModel`` names):
 
 - a ``bert.`` prefix (``BertForPreTraining`` and task models) is removed; keys outside it
@@ -16,14 +18,13 @@ Checking the renamed tensors against a model is :mod:`contextvec.encoders.bert.l
 
 from __future__ import annotations
 
-import json
 import os
-import pickle
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file
+
+from contextvec.io.native import NativeFormatError, read_safetensors
+from contextvec.io.untrusted import UntrustedFileError, model_file, read_json, read_torch_weights
 
 CONFIG_NAME = "config.json"
 SAFETENSORS_NAME = "model.safetensors"
@@ -51,8 +52,8 @@ def is_hf_bert_dir(path: Path) -> bool:
     if not (path.is_dir() and (path / CONFIG_NAME).is_file() and weights_file(path) is not None):
         return False
     try:
-        config = json.loads((path / CONFIG_NAME).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        config = read_json(model_file(path, CONFIG_NAME))
+    except (UntrustedFileError, OSError):  # not an HF directory: the registry says what it holds
         return False
     if not isinstance(config, dict) or "format_version" in config:
         return False
@@ -67,10 +68,12 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     path = Path(path)
     try:
         if path.suffix == ".safetensors":
-            return load_file(str(path))
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except (SafetensorError, OSError, RuntimeError, pickle.UnpicklingError, EOFError) as e:
-        raise BertCheckpointError(f"{path}: unreadable checkpoint ({e})") from e
+            return read_safetensors(path)
+        state = read_torch_weights(path)
+    except NativeFormatError as e:
+        raise BertCheckpointError(str(e)) from None
+    except UntrustedFileError as e:
+        raise BertCheckpointError(f"{e.path}: unreadable checkpoint: {e.problem}") from None
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise BertCheckpointError(f"{path}: not a state dict of tensors")
     return dict(state)
@@ -107,4 +110,4 @@ def read_weights(directory: str | os.PathLike) -> dict[str, torch.Tensor]:
         if (directory / f"{SAFETENSORS_NAME}.index.json").is_file():
             raise BertCheckpointError(f"{directory}: sharded checkpoints are not supported yet")
         raise BertCheckpointError(f"{directory}: needs {SAFETENSORS_NAME} or {PYTORCH_NAME}")
-    return to_model_keys(read_state_dict(path))
+    return to_model_keys(read_state_dict(model_file(directory, path.name)))

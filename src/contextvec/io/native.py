@@ -2,7 +2,10 @@
 
 ``config.json`` holds ``{"model_type": ..., "config": {...}, "format_version": 1}``; the
 tensors are the module's state dict under its own parameter names. safetensors never runs
-code on load, unlike pickled checkpoints.
+code on load, unlike pickled checkpoints, and refuses a header whose tensors lie past the file's
+end; both files are regular files inside the directory
+(:func:`contextvec.io.untrusted.model_file`), and no layer count in ``config.json`` exceeds the
+tensors the weights hold, so a loader never builds more modules than the file can fill.
 """
 
 from __future__ import annotations
@@ -17,10 +20,13 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from contextvec.io.atomic import atomic_path, output_target
+from contextvec.io.untrusted import UntrustedFileError, check_declared, model_file, read_json
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 FORMAT_VERSION = 1
+LAYER_COUNTS = frozenset({"n_layers", "n_highway", "num_layers", "num_hidden_layers"})
+"""``config.json`` fields that count modules (each holds tensors of its own)."""
 
 
 class NativeFormatError(ValueError):
@@ -70,10 +76,14 @@ def read_meta(directory: str | os.PathLike) -> tuple[str, dict[str, Any]]:
     if not is_native_dir(directory):
         raise NativeFormatError(f"{directory}: needs {CONFIG_NAME} and {WEIGHTS_NAME}")
     try:
-        meta = json.loads((directory / CONFIG_NAME).read_text(encoding="utf-8"))
+        meta = read_json(model_file(directory, CONFIG_NAME))
         model_type, config = meta["model_type"], meta["config"]
         version = int(meta.get("format_version", FORMAT_VERSION))
-    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+        if not isinstance(config, dict):
+            raise TypeError(f"config is {type(config).__name__}, not an object")
+    except UntrustedFileError as e:
+        raise NativeFormatError(f"{e.path}: not a contextvec config ({e.problem})") from None
+    except (KeyError, TypeError, ValueError, OverflowError) as e:
         raise NativeFormatError(f"{directory / CONFIG_NAME}: not a contextvec config ({e})") from e
     if version > FORMAT_VERSION:
         raise NativeFormatError(
@@ -95,11 +105,29 @@ def load_native(directory: str | os.PathLike) -> tuple[str, dict[str, Any], dict
     """Read a model directory: ``(model_type, config, state_dict)``."""
     directory = Path(directory)
     model_type, config = read_meta(directory)
+    state_dict = read_safetensors(model_file(directory, WEIGHTS_NAME))
+    _check_counts(directory / CONFIG_NAME, config, len(state_dict))
+    return model_type, config, state_dict
+
+
+def read_safetensors(path: str | os.PathLike) -> dict[str, torch.Tensor]:
+    """The tensors of a ``.safetensors`` file, each finite; one line naming the file otherwise
+    (safetensors checks the header's offsets against the file before it allocates)."""
     try:
-        state_dict = load_file(str(directory / WEIGHTS_NAME))
-    except (SafetensorError, OSError) as e:
-        raise NativeFormatError(f"{directory / WEIGHTS_NAME}: unreadable or truncated ({e})") from e
+        state_dict = load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as e:
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise NativeFormatError(f"{path}: unreadable or truncated ({reason})") from None
     for name, tensor in state_dict.items():
         if tensor.is_floating_point() and not torch.isfinite(tensor).all():
-            raise NativeFormatError(f"{directory / WEIGHTS_NAME}: {name} has NaN or infinite values")
-    return model_type, config, state_dict
+            raise NativeFormatError(f"{path}: {name} has NaN or infinite values")
+    return state_dict
+
+
+def _check_counts(path: Path, config: object, tensors: int) -> None:
+    """Refuse a :data:`LAYER_COUNTS` field of ``config`` (nested ones too) above ``tensors``."""
+    if isinstance(config, dict):
+        for key, value in config.items():
+            if key in LAYER_COUNTS and isinstance(value, int):
+                check_declared(path, f"{key} (modules, each with tensors of the weights)", value, tensors)
+            _check_counts(path, value, tensors)

@@ -10,10 +10,11 @@ These functions read that declaration; running it is
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from contextvec.io.untrusted import UntrustedFileError, model_file, read_json
 
 MODULES_NAME = "modules.json"
 SENTENCE_BERT_CONFIG = "sentence_bert_config.json"
@@ -47,11 +48,14 @@ class SentencePooling:
     lowercase: bool = False
 
 
-def _read(path: Path) -> object:
+def _read(directory: Path, name: str) -> object:
+    """A JSON file the pipeline names: a regular file inside ``directory``, read with a cap."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise SentencePipelineError(f"{path}: cannot read it ({e})") from None
+        return read_json(model_file(directory, name))
+    except UntrustedFileError as e:
+        raise SentencePipelineError(f"{e.path}: cannot read it ({e.problem})") from None
+    except OSError as e:
+        raise SentencePipelineError(f"{directory / name}: cannot read it ({e})") from None
 
 
 def read_sentence_pooling(directory: str | os.PathLike) -> SentencePooling | None:
@@ -64,7 +68,7 @@ def read_sentence_pooling(directory: str | os.PathLike) -> SentencePooling | Non
     modules_path = directory / MODULES_NAME
     if not modules_path.is_file():
         return None
-    modules = _read(modules_path)
+    modules = _read(directory, MODULES_NAME)
     if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
         raise SentencePipelineError(f"{modules_path}: expected a list of modules")
     pooling: dict | None = None
@@ -77,7 +81,7 @@ def read_sentence_pooling(directory: str | os.PathLike) -> SentencePooling | Non
                 f"{module.get('type')!r} ({module.get('path') or module.get('name')}), which contextvec "
                 f"does not run (it runs {', '.join(RUN_MODULES)})")
         if kind == "Pooling":
-            config = _read(directory / str(module.get("path", "")) / "config.json")
+            config = _read(directory, os.path.join(str(module.get("path", "")), "config.json"))
             pooling = config if isinstance(config, dict) else {}
         normalize = normalize or kind == "Normalize"
     if pooling is None:
@@ -91,7 +95,7 @@ def read_sentence_pooling(directory: str | os.PathLike) -> SentencePooling | Non
                                     f"({', '.join(POOLING_MODES)})")
     settings: object = {}
     if (directory / SENTENCE_BERT_CONFIG).is_file():
-        settings = _read(directory / SENTENCE_BERT_CONFIG)
+        settings = _read(directory, SENTENCE_BERT_CONFIG)
     settings = settings if isinstance(settings, dict) else {}
     longest = settings.get("max_seq_length")
     return SentencePooling(modes=modes, normalize=normalize,

@@ -84,6 +84,8 @@ def model_file(directory: str | os.PathLike, name: str | os.PathLike) -> Path:
     """
     directory = Path(directory)
     path = directory / name
+    if "\0" in os.fspath(name):
+        raise UntrustedFileError(directory, f"names a file with a NUL character ({os.fspath(name)!r})")
     root = Path(os.path.realpath(directory))
     allowed = root.parent.parent if root.parent.name == "snapshots" else root
     target = os.path.realpath(path)

@@ -32,14 +32,18 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import nn
 
 from contextvec.api import load as load_encoder
 from contextvec.encoders.base import Encoder
+from contextvec.encoders.bert.loader import check_tokenizer_files
 from contextvec.encoders.bert.tokenizer import WordPieceTokenizer
 from contextvec.encoders.fingerprint import model_identity
+from contextvec.io import hf_bert
 from contextvec.io.atomic import atomic_path, output_target
+from contextvec.io.native import read_safetensors
+from contextvec.io.untrusted import model_file, read_json
 from contextvec.tasks.finetune import PieceSplit
 from contextvec.tasks.models import Indexer, ModelSettings, TokenEmbedder, Vocabulary, contextual_embedder
 from contextvec.tasks.schemes import to_scheme
@@ -50,6 +54,7 @@ from contextvec.tasks.train import ENCODER_PREFIX, PreparedSplit, predict_split,
 FORMAT, VERSION = "contextvec-task-model", 1
 TASK_FILE, WEIGHTS, WORDS, CHARS = "task.json", "model.safetensors", "words.json", "chars.json"
 NGRAMS = "ngrams.json"
+WORD_EMBEDDING = "tokens.words.weight"
 FEATURE_CHUNK = 1000
 """Sentences per feature chunk: the feature cache's ``chunk_sentences`` (same encoder batches)."""
 MAX_TOKENS = 4096
@@ -165,18 +170,16 @@ def save_fine_tuned(
 
 
 def _read_json(path: Path) -> object:
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise FileNotFoundError(f"{path.parent} is not a saved task model: {path.name} is missing")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"{path}: not valid JSON ({error})") from None
+    return read_json(model_file(path.parent, path.name))
 
 
 def _vocabulary(path: Path) -> Vocabulary:
     itos = _read_json(path)
-    if not isinstance(itos, list) or itos[:2] != ["<pad>", "<unk>"]:
-        raise ValueError(f"{path}: expected a JSON list starting with \"<pad>\", \"<unk>\"")
+    if not (isinstance(itos, list) and itos[:2] == ["<pad>", "<unk>"]
+            and all(isinstance(item, str) for item in itos)):
+        raise ValueError(f"{path}: expected a JSON list of strings starting with \"<pad>\", \"<unk>\"")
     return Vocabulary(itos[2:])
 
 
@@ -360,6 +363,9 @@ def load_task_model(directory: str | os.PathLike, encoder: Encoder | None = None
     config = _check_config(directory)
     spec = get_task(config["task"])
     if config["kind"] == "fine-tune":
+        for name in (hf_bert.CONFIG_NAME, hf_bert.SAFETENSORS_NAME):  # before the HF reader opens them
+            model_file(directory, name)
+        check_tokenizer_files(directory)
         model = spec.fine_tune_head.from_pretrained(directory, labels=config["labels"]).to(device).eval()
         return TaskModel(spec, config, model, device, tokenizer=WordPieceTokenizer.from_directory(directory))
     settings = ModelSettings(**config["model_settings"])
@@ -369,20 +375,29 @@ def load_task_model(directory: str | os.PathLike, encoder: Encoder | None = None
         encoder = _encoder_for(config, directory, encoder, device)
         contextual = contextual_embedder(encoder, settings)
     ngrams = _vocabulary(directory / NGRAMS) if settings.char_ngram_dim else None
-    shape = np.zeros((len(words), config["word_dim"]), dtype=np.float32)  # filled from the weights
+    if not os.path.lexists(directory / WEIGHTS):
+        raise FileNotFoundError(f"{directory} is not a saved task model: {WEIGHTS} is missing")
+    weights = model_file(directory, WEIGHTS)
+    state = read_safetensors(weights)
+    word_dim = config["word_dim"]
+    held = tuple(state[WORD_EMBEDDING].shape) if WORD_EMBEDDING in state else None
+    if held != (len(words), word_dim):
+        raise ValueError(f"{weights} does not fit {TASK_FILE}: its {WORD_EMBEDDING} has shape {held}, "
+                         f"{WORDS} and word_dim make {(len(words), word_dim)}")
+
+    shape = np.zeros((len(words), word_dim), dtype=np.float32)  # filled from the weights
     tokens = TokenEmbedder(words, chars, settings, shape, ngrams)
     model = spec.model_class(settings)(tokens, config["labels"], settings, contextual)
-    if not (directory / WEIGHTS).is_file():
-        raise FileNotFoundError(f"{directory} is not a saved task model: {WEIGHTS} is missing")
-    try:
-        missing, unexpected = model.load_state_dict(load_file(str(directory / WEIGHTS)), strict=False)
-    except RuntimeError as error:  # shapes that do not fit the configuration
-        raise ValueError(f"{directory / WEIGHTS} does not fit {TASK_FILE}: "
-                         f"{str(error).splitlines()[-1].strip()}") from None
-    missing = [k for k in missing if not k.startswith(ENCODER_PREFIX)]
+    like = {k: v for k, v in model.state_dict().items() if not k.startswith(ENCODER_PREFIX)}
+    missing, unexpected = sorted(set(like) - set(state)), sorted(set(state) - set(like))
     if missing or unexpected:
-        raise ValueError(f"{directory / WEIGHTS} does not fit {TASK_FILE}: missing {missing[:3]}, "
+        raise ValueError(f"{weights} does not fit {TASK_FILE}: missing {missing[:3]}, "
                          f"unexpected {unexpected[:3]}")
+    for name, tensor in like.items():
+        if tuple(state[name].shape) != tuple(tensor.shape):
+            raise ValueError(f"{weights} does not fit {TASK_FILE}: {name} has shape "
+                             f"{tuple(state[name].shape)}, its settings make {tuple(tensor.shape)}")
+    model.load_state_dict(state, strict=False)
     model.to(device).eval()
     return TaskModel(spec, config, model, device, Indexer(words, chars, config["labels"], ngrams),
                      None if contextual is None else encoder)

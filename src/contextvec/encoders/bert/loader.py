@@ -16,10 +16,16 @@ from pathlib import Path
 import torch
 
 from contextvec.encoders.base import Encoder
-from contextvec.encoders.bert.config import BertConfig
+from contextvec.encoders.bert.config import BertConfig, ConfigError
 from contextvec.encoders.bert.encoder import BertEncoder
 from contextvec.encoders.bert.model import BertModel
-from contextvec.encoders.bert.tokenizer import WordPieceTokenizer
+from contextvec.encoders.bert.tokenizer import (
+    SPECIAL_TOKENS_MAP,
+    TOKENIZER_CONFIG,
+    TOKENIZER_JSON,
+    VOCAB_TXT,
+    WordPieceTokenizer,
+)
 from contextvec.encoders.family import Family
 from contextvec.io.hf_bert import (
     CONFIG_NAME,
@@ -28,6 +34,9 @@ from contextvec.io.hf_bert import (
     read_weights,
     weights_file,
 )
+from contextvec.io.untrusted import SMALL_FILE_CAP, check_declared, model_file, read_json
+
+TOKENIZER_FILES = (VOCAB_TXT, TOKENIZER_JSON, TOKENIZER_CONFIG, SPECIAL_TOKENS_MAP)
 
 
 def build_model(
@@ -35,11 +44,13 @@ def build_model(
 ) -> BertModel:
     """A :class:`BertModel` for ``config`` holding the (already renamed) ``state_dict``.
 
-    Raises :class:`BertCheckpointError` naming every missing, unexpected or misshapen key.
+    Raises :class:`BertCheckpointError` naming every missing, unexpected or misshapen key. The
+    keys and shapes are checked on a model without storage first, so a config that declares
+    more than the checkpoint holds allocates nothing.
     """
     has_pooler = any(k.startswith("pooler.") for k in state_dict)
-    model = BertModel(config, add_pooling_layer=has_pooler)
-    expected = model.state_dict()
+    with torch.device("meta"):
+        expected = BertModel(config, add_pooling_layer=has_pooler).state_dict()
     missing = sorted(set(expected) - set(state_dict))
     unexpected = sorted(set(state_dict) - set(expected))
     mismatched = [
@@ -58,14 +69,35 @@ def build_model(
     for key, tensor in state_dict.items():
         if tensor.is_floating_point() and not torch.isfinite(tensor).all():
             raise BertCheckpointError(f"{source}: {key} has NaN or infinite values")
+    model = BertModel(config, add_pooling_layer=has_pooler)
     model.load_state_dict(state_dict)
     return model
 
 
 def read_bert_dir(directory: str | os.PathLike) -> tuple[BertConfig, dict[str, torch.Tensor]]:
     """``(config, state_dict)`` of an HF BERT directory, keys renamed to :class:`BertModel`'s."""
-    config = BertConfig.from_json_file(Path(directory) / CONFIG_NAME)
-    return config, read_weights(directory)
+    path = model_file(directory, CONFIG_NAME)
+    content = read_json(path)
+    if not isinstance(content, dict):
+        raise ConfigError(f"{path}: not a JSON object")
+    try:
+        config = BertConfig.from_dict(content)
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from e
+    state_dict = read_weights(directory)
+    # Each hidden layer is tensors of the checkpoint: more than it holds would only build
+    # modules without end.
+    check_declared(path, "num_hidden_layers", config.num_hidden_layers, len(state_dict))
+    return config, state_dict
+
+
+def check_tokenizer_files(directory: str | os.PathLike) -> None:
+    """Refuse, in one line, a tokenizer file of ``directory`` that is not a regular file inside
+    it or that holds more than a vocabulary may (before the tokenizer reads it)."""
+    for name in TOKENIZER_FILES:
+        if os.path.lexists(Path(directory) / name):
+            path = model_file(directory, name)
+            check_declared(path, "bytes", path.stat().st_size, SMALL_FILE_CAP)
 
 
 def load_bert_model(directory: str | os.PathLike) -> BertModel:
@@ -78,7 +110,9 @@ def load_bert_encoder(
     directory: str | os.PathLike, subword_pooling: str = "first", window: int | None = None
 ) -> BertEncoder:
     """A word-level :class:`BertEncoder` for an HF BERT directory (weights and tokenizer), eval mode."""
-    return BertEncoder(load_bert_model(directory), WordPieceTokenizer.from_directory(directory),
+    model = load_bert_model(directory)
+    check_tokenizer_files(directory)
+    return BertEncoder(model, WordPieceTokenizer.from_directory(directory),
                        subword_pooling=subword_pooling, window=window).eval()
 
 

@@ -24,7 +24,14 @@ from contextvec.encoders.cove.mt_lstm import MTLSTM, MTLSTMConfig
 from contextvec.encoders.cove.seq2seq import MODEL_TYPE as SEQ2SEQ_TYPE
 from contextvec.encoders.cove.seq2seq import Seq2SeqConfig
 from contextvec.encoders.family import Family, Form
-from contextvec.io.cove import load_words, read_salesforce_checkpoint, salesforce_state_dict, save_words
+from contextvec.io.cove import (
+    LSTMSizes,
+    expected_shapes,
+    load_words,
+    read_salesforce_checkpoint,
+    salesforce_state_dict,
+    save_words,
+)
 from contextvec.io.native import NativeFormatError, load_native, native_model_type, save_native
 from contextvec.io.word_vectors import WordVectors, load_word_vectors
 
@@ -47,6 +54,23 @@ def _vectors(source: WordVectorSource) -> WordVectors:
     return source if isinstance(source, WordVectors) else load_word_vectors(source)
 
 
+def _check_shapes(path: Path, config: MTLSTMConfig, state: dict[str, torch.Tensor],
+                  with_vectors: bool) -> None:
+    """Refuse a ``config.json`` whose sizes the tensors do not have, before the MT-LSTM is built
+    (building one allocates what the configuration declares)."""
+    sizes = LSTMSizes(config.input_dim, config.hidden_size, config.num_layers)
+    expected = {**expected_shapes(sizes), "unk": (config.input_dim,)}
+    if with_vectors:
+        expected["word_vectors"] = (-1, config.input_dim)
+    for key, shape in expected.items():
+        if key not in state:
+            raise NativeFormatError(f"{path}: no tensor {key!r}")
+        found = tuple(state[key].shape)
+        if len(found) != len(shape) or any(n not in (-1, m) for n, m in zip(shape, found, strict=True)):
+            raise NativeFormatError(f"{path}: {key} has shape {found}; its configuration makes "
+                                    f"{tuple('any' if n < 0 else n for n in shape)}")
+
+
 def load_mt_lstm(path: str | os.PathLike, word_vectors: WordVectorSource | None = None) -> MTLSTM:
     """The MT-LSTM of a ``"cove"`` or ``"cove-seq2seq"`` directory.
 
@@ -62,6 +86,7 @@ def load_mt_lstm(path: str | os.PathLike, word_vectors: WordVectorSource | None 
         mt_config = MTLSTMConfig.from_dict(config)
     else:
         raise NativeFormatError(f"{path}: model_type {model_type!r} is not a CoVe model {MODEL_TYPES}")
+    _check_shapes(path, mt_config, state, with_vectors=word_vectors is None)
     if word_vectors is not None:
         loaded = _vectors(word_vectors)
         if loaded.dim != mt_config.input_dim:

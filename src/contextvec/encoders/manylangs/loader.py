@@ -23,6 +23,7 @@ from contextvec.encoders.manylangs.model import ManyLangsBiLM
 from contextvec.io import elmoformanylangs as files
 from contextvec.io.atomic import atomic_path
 from contextvec.io.native import NativeFormatError, load_native, native_model_type, read_meta, save_native
+from contextvec.io.untrusted import check_declared, model_file, read_json
 
 VOCABULARY_NAME = "vocabulary.json"
 
@@ -43,10 +44,24 @@ def _load_checked(module: nn.Module, state: dict[str, torch.Tensor], source: Pat
     module.load_state_dict(state, assign=assign)
 
 
+def _check_counts(path: Path, read: files.ManyLangsFiles) -> None:
+    """Refuse layer counts the pickles cannot hold before the model's modules are made (each
+    layer is tensors of the pickles: a larger count would only build modules without end)."""
+    for part, key, tensors in (("encoder", "n_layers", read.encoder),
+                               ("token_embedder", "n_highway", read.token_embedder),
+                               ("token_embedder", "filters", read.token_embedder)):
+        declared = read.architecture.get(part)
+        value = declared.get(key) if isinstance(declared, dict) else None
+        count = len(value) if isinstance(value, list) else value
+        if isinstance(count, int):
+            check_declared(path, f"(in its architecture JSON) {part}.{key} counting", count, len(tensors))
+
+
 def read_manylangs_bilm(path: str | Path) -> ManyLangsBiLM:
     """The :class:`ManyLangsBiLM` (eval mode, float32) of an ELMoForManyLangs directory."""
     path = Path(path)
     read = files.read_model_dir(path)
+    _check_counts(path, read)
     rows = {key: int(t.shape[0]) for key, t in read.token_embedder.items() if t.dim() == 2}
     try:
         config = ManyLangsConfig.from_architecture(
@@ -72,13 +87,17 @@ def load_native_manylangs(path: Path, device: torch.device) -> ManyLangsEncoder:
     model_type, config, state = load_native(path)
     if model_type != MODEL_TYPE:
         raise NativeFormatError(f"{path}: model_type {model_type!r} is not {MODEL_TYPE!r}")
-    vocabulary_file = path / VOCABULARY_NAME
+    vocabulary_file = model_file(path, VOCABULARY_NAME)
     try:
-        vocabulary = ManyLangsVocabulary.from_dict(json.loads(vocabulary_file.read_text(encoding="utf-8")))
-        bilm = ManyLangsBiLM(ManyLangsConfig.from_dict(config), vocabulary)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, ConfigError) as e:
+        vocabulary = ManyLangsVocabulary.from_dict(read_json(vocabulary_file))
+        # Built without storage, as the original form: every tensor comes from the file.
+        with torch.device("meta"):
+            bilm = ManyLangsBiLM(ManyLangsConfig.from_dict(config), vocabulary)
+    except ConfigError as e:
         raise NativeFormatError(f"{vocabulary_file}: {e}") from None
-    _load_checked(bilm, state, path)
+    like = bilm.state_dict()  # float32 parameters, whatever the file stores (cast_weights)
+    state = {k: v.to(like[k].dtype) if k in like else v for k, v in state.items()}
+    _load_checked(bilm, state, path, assign=True)
     return ManyLangsEncoder(bilm.eval()).to(device).eval()
 
 
