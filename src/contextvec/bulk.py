@@ -66,7 +66,6 @@ from contextvec.io.atomic import (
 from contextvec.io.shards import ResumeError, ShardDir
 from contextvec.io.text_lines import (
     EmptyLines,
-    InputError,
     InvalidUtf8,
     Lines,
     as_policies,
@@ -83,7 +82,7 @@ MERGE_BAR_DELAY_S = 2.0
 """The merge's progress bar appears only once the merge has run this long."""
 
 __all__ = [
-    "BulkSettings", "ResumeError", "Stopped", "bulk_engine", "check_finished", "check_sentence_keys",
+    "BulkSettings", "ResumeError", "Stopped", "bulk_engine", "check_finished",
     "embed_chunk", "embed_chunks", "embed_to_hdf5", "merge_shards", "shard_problem", "write_shard",
 ]
 
@@ -285,20 +284,6 @@ def shard_problem(path: Path, datasets: int) -> str | None:
     return None if held == datasets else f"it holds {held} datasets, not {datasets}"
 
 
-def check_sentence_keys(path: str | os.PathLike) -> None:
-    """With ``--use-sentence-keys``, refuse lines whose sentence HDF5 cannot keep as a dataset
-    name: one holding a NUL character (HDF5 ends the name there: two sentences could meet under
-    one key) or an empty one (kept by ``empty_lines``), naming their lines. Raises
-    :class:`~contextvec.io.text_lines.InputError`; one streaming pass, before any compute."""
-    bad = [i for i, text in read_lines(path) if "\0" in text or not text.strip()]
-    if bad:
-        more = f" and {len(bad) - 20} more" if len(bad) > 20 else ""
-        shown = ", ".join(str(i + 1) for i in bad[:20]) + more
-        raise InputError(f"{path}: {len(bad)} sentence(s) that cannot be HDF5 keys (a NUL character "
-                         f"inside, or empty) at line(s) {shown} (1-based); use line-index keys "
-                         "instead of --use-sentence-keys")
-
-
 def _notice(text: str) -> None:
     """One line on standard error, above any progress bar."""
     tqdm.write(f"contextvec: {text}", file=sys.stderr)
@@ -395,8 +380,6 @@ def embed_to_hdf5(
         check_scan(scan, settings.empty_lines, settings.invalid_utf8)
         if scan.n_lines == 0:
             raise ValueError(f"{input_path} is empty: there is nothing to embed")
-        if settings.sentence_keys:
-            check_sentence_keys(input_path)
         encoder = model.load() if isinstance(model, ModelSpec) else model
         run = settings.record()
         parts = ShardDir(output_path.with_name(output_path.name + ".parts"), {

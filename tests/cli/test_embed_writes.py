@@ -186,8 +186,8 @@ def test_sentence_keys_hdf5_cannot_hold_are_refused_before_any_compute(tmp_path,
                  "--use-sentence-keys", "--empty-lines", "keep", "--quiet"])
     err = capsys.readouterr().err.strip()
     assert code == 2
-    assert err == (f"contextvec: error: {src}: 1 sentence(s) that cannot be HDF5 "
-                   f"keys (a NUL character inside, or empty) at line(s) {bad} (1-based); use "
+    assert err == ("contextvec: error: 1 sentence(s) that cannot be HDF5 keys ('/' or a NUL "
+                   f"inside, '.', or empty) at line(s) {bad} (1-based; output key = line - 1); use "
                    "line-index keys instead of --use-sentence-keys")
     assert calls == []
     assert os.listdir(tmp_path) == ["in.txt"]

@@ -254,3 +254,19 @@ def test_a_live_cluster_passes_the_address_check(ray_session):
     gcs = ray.get_runtime_context().gcs_address
     check_ray_address(gcs)
     check_ray_address("127.0.0.1:" + gcs.rpartition(":")[2])
+
+
+def test_corpus_refuses_sentence_keys_hdf5_cannot_hold(tmp_path):
+    """No Ray needed: the Ray engine's scan refuses a NUL (HDF5 would end the key there) and an
+    empty sentence kept as a key, naming the file and lines, as the local engine does."""
+    from contextvec.distributed.inputs import Corpus
+    from contextvec.io.text_lines import InputError
+
+    a = tmp_path / "a.txt"
+    a.write_bytes(b"a b\nc\0d e\nc\n\n")
+    with pytest.raises(InputError, match=r"a\.txt: 2 sentence\(s\) that cannot be HDF5 keys .* line\(s\) 2, 4 "):
+        Corpus.scan([a], sentence_keys=True, empty_lines="keep")
+    with pytest.raises(InputError, match=r"a\.txt: 1 empty .* line\(s\) 4 .*; 1 sentence\(s\) that cannot be "
+                                         r"HDF5 keys .* line\(s\) 2 "):
+        Corpus.scan([a], sentence_keys=True)
+    assert Corpus.scan([a], empty_lines="keep").n_lines == 4  # line-index keys hold any text

@@ -146,8 +146,9 @@ def scan_lines(path: str | os.PathLike, sentence_keys: bool = False) -> InputSca
     """One streaming pass: line count, content hash, and the lines each policy cares about.
 
     With ``sentence_keys`` it also finds duplicate sentences and sentences that cannot be HDF5
-    dataset names (containing ``/``, or ``.``). A pipe or FIFO is refused (:func:`read_once`):
-    the scan is the first of two passes, and the second would find it empty.
+    dataset names (containing ``/`` or a NUL, where HDF5 would end the name, ``.``, or empty).
+    A pipe or FIFO is refused (:func:`read_once`): the scan is the first of two passes, and the
+    second would find it empty.
     """
     if read_once(path):
         raise InputError(f"{path} is a pipe, FIFO or device: its lines can be read only once, and "
@@ -167,7 +168,7 @@ def scan_lines(path: str | os.PathLike, sentence_keys: bool = False) -> InputSca
         if not key:
             scan.empty.append(index)
         if sentence_keys:
-            if "/" in key or key == ".":
+            if "/" in key or "\0" in key or key in (".", ""):
                 scan.bad_keys.append(index)
             h = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=16).digest()
             if h in seen:
@@ -197,9 +198,12 @@ def check_scan(scan: InputScan, empty_lines: EmptyLines | str, invalid_utf8: Inv
             "repeated sentence(s)", scan.duplicates,
             "--use-sentence-keys needs unique sentences; use line-index keys instead",
         ))
-    if scan.bad_keys:
+    # an empty line refused as such is not named twice
+    bad_keys = (scan.bad_keys if empty_lines is EmptyLines.KEEP
+                else sorted(set(scan.bad_keys) - set(scan.empty)))
+    if bad_keys:
         problems.append(_describe(
-            "sentence(s) that cannot be HDF5 keys ('/' inside, or '.')", scan.bad_keys,
+            "sentence(s) that cannot be HDF5 keys ('/' or a NUL inside, '.', or empty)", bad_keys,
             "use line-index keys instead of --use-sentence-keys",
         ))
     if problems:
