@@ -4,6 +4,10 @@ read outside its model directory, run code, block, or ask for more memory than i
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import struct
+import threading
 from pathlib import Path
 
 import h5py
@@ -145,3 +149,130 @@ def test_compressed_weights_still_load(tmp_path):
     model = contextvec.load(directory)
     assert torch.equal(model.bilm.state_dict()["token_encoder.projection.bias"],
                        torch.from_numpy(arrays["CNN_proj/b_proj"]))
+
+
+# --------------------------------------------------------------------------- files a directory names
+
+
+def _efml(tmp_path: Path) -> Path:
+    directory = tmp_path / "efml"
+    shutil.copytree(EFML / "words", directory)
+    return directory
+
+
+@pytest.mark.parametrize("name", ["char.dic", "word.dic"])
+def test_efml_dictionary_linked_to_dev_zero_is_refused(tmp_path, name):
+    directory = _efml(tmp_path)
+    (directory / name).unlink()
+    (directory / name).symlink_to("/dev/zero")
+    with pytest.raises(UntrustedFileError) as info:
+        contextvec.load(directory)  # read whole, it grew without bound
+    _one_line(info.value, str(directory / name))
+
+
+def test_efml_dictionary_fifo_is_refused_without_blocking(tmp_path):
+    directory = _efml(tmp_path)
+    (directory / "word.dic").unlink()
+    os.mkfifo(directory / "word.dic")
+    errors: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            contextvec.load(directory)
+        except ValueError as e:
+            errors.append(e)
+
+    reader = threading.Thread(target=load, daemon=True)
+    reader.start()
+    reader.join(30)
+    assert not reader.is_alive(), "reading the FIFO blocked"
+    _one_line(errors[0], str(directory / "word.dic"), "FIFO")
+
+
+def test_efml_config_path_outside_the_directory_is_not_read(tmp_path):
+    directory = _efml(tmp_path)
+    config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+    architecture = Path(config["config_path"]).name
+    (tmp_path / "outside.json").write_text((directory / architecture).read_text(encoding="utf-8"))
+    (directory / architecture).unlink()
+    for named in (str(tmp_path / "outside.json"), "../outside.json"):
+        (directory / "config.json").write_text(json.dumps({**config, "config_path": named}))
+        with pytest.raises(ValueError) as info:
+            contextvec.load(directory)
+        _one_line(info.value, str(directory))
+
+
+def _bert(tmp_path: Path, source: Path) -> Path:
+    directory = tmp_path / "bert"
+    shutil.copytree(source, directory)
+    return directory
+
+
+def test_bert_vocabulary_linked_out_of_the_directory_is_refused(tmp_path, own_tiny_bert_dir):
+    directory = _bert(tmp_path, own_tiny_bert_dir)
+    (tmp_path / "elsewhere.txt").write_text((directory / "vocab.txt").read_text())
+    (directory / "vocab.txt").unlink()
+    (directory / "vocab.txt").symlink_to(tmp_path / "elsewhere.txt")
+    with pytest.raises(UntrustedFileError) as info:
+        contextvec.load(directory)
+    _one_line(info.value, str(directory / "vocab.txt"), "outside the model directory")
+
+
+def test_bert_in_a_hugging_face_cache_snapshot_loads(tmp_path, own_tiny_bert_dir):
+    repo = tmp_path / "hub" / "models--org--tiny"
+    (repo / "blobs").mkdir(parents=True)
+    snapshot = repo / "snapshots" / "0123abcd"
+    snapshot.mkdir(parents=True)
+    for file in own_tiny_bert_dir.iterdir():
+        shutil.copyfile(file, repo / "blobs" / f"blob-{file.name}")
+        (snapshot / file.name).symlink_to(f"../../blobs/blob-{file.name}")
+    vectors = contextvec.load(snapshot).embed([["ab", "ba"]])[0]
+    expected = contextvec.load(own_tiny_bert_dir).embed([["ab", "ba"]])[0]
+    np.testing.assert_array_equal(vectors, expected)
+
+
+def test_bert_config_declaring_more_than_the_weights_allocates_nothing(tmp_path, own_tiny_bert_dir):
+    directory = _bert(tmp_path, own_tiny_bert_dir)
+    config = json.loads((directory / "config.json").read_text())
+    config["vocab_size"] = 1 << 40  # 16 TiB of embeddings, were they allocated before the check
+    (directory / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError) as info:
+        contextvec.load(directory)
+    _one_line(info.value, "word_embeddings")
+
+
+def test_bert_pickle_with_code_is_refused_in_our_words(tmp_path, own_tiny_bert_dir):
+    directory = _bert(tmp_path, own_tiny_bert_dir)
+    (directory / "model.safetensors").unlink()
+    torch.save({"bert.x": torch.zeros(1), "code": print}, directory / "pytorch_model.bin")
+    assert main(["info", str(directory)]) == 2
+    with pytest.raises(ValueError) as info:
+        contextvec.load(directory)
+    message = _one_line(info.value, str(directory / "pytorch_model.bin"), "Python objects other than tensors",
+                        "refuses to run them")
+    assert "weights_only" not in message
+
+
+@pytest.mark.parametrize("header", [
+    {"w": {"dtype": "F32", "shape": [1 << 40], "data_offsets": [0, 16]}},
+    {"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 1 << 40]}},
+])
+def test_native_safetensors_header_declaring_past_the_end(tmp_path, own_tiny_dir, header):
+    directory = tmp_path / "native"
+    shutil.copytree(own_tiny_dir, directory)
+    text = json.dumps(header).encode()
+    (directory / "model.safetensors").write_bytes(struct.pack("<Q", len(text)) + text + bytes(16))
+    with pytest.raises(ValueError) as info:
+        contextvec.load(directory)
+    _one_line(info.value, str(directory / "model.safetensors"))
+
+
+def test_native_config_declaring_layers_without_end(tmp_path, own_tiny_dir):
+    directory = tmp_path / "native"
+    shutil.copytree(own_tiny_dir, directory)
+    meta = json.loads((directory / "config.json").read_text())
+    meta["config"]["n_layers"] = 10**9
+    (directory / "config.json").write_text(json.dumps(meta))
+    with pytest.raises(UntrustedFileError) as info:
+        contextvec.load(directory)
+    _one_line(info.value, str(directory / "config.json"), "n_layers")
