@@ -75,7 +75,7 @@ def test_truncated_pickle_is_one_line(words_dir, name, tmp_path, capsys):
     data = (words_dir / name).read_bytes()
     (words_dir / name).write_bytes(data[: len(data) // 2])
     err = _one_line_error(words_dir, capsys, tmp_path / "out.hdf5")
-    assert f"{name}: not a readable PyTorch file" in err
+    assert f"{name}: not a weights-only PyTorch checkpoint" in err
 
 
 def test_malformed_files_are_one_line(words_dir, tmp_path, capsys):

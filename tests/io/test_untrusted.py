@@ -147,7 +147,7 @@ def test_tensors_load_and_garbage_is_one_line(tmp_path):
     path.write_bytes(buffer.getvalue()[:200])
     with pytest.raises(UntrustedFileError) as info:
         read_torch_weights(path)
-    _one_line(info.value, path, "not a readable PyTorch file")
+    _one_line(info.value, path, "not a weights-only PyTorch checkpoint")
 
 
 def test_check_declared(tmp_path):

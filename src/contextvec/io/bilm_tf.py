@@ -170,7 +170,7 @@ def read_weights(path: str | os.PathLike, options: Mapping[str, Any]) -> dict[st
                 datasets[name] = check_hdf5_dataset(path, name, data)
             for name, data in datasets.items():
                 arrays[name] = data[()]
-    except OSError as e:
+    except (OSError, RuntimeError, KeyError) as e:  # what HDF5 raises on a damaged structure
         raise WeightFileError(f"{path}: not a readable HDF5 file, or truncated ({e})") from e
     for name, array in arrays.items():
         bad = int(np.size(array) - np.isfinite(array).sum())

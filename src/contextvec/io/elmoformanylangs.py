@@ -185,10 +185,13 @@ def _gates(tensor: torch.Tensor) -> torch.Tensor:
     return torch.cat([blocks[i] for i in _GATE_ORDER], dim=0)
 
 
-def to_state_dict(files: ManyLangsFiles, n_layers: int) -> dict[str, torch.Tensor]:
+def to_state_dict(files: ManyLangsFiles, n_layers: int,
+                  directory: str | os.PathLike = "") -> dict[str, torch.Tensor]:
     """The two pickles as the state dict of :class:`~contextvec.encoders.manylangs.ManyLangsBiLM`
-    (float32). Missing tensors raise :class:`ManyLangsFormatError`; shapes are the model's to check."""
+    (float32). Missing tensors raise :class:`ManyLangsFormatError` naming the pickle (inside
+    ``directory``); shapes are the model's to check."""
     token, encoder = files.token_embedder, files.encoder
+    token_file, encoder_file = (os.path.join(directory, name) for name in (TOKEN_EMBEDDER, ENCODER))
     used: set[tuple[str, str]] = set()
 
     def get(state: dict[str, torch.Tensor], key: str, source: str) -> torch.Tensor:
@@ -204,23 +207,23 @@ def to_state_dict(files: ManyLangsFiles, n_layers: int) -> dict[str, torch.Tenso
     out: dict[str, torch.Tensor] = {}
     prefix = "token_encoder."
     if files.words is not None:
-        out[prefix + "word_embedding.weight"] = get(token, "word_emb_layer.embedding.weight", TOKEN_EMBEDDER)
+        out[prefix + "word_embedding.weight"] = get(token, "word_emb_layer.embedding.weight", token_file)
     if files.chars is not None:
         cnn = prefix + "char_cnn."
-        out[cnn + "char_embedding.weight"] = get(token, "char_emb_layer.embedding.weight", TOKEN_EMBEDDER)
+        out[cnn + "char_embedding.weight"] = get(token, "char_emb_layer.embedding.weight", token_file)
         convs = sorted({k.split(".")[1] for k in token if k.startswith("convolutions.")}, key=int)
         for i in convs:
             for kind in ("weight", "bias"):
-                out[f"{cnn}convolutions.{i}.{kind}"] = get(token, f"convolutions.{i}.{kind}", TOKEN_EMBEDDER)
+                out[f"{cnn}convolutions.{i}.{kind}"] = get(token, f"convolutions.{i}.{kind}", token_file)
         highways = sorted({k.split(".")[2] for k in token if k.startswith("highways._layers.")}, key=int)
         for k in highways:
             for kind in ("weight", "bias"):
-                both = get(token, f"highways._layers.{k}.{kind}", TOKEN_EMBEDDER)
+                both = get(token, f"highways._layers.{k}.{kind}", token_file)
                 transform, carry = both.chunk(2, dim=0)
                 out[f"{cnn}highway.transform.{k}.{kind}"] = transform.contiguous()
                 out[f"{cnn}highway.gate.{k}.{kind}"] = (-carry).contiguous()
     for kind in ("weight", "bias"):
-        out[f"{prefix}projection.{kind}"] = get(token, f"projection.{kind}", TOKEN_EMBEDDER)
+        out[f"{prefix}projection.{kind}"] = get(token, f"projection.{kind}", token_file)
     for layer in range(n_layers):
         for ours, theirs, gated in (
             ("input_weight", "input_linearity.weight", True),
@@ -228,13 +231,14 @@ def to_state_dict(files: ManyLangsFiles, n_layers: int) -> dict[str, torch.Tenso
             ("bias", "state_linearity.bias", True),
             ("projection", "state_projection.weight", False),
         ):
-            pair = [get(encoder, f"{d}_layer_{layer}.{theirs}", ENCODER) for d in ("forward", "backward")]
+            pair = [get(encoder, f"{d}_layer_{layer}.{theirs}", encoder_file)
+                    for d in ("forward", "backward")]
             if pair[0].shape != pair[1].shape or (gated and pair[0].shape[0] % 4):
                 raise ManyLangsFormatError(
-                    f"{ENCODER}: {theirs} of layer {layer} has shapes {tuple(pair[0].shape)} forward and "
-                    f"{tuple(pair[1].shape)} backward (each 4 gates by the cell size)")
+                    f"{encoder_file}: {theirs} of layer {layer} has shapes {tuple(pair[0].shape)} "
+                    f"forward and {tuple(pair[1].shape)} backward (each 4 gates by the cell size)")
             out[f"layers.{layer}.{ours}"] = torch.stack([_gates(t) if gated else t for t in pair])
-    unused = sorted(({(TOKEN_EMBEDDER, k) for k in token} | {(ENCODER, k) for k in encoder}) - used)
+    unused = sorted(({(token_file, k) for k in token} | {(encoder_file, k) for k in encoder}) - used)
     if unused:
         source, key = unused[0]
         raise ManyLangsFormatError(f"{source}: tensor {key!r} is not part of the model its architecture "

@@ -143,6 +143,7 @@ def read_json(path: str | os.PathLike, cap: int = SMALL_FILE_CAP) -> Any:
 
 
 # The name torch's refusals give of the object (their wording varies with the module).
+_UNREADABLE = "not a weights-only PyTorch checkpoint"
 _GLOBAL = re.compile(r"GLOBAL ([\w.]+)")
 
 
@@ -158,16 +159,19 @@ def read_torch_weights(path: str | os.PathLike) -> Any:
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
-        if "weights_only" not in str(e) and "Weights only" not in str(e):
-            raise UntrustedFileError(path, f"not a readable PyTorch file ({_first_line(e)})") from None
         found = _GLOBAL.search(str(e))
-        what = f" ({found.group(1)})" if found else ""
-        raise UntrustedFileError(path, f"holds Python objects other than tensors{what}; contextvec "
-                                       "refuses to run them, so it does not load this file") from None
+        if found is not None:
+            raise UntrustedFileError(path, f"holds Python objects other than tensors ({found.group(1)}); "
+                                           "contextvec refuses to run them, so it does not load this "
+                                           "file") from None
+        if "Weights only" in str(e):  # torch's text goes on to advise weights_only=False
+            raise UntrustedFileError(path, f"{_UNREADABLE}: its pickle holds more than tensors and "
+                                           "containers, which contextvec refuses to unpickle") from None
+        raise UntrustedFileError(path, f"{_UNREADABLE} ({_first_line(e)})") from None
     # torch's readers raise whatever the bytes lead them to (RuntimeError, EOFError, KeyError,
     # struct.error, ...): every one is a file that is not a PyTorch file.
     except Exception as e:  # noqa: BLE001
-        raise UntrustedFileError(path, f"not a readable PyTorch file ({_first_line(e)})") from None
+        raise UntrustedFileError(path, f"{_UNREADABLE} ({_first_line(e)})") from None
 
 
 def _first_line(error: BaseException) -> str:

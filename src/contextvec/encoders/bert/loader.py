@@ -34,7 +34,7 @@ from contextvec.io.hf_bert import (
     read_weights,
     weights_file,
 )
-from contextvec.io.untrusted import SMALL_FILE_CAP, check_declared, model_file, read_json
+from contextvec.io.untrusted import UntrustedFileError, check_declared, model_file, read_bounded, read_json
 
 TOKENIZER_FILES = (VOCAB_TXT, TOKENIZER_JSON, TOKENIZER_CONFIG, SPECIAL_TOKENS_MAP)
 
@@ -49,8 +49,13 @@ def build_model(
     more than the checkpoint holds allocates nothing.
     """
     has_pooler = any(k.startswith("pooler.") for k in state_dict)
-    with torch.device("meta"):
-        expected = BertModel(config, add_pooling_layer=has_pooler).state_dict()
+    try:
+        with torch.device("meta"):
+            expected = BertModel(config, add_pooling_layer=has_pooler).state_dict()
+    except (TypeError, ValueError, RuntimeError, OverflowError) as e:  # sizes no module can have
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise BertCheckpointError(f"{source}: its config.json declares sizes no BERT has ({reason})") \
+            from None
     missing = sorted(set(expected) - set(state_dict))
     unexpected = sorted(set(state_dict) - set(expected))
     mismatched = [
@@ -97,7 +102,10 @@ def check_tokenizer_files(directory: str | os.PathLike) -> None:
     for name in TOKENIZER_FILES:
         if os.path.lexists(Path(directory) / name):
             path = model_file(directory, name)
-            check_declared(path, "bytes", path.stat().st_size, SMALL_FILE_CAP)
+            try:  # the tokenizer library's own error on bad UTF-8 names no file
+                read_bounded(path).decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise UntrustedFileError(path, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
 
 
 def load_bert_model(directory: str | os.PathLike) -> BertModel:
@@ -112,7 +120,11 @@ def load_bert_encoder(
     """A word-level :class:`BertEncoder` for an HF BERT directory (weights and tokenizer), eval mode."""
     model = load_bert_model(directory)
     check_tokenizer_files(directory)
-    return BertEncoder(model, WordPieceTokenizer.from_directory(directory),
+    try:
+        tokenizer = WordPieceTokenizer.from_directory(directory)
+    except ValueError as e:  # its checks of the vocabulary name no file
+        raise BertCheckpointError(e if str(directory) in str(e) else f"{directory}: {e}") from None
+    return BertEncoder(model, tokenizer,
                        subword_pooling=subword_pooling, window=window).eval()
 
 

@@ -19,7 +19,7 @@ from contextvec.encoders.bilm.encoder import ElmoEncoder
 from contextvec.encoders.bilm.model import ElmoBiLM
 from contextvec.encoders.family import Family, Form
 from contextvec.io import bilm_tf
-from contextvec.io.native import NativeFormatError, load_native, native_model_type, save_native
+from contextvec.io.native import CONFIG_NAME, NativeFormatError, load_native, native_model_type, save_native
 from contextvec.io.untrusted import model_file
 
 
@@ -29,7 +29,7 @@ def read_options(path: str | os.PathLike) -> BiLMConfig:
         return BiLMConfig.from_options(bilm_tf.read_options_json(path))
     except bilm_tf.OptionsError as e:
         raise ConfigError(str(e)) from e
-    except ConfigError as e:
+    except (ValueError, TypeError) as e:  # the checks of BiLMConfig, and values they did not expect
         raise ConfigError(f"{path}: {e}") from e
 
 
@@ -74,12 +74,20 @@ def load_native_encoder(path: Path, device: torch.device) -> ElmoEncoder:
     model_type, config, state_dict = load_native(path)
     if model_type != MODEL_TYPE:
         raise NativeFormatError(f"{path}: model_type {model_type!r} is not {MODEL_TYPE!r}")
-    bilm_config = BiLMConfig.from_dict(config)
+    try:
+        bilm_config = BiLMConfig.from_dict(config)
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"{path / CONFIG_NAME}: {e}") from None
     if not bilm_config.bidirectional:
         raise ValueError(f"{path}: a forward-only LM gives no ELMo representations")
     # Trained models also keep their softmax (for perplexity and fine-tuning).
     state = {k: v for k, v in state_dict.items() if not k.startswith("softmax.")}
-    return ElmoEncoder(ElmoBiLM.from_state_dict(bilm_config, state)).to(device).eval()
+    try:
+        bilm = ElmoBiLM.from_state_dict(bilm_config, state)
+    except (RuntimeError, TypeError, ValueError) as e:  # sizes of another type or shape than the tensors
+        reason = str(e).strip().splitlines()[-1].strip() if str(e).strip() else type(e).__name__
+        raise NativeFormatError(f"{path}: model.safetensors does not fit config.json ({reason})") from None
+    return ElmoEncoder(bilm).to(device).eval()
 
 
 def save_native_encoder(encoder: Encoder, directory: Path) -> Path:

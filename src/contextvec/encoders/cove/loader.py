@@ -32,7 +32,7 @@ from contextvec.io.cove import (
     salesforce_state_dict,
     save_words,
 )
-from contextvec.io.native import NativeFormatError, load_native, native_model_type, save_native
+from contextvec.io.native import CONFIG_NAME, NativeFormatError, load_native, native_model_type, save_native
 from contextvec.io.word_vectors import WordVectors, load_word_vectors
 
 MODEL_TYPE = "cove"
@@ -59,6 +59,9 @@ def _check_shapes(path: Path, config: MTLSTMConfig, state: dict[str, torch.Tenso
     """Refuse a ``config.json`` whose sizes the tensors do not have, before the MT-LSTM is built
     (building one allocates what the configuration declares)."""
     sizes = LSTMSizes(config.input_dim, config.hidden_size, config.num_layers)
+    for field, value in sizes._asdict().items():
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise NativeFormatError(f"{path / CONFIG_NAME}: {field} {value!r} is not a whole number")
     expected = {**expected_shapes(sizes), "unk": (config.input_dim,)}
     if with_vectors:
         expected["word_vectors"] = (-1, config.input_dim)
@@ -79,12 +82,16 @@ def load_mt_lstm(path: str | os.PathLike, word_vectors: WordVectorSource | None 
     """
     path = Path(path)
     model_type, config, state = load_native(path)
+    try:
+        if model_type == SEQ2SEQ_TYPE:
+            mt_config = Seq2SeqConfig.from_dict(config).encoder
+        elif model_type == MODEL_TYPE:
+            mt_config = MTLSTMConfig.from_dict(config)
+    except (ValueError, TypeError) as e:  # the configs' checks, and values they did not expect
+        raise NativeFormatError(f"{path / CONFIG_NAME}: {e}") from None
     if model_type == SEQ2SEQ_TYPE:
-        mt_config = Seq2SeqConfig.from_dict(config).encoder
         state = {k.removeprefix("encoder."): v for k, v in state.items() if k.startswith("encoder.")}
-    elif model_type == MODEL_TYPE:
-        mt_config = MTLSTMConfig.from_dict(config)
-    else:
+    elif model_type != MODEL_TYPE:
         raise NativeFormatError(f"{path}: model_type {model_type!r} is not a CoVe model {MODEL_TYPES}")
     _check_shapes(path, mt_config, state, with_vectors=word_vectors is None)
     if word_vectors is not None:
@@ -99,7 +106,10 @@ def load_mt_lstm(path: str | os.PathLike, word_vectors: WordVectorSource | None 
             raise ValueError(f"{path} holds no word vectors (a converted Salesforce MT-LSTM?): "
                              "pass word_vectors (the GloVe file it was trained with)")
         vectors = state["word_vectors"]
-    mt_lstm = MTLSTM(mt_config, words, vectors)
+    try:
+        mt_lstm = MTLSTM(mt_config, words, vectors)
+    except (TypeError, ValueError) as e:  # sizes and flags of other types than the config's
+        raise NativeFormatError(f"{path / CONFIG_NAME}: {e}") from None
     state = {k: v for k, v in state.items() if k != "word_vectors"}
     missing, unexpected = mt_lstm.load_state_dict(state, strict=False)
     missing = [k for k in missing if k != "word_vectors"]

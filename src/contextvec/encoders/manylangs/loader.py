@@ -73,7 +73,7 @@ def read_manylangs_bilm(path: str | Path) -> ManyLangsBiLM:
             bilm = ManyLangsBiLM(config, ManyLangsVocabulary(read.words, read.chars))
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}") from e
-    _load_checked(bilm, files.to_state_dict(read, config.n_layers), path, assign=True)
+    _load_checked(bilm, files.to_state_dict(read, config.n_layers, path), path, assign=True)
     return bilm.eval()
 
 
@@ -93,8 +93,8 @@ def load_native_manylangs(path: Path, device: torch.device) -> ManyLangsEncoder:
         # Built without storage, as the original form: every tensor comes from the file.
         with torch.device("meta"):
             bilm = ManyLangsBiLM(ManyLangsConfig.from_dict(config), vocabulary)
-    except ConfigError as e:
-        raise NativeFormatError(f"{vocabulary_file}: {e}") from None
+    except (ValueError, TypeError) as e:  # ConfigError, and values its checks did not expect
+        raise NativeFormatError(f"{path}: {e}") from None
     like = bilm.state_dict()  # float32 parameters, whatever the file stores (cast_weights)
     state = {k: v.to(like[k].dtype) if k in like else v for k, v in state.items()}
     _load_checked(bilm, state, path, assign=True)

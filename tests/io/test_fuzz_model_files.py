@@ -1,0 +1,119 @@
+"""Seeded mutations of real model directories: every case loads, or is refused with one
+ValueError/OSError line naming a file of the directory; no other exception, no hang.
+
+Each reader gets a bounded number of cases (bytes flipped, files cut short, JSON numbers and
+types replaced) over its own tiny model, so each test runs in a few seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+from helpers_io import tiny_copy
+
+import contextvec
+from contextvec.encoders.cove.loader import save_cove_encoder
+from contextvec.encoders.cove.mt_lstm import MTLSTM, MTLSTMConfig
+
+EFML = Path(__file__).resolve().parents[1] / "data" / "efml"
+CASES = 40
+BUDGET_S = 15.0
+ODD_VALUES = (0, -1, 1, 10**12, 2**63, 1.5, "x", None, [], {}, True)
+
+
+def _json_values(value: object, path: tuple = ()) -> list[tuple]:
+    """The paths of every value inside a JSON document."""
+    found = [path]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found += _json_values(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found += _json_values(item, (*path, index))
+    return found
+
+
+def _mutate_json(file: Path, rng: random.Random) -> None:
+    document = json.loads(file.read_text(encoding="utf-8"))
+    where = rng.choice(_json_values(document)[1:] or [()])
+    if not where:
+        file.write_text(json.dumps(rng.choice(ODD_VALUES)), encoding="utf-8")
+        return
+    parent = document
+    for step in where[:-1]:
+        parent = parent[step]
+    parent[where[-1]] = rng.choice(ODD_VALUES)
+    file.write_text(json.dumps(document), encoding="utf-8")
+
+
+def _mutate_bytes(file: Path, rng: random.Random) -> None:
+    data = bytearray(file.read_bytes())
+    how = rng.randrange(3)
+    if how == 0 and data:  # flip a few bytes
+        for _ in range(rng.randint(1, 8)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+    elif how == 1:  # cut short
+        data = data[: rng.randrange(len(data) + 1)]
+    else:  # bytes inserted
+        at = rng.randrange(len(data) + 1)
+        data[at:at] = rng.randbytes(rng.randint(1, 64))
+    file.write_bytes(bytes(data))
+
+
+def _fuzz(source: Path, tmp_path: Path, load: Callable[[Path], object], seed: int) -> int:
+    """Mutate one file of a copy of ``source`` per case; returns how many cases were refused."""
+    rng = random.Random(seed)
+    files = sorted(p.name for p in source.iterdir() if p.is_file())
+    refused, start = 0, time.monotonic()
+    for case in range(CASES):
+        directory = tmp_path / f"case{case}"
+        shutil.copytree(source, directory)
+        name = rng.choice(files)
+        if name.endswith(".json") and rng.random() < 0.6:
+            _mutate_json(directory / name, rng)
+        else:
+            _mutate_bytes(directory / name, rng)
+        try:
+            load(directory)
+        except (ValueError, OSError) as error:
+            message = str(error)
+            assert "\n" not in message, (name, message)
+            assert str(directory) in message, (name, message)
+            refused += 1
+        shutil.rmtree(directory)
+        assert time.monotonic() - start < BUDGET_S, f"case {case} ({name}): over the time budget"
+    return refused
+
+
+def test_fuzz_bilm_tf(tmp_path):
+    (tmp_path / "source").mkdir()
+    source = tiny_copy(tmp_path / "source")
+    assert _fuzz(source, tmp_path, contextvec.load, seed=1) > 0
+
+
+@pytest.mark.parametrize("kind", ["words", "chars"])
+def test_fuzz_elmoformanylangs(tmp_path, kind):
+    assert _fuzz(EFML / kind, tmp_path, contextvec.load, seed=2) > 0
+
+
+def test_fuzz_hf_bert(tmp_path, own_tiny_bert_dir):
+    assert _fuzz(own_tiny_bert_dir, tmp_path, contextvec.load, seed=3) > 0
+
+
+def test_fuzz_native(tmp_path, own_tiny_dir):
+    assert _fuzz(own_tiny_dir, tmp_path, contextvec.load, seed=4) > 0
+
+
+def test_fuzz_cove(tmp_path):
+    torch.manual_seed(0)
+    config = MTLSTMConfig(input_dim=4, hidden_size=3, num_layers=2)
+    mt_lstm = MTLSTM(config, ["a", "b", "c"], torch.randn(3, 4))
+    source = save_cove_encoder(mt_lstm, tmp_path / "source")
+    assert _fuzz(source, tmp_path, contextvec.load, seed=5) > 0
