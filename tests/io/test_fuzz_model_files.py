@@ -117,3 +117,30 @@ def test_fuzz_cove(tmp_path):
     mt_lstm = MTLSTM(config, ["a", "b", "c"], torch.randn(3, 4))
     source = save_cove_encoder(mt_lstm, tmp_path / "source")
     assert _fuzz(source, tmp_path, contextvec.load, seed=5) > 0
+
+
+def _sst_lines(n: int, seed: int) -> str:
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(n):
+        label = rng.choice("0134")
+        words = [rng.choice(["a", "film", "it", "was", "plot"]) for _ in range(rng.randint(2, 6))]
+        words.insert(rng.randrange(len(words) + 1), "good" if label in "34" else "bad")
+        lines.append(f"({label} " + " ".join(f"(2 {w})" for w in words) + ")")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("encoder", ["none", "elmo"])
+def test_fuzz_saved_task_model(tmp_path, own_tiny_dir, encoder):
+    from contextvec.cli.main import main
+    from contextvec.tasks import load_task_model
+
+    (tmp_path / "train.txt").write_text(_sst_lines(40, 1), encoding="utf-8")
+    (tmp_path / "dev.txt").write_text(_sst_lines(12, 2), encoding="utf-8")
+    model = ["--no-contextual"] if encoder == "none" else ["--model", str(own_tiny_dir)]
+    assert main(["train-task", "sst2", "--train", str(tmp_path / "train.txt"),
+                 "--dev", str(tmp_path / "dev.txt"),
+                 "--epochs", "1", "--hidden", "4", "--word-dim", "4", "--quiet", "--threads", "1",
+                 "--cache-dir", str(tmp_path / "cache"), "--output", str(tmp_path / "report.json"),
+                 *model, "--save-model", str(tmp_path / "source")]) == 0
+    assert _fuzz(tmp_path / "source", tmp_path, load_task_model, seed=6) > 0

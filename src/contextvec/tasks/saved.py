@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import typing
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -317,7 +318,66 @@ def _check_config(directory: Path) -> dict:
     if config.get("version") != VERSION:
         raise ValueError(f"{directory / TASK_FILE}: format version {config.get('version')!r}; "
                          f"this contextvec reads version {VERSION}")
+    _check_fields(directory / TASK_FILE, config)
     return config
+
+
+_KIND_NAMES = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+
+
+def _is(value: object, kind: type) -> bool:
+    """``isinstance``, where a bool is not a number (JSON's true is not 1) and an int is a float."""
+    if isinstance(value, bool):
+        return kind is bool
+    return isinstance(value, (int, float) if kind is float else kind)
+
+
+def _check_fields(path: Path, config: dict) -> None:
+    """Every field ``task.json`` is read for has its type, before anything is built from it: a
+    file from elsewhere is data, and a wrong type is one line naming the field."""
+    def need(ok: bool, field: str, want: str, value: object) -> None:
+        if not ok:
+            raise ValueError(f"{path}: {field} must be {want}, not {json.dumps(value)[:60]}")
+
+    kind, labels = config.get("kind"), config.get("labels")
+    need(kind in ("features", "fine-tune"), "kind", "'features' or 'fine-tune'", kind)
+    need(isinstance(config.get("task"), str), "task", "a task's name", config.get("task"))
+    get_task(config["task"])
+    need(isinstance(labels, list) and bool(labels) and all(isinstance(x, str) for x in labels)
+         and len(set(labels)) == len(labels), "labels", "a list of distinct strings", labels)
+    seen = config.get("seen_mentions")
+    need(seen is None or isinstance(seen, list) and all(isinstance(x, str) for x in seen),
+         "seen_mentions", "null or a list of strings", seen)
+    reported = config.get("reported")
+    dev = reported.get("dev") if isinstance(reported, dict) else None
+    need(reported is None or isinstance(reported, dict) and (dev is None or _is(dev, float)),
+         "reported", "an object with a numeric dev score", reported)
+    if kind == "fine-tune":
+        return
+    for field in ("word_dim", "eval_batch_size"):
+        value = config.get(field)
+        need(_is(value, int) and value >= 1, field, "a positive integer", value)
+    features = config.get("features")
+    need(isinstance(features, dict) and features.get("dtype") in ("float32", "float16")
+         and _is(features.get("embed_batch_size"), int) and features["embed_batch_size"] >= 1,
+         "features", "{dtype: float32|float16, embed_batch_size: a positive integer}", features)
+    encoder = config.get("encoder")
+    need(encoder is None or isinstance(encoder, dict) and isinstance(encoder.get("fingerprint"), str)
+         and all(encoder.get(k) is None or isinstance(encoder[k], str)
+                 for k in ("model", "options_file", "weight_file")),
+         "encoder", "null or {model, options_file, weight_file, fingerprint} as strings", encoder)
+    settings = config.get("model_settings")
+    need(isinstance(settings, dict), "model_settings", "an object", settings)
+    hints = typing.get_type_hints(ModelSettings)
+    for name, value in settings.items():
+        want = hints.get(name)
+        need(want is not None, f"model_settings.{name}", f"one of {', '.join(hints)}", name)
+        basic = want if want in (int, float, bool) else str  # the enums are stored by value
+        need(_is(value, basic), f"model_settings.{name}", _KIND_NAMES[basic], value)
+    try:
+        ModelSettings(**settings)
+    except ValueError as error:
+        raise ValueError(f"{path}: model_settings: {error}") from None
 
 
 def _encoder_for(config: dict, directory: Path, encoder: Encoder | None, device: str) -> Encoder:
