@@ -449,7 +449,7 @@ def test_queue_full_timeout_and_dropped_work():
         parts = urlsplit(url)
         with socket.create_connection((parts.hostname, parts.port)) as sock:
             data = json.dumps(slow).encode()
-            sock.sendall(b"POST /v1/embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            sock.sendall(b"POST /v1/embed HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                          b"Content-Length: " + str(len(data)).encode() + b"\r\n\r\n" + data)
             time.sleep(0.1)
         wait_for(lambda: metric(url, 'contextvec_requests_total{endpoint="/v1/embed",status="499"}') >= 1,
