@@ -210,12 +210,6 @@ def _chunk_runner(encoder: Encoder, settings: BulkSettings, stop: threading.Even
     return run
 
 
-def _submit(engine: Engine, chunk: Lines, settings: BulkSettings, stop: threading.Event | None = None,
-            progress: Progress | None = None) -> Job:
-    return engine.submit([text.split() for _, text in chunk], math.inf,
-                         run=_chunk_runner(engine.encoder, settings, stop, progress))
-
-
 def _datasets(job: Job, chunk: Lines, settings: BulkSettings) -> Datasets:
     """The chunk's ``(key, array)`` in chunk order, sliced to the run's layers and pooling here."""
     arrays = job.future.result()
@@ -231,7 +225,8 @@ def embed_chunk(engine: Engine, chunk: Lines, settings: BulkSettings) -> Dataset
     its bytes do not depend on earlier chunks, and it is cut into the batches
     ``Encoder.embed_batches(sentences, batch_size, max_tokens)`` runs, so they do not depend on
     timing either."""
-    job = _submit(engine, chunk, settings)
+    job = engine.submit([text.split() for _, text in chunk], math.inf,
+                        run=_chunk_runner(engine.encoder, settings, None, None))
     try:
         return _datasets(job, chunk, settings)
     except BaseException:
@@ -252,7 +247,8 @@ def embed_chunks(engine: Engine, chunks: Iterable[tuple[int, Lines]], settings: 
     :class:`Stopped` is raised (every chunk handed out before is whole)."""
     finished: tuple[int, Lines, Datasets] | None = None
     for number, chunk in chunks:
-        job = _submit(engine, chunk, settings, stop, progress)
+        job = engine.submit([text.split() for _, text in chunk], math.inf,
+                            run=_chunk_runner(engine.encoder, settings, stop, progress))
         try:
             if finished is not None:
                 yield finished
