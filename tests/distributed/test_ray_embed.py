@@ -264,7 +264,8 @@ def test_corpus_refuses_sentence_keys_hdf5_cannot_hold(tmp_path):
 
     a = tmp_path / "a.txt"
     a.write_bytes(b"a b\nc\0d e\nc\n\n")
-    with pytest.raises(InputError, match=r"a\.txt: 2 sentence\(s\) that cannot be HDF5 keys .* line\(s\) 2, 4 "):
+    with pytest.raises(InputError, match=r"a\.txt: 2 sentence\(s\) that cannot be HDF5 keys .* "
+                                         r"line\(s\) 2, 4 "):
         Corpus.scan([a], sentence_keys=True, empty_lines="keep")
     with pytest.raises(InputError, match=r"a\.txt: 1 empty .* line\(s\) 4 .*; 1 sentence\(s\) that cannot be "
                                          r"HDF5 keys .* line\(s\) 2 "):
