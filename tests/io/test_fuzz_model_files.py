@@ -130,17 +130,43 @@ def _sst_lines(n: int, seed: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-@pytest.mark.parametrize("encoder", ["none", "elmo"])
-def test_fuzz_saved_task_model(tmp_path, own_tiny_dir, encoder):
+def _saved_task_model(tmp_path: Path, model: list[str], hidden: int = 4) -> Path:
+    """A tiny SST-2 model saved by ``train-task --save-model`` (one epoch: only its files matter)."""
     from contextvec.cli.main import main
-    from contextvec.tasks import load_task_model
 
     (tmp_path / "train.txt").write_text(_sst_lines(40, 1), encoding="utf-8")
     (tmp_path / "dev.txt").write_text(_sst_lines(12, 2), encoding="utf-8")
-    model = ["--no-contextual"] if encoder == "none" else ["--model", str(own_tiny_dir)]
     assert main(["train-task", "sst2", "--train", str(tmp_path / "train.txt"),
                  "--dev", str(tmp_path / "dev.txt"),
-                 "--epochs", "1", "--hidden", "4", "--word-dim", "4", "--quiet", "--threads", "1",
+                 "--epochs", "1", "--hidden", str(hidden), "--word-dim", "4", "--quiet", "--threads", "1",
                  "--cache-dir", str(tmp_path / "cache"), "--output", str(tmp_path / "report.json"),
                  *model, "--save-model", str(tmp_path / "source")]) == 0
-    assert _fuzz(tmp_path / "source", tmp_path, load_task_model, seed=6) > 0
+    return tmp_path / "source"
+
+
+@pytest.mark.parametrize("encoder", ["none", "elmo"])
+def test_fuzz_saved_task_model(tmp_path, own_tiny_dir, encoder):
+    from contextvec.tasks import load_task_model
+
+    model = ["--no-contextual"] if encoder == "none" else ["--model", str(own_tiny_dir)]
+    assert _fuzz(_saved_task_model(tmp_path, model), tmp_path, load_task_model, seed=6) > 0
+
+
+def test_a_saved_task_model_declaring_large_sizes_allocates_nothing(tmp_path):
+    """task.json's sizes are checked against the weights the file holds on the meta device: a
+    small model whose settings declare a large LSTM is refused before any of it is allocated."""
+    from contextvec.tasks import load_task_model
+
+    saved = _saved_task_model(tmp_path, ["--no-contextual"])
+    config = json.loads((saved / "task.json").read_text(encoding="utf-8"))
+    config["model_settings"]["hidden"] = 4096  # two directions of 4 x 4096 x 4096 floats: 0.5 GiB
+    (saved / "task.json").write_text(json.dumps(config), encoding="utf-8")
+    def resident(key: str) -> int:
+        return int(Path("/proc/self/status").read_text().split(f"{key}:")[1].split()[0]) * 1024
+
+    Path("/proc/self/clear_refs").write_text("5")  # the peak resident memory starts again here
+    before = resident("VmRSS")
+    with pytest.raises(ValueError, match=r"model\.safetensors does not fit task\.json: .* has shape "):
+        load_task_model(saved)
+    grown = resident("VmHWM") - before
+    assert grown < 64 * 2**20, f"{grown / 2**20:.0f} MiB allocated before the refusal"

@@ -56,6 +56,7 @@ FORMAT, VERSION = "contextvec-task-model", 1
 TASK_FILE, WEIGHTS, WORDS, CHARS = "task.json", "model.safetensors", "words.json", "chars.json"
 NGRAMS = "ngrams.json"
 WORD_EMBEDDING = "tokens.words.weight"
+NGRAM_EMBEDDING = "tokens.ngrams.embedding.weight"
 FEATURE_CHUNK = 1000
 """Sentences per feature chunk: the feature cache's ``chunk_sentences`` (same encoder batches)."""
 MAX_TOKENS = 4096
@@ -439,16 +440,25 @@ def load_task_model(directory: str | os.PathLike, encoder: Encoder | None = None
         raise FileNotFoundError(f"{directory} is not a saved task model: {WEIGHTS} is missing")
     weights = model_file(directory, WEIGHTS)
     state = read_safetensors(weights)
-    word_dim = config["word_dim"]
-    held = tuple(state[WORD_EMBEDDING].shape) if WORD_EMBEDDING in state else None
-    if held != (len(words), word_dim):
-        raise ValueError(f"{weights} does not fit {TASK_FILE}: its {WORD_EMBEDDING} has shape {held}, "
-                         f"{WORDS} and word_dim make {(len(words), word_dim)}")
+    # The sizes task.json declares are checked against the tensors the file holds before the
+    # model is allocated: the embeddings first (their rows come from the vocabularies), then
+    # every tensor of the model built on the meta device, which allocates nothing.
+    for name, rows, dim in ((WORD_EMBEDDING, len(words), config["word_dim"]),
+                            (NGRAM_EMBEDDING, len(ngrams or ()), settings.char_ngram_dim)):
+        if name == NGRAM_EMBEDDING and not dim:
+            continue
+        held = tuple(state[name].shape) if name in state else None
+        if held != (rows, dim):
+            raise ValueError(f"{weights} does not fit {TASK_FILE}: its {name} has shape {held}, "
+                             f"the vocabulary and model_settings make {(rows, dim)}")
 
-    shape = np.zeros((len(words), word_dim), dtype=np.float32)  # filled from the weights
-    tokens = TokenEmbedder(words, chars, settings, shape, ngrams)
-    model = spec.model_class(settings)(tokens, config["labels"], settings, contextual)
-    like = {k: v for k, v in model.state_dict().items() if not k.startswith(ENCODER_PREFIX)}
+    def build() -> nn.Module:
+        shape = np.zeros((len(words), config["word_dim"]), dtype=np.float32)  # filled from the weights
+        tokens = TokenEmbedder(words, chars, settings, shape, ngrams)
+        return spec.model_class(settings)(tokens, config["labels"], settings, contextual)
+
+    with torch.device("meta"):
+        like = {k: v for k, v in build().state_dict().items() if not k.startswith(ENCODER_PREFIX)}
     missing, unexpected = sorted(set(like) - set(state)), sorted(set(state) - set(like))
     if missing or unexpected:
         raise ValueError(f"{weights} does not fit {TASK_FILE}: missing {missing[:3]}, "
@@ -457,6 +467,7 @@ def load_task_model(directory: str | os.PathLike, encoder: Encoder | None = None
         if tuple(state[name].shape) != tuple(tensor.shape):
             raise ValueError(f"{weights} does not fit {TASK_FILE}: {name} has shape "
                              f"{tuple(state[name].shape)}, its settings make {tuple(tensor.shape)}")
+    model = build()
     model.load_state_dict(state, strict=False)
     model.to(device).eval()
     return TaskModel(spec, config, model, device, Indexer(words, chars, config["labels"], ngrams),

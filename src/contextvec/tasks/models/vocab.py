@@ -123,7 +123,8 @@ def encode_ngrams(vocabulary: Vocabulary, sentence: Sequence[str]) -> torch.Tens
 def _random_embeddings(rows: int, dim: int, generator: torch.Generator | None = None) -> np.ndarray:
     # Uniform with variance 1/dim: vectors of about unit length, like typical pretrained ones.
     bound = math.sqrt(3.0 / dim)
-    return (torch.rand(rows, dim, generator=generator) * 2 * bound - bound).numpy()
+    # on the CPU even where a model is built on the meta device (to learn its shapes)
+    return (torch.rand(rows, dim, generator=generator, device="cpu") * 2 * bound - bound).numpy()
 
 
 @dataclass
