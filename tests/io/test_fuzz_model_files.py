@@ -25,6 +25,7 @@ from contextvec.encoders.cove.mt_lstm import MTLSTM, MTLSTMConfig
 EFML = Path(__file__).resolve().parents[1] / "data" / "efml"
 CASES = 40
 BUDGET_S = 15.0
+MEMORY_SLACK = 32 * 2**20
 ODD_VALUES = (0, -1, 1, 10**12, 2**63, 1.5, "x", None, [], {}, True)
 
 
@@ -67,10 +68,25 @@ def _mutate_bytes(file: Path, rng: random.Random) -> None:
     file.write_bytes(bytes(data))
 
 
+def _resident(key: str) -> int:
+    """The process's ``VmHWM`` (peak) or ``VmRSS`` (current) resident memory, in bytes (Linux)."""
+    return int(Path("/proc/self/status").read_text().split(f"{key}:")[1].split()[0]) * 1024
+
+
+def _held(loaded: object) -> int:
+    """Bytes of the tensors a loaded model (an encoder or a task model) holds."""
+    modules = [m for m in (loaded, getattr(loaded, "model", None)) if isinstance(m, torch.nn.Module)]
+    return sum(t.numel() * t.element_size() for m in modules for t in (*m.parameters(), *m.buffers()))
+
+
 def _fuzz(source: Path, tmp_path: Path, load: Callable[[Path], object], seed: int) -> int:
-    """Mutate one file of a copy of ``source`` per case; returns how many cases were refused."""
+    """Mutate one file of a copy of ``source`` per case; returns how many cases were refused.
+    A case's resident memory may grow by at most twice the model's files, plus the model it
+    loads, plus a fixed allowance for what a first call sets up."""
     rng = random.Random(seed)
     files = sorted(p.name for p in source.iterdir() if p.is_file())
+    load(source)  # imports and first-call setup, before memory is counted
+    size = sum(p.stat().st_size for p in source.rglob("*") if p.is_file())
     refused, start = 0, time.monotonic()
     for case in range(CASES):
         directory = tmp_path / f"case{case}"
@@ -80,13 +96,17 @@ def _fuzz(source: Path, tmp_path: Path, load: Callable[[Path], object], seed: in
             _mutate_json(directory / name, rng)
         else:
             _mutate_bytes(directory / name, rng)
+        Path("/proc/self/clear_refs").write_text("5")  # the peak starts again here
+        before, held = _resident("VmRSS"), 0
         try:
-            load(directory)
+            held = _held(load(directory))
         except (ValueError, OSError) as error:
             message = str(error)
             assert "\n" not in message, (name, message)
             assert str(directory) in message, (name, message)
             refused += 1
+        grown = _resident("VmHWM") - before
+        assert grown < 2 * size + held + MEMORY_SLACK, f"case {case} ({name}): {grown:,} bytes resident"
         shutil.rmtree(directory)
         assert time.monotonic() - start < BUDGET_S, f"case {case} ({name}): over the time budget"
     return refused
