@@ -2,6 +2,7 @@
 never over a FIFO or device; output checks; file locks and output locks."""
 
 import errno
+import json
 import os
 import resource
 import signal
@@ -233,26 +234,46 @@ def test_a_refused_write_in_the_block_names_the_output_not_its_temporary(tmp_pat
     assert os.listdir(tmp_path) == []
 
 
-@pytest.fixture()
-def file_size_limit():
-    """Lower this process's file size limit (a write past it fails with EFBIG, as on a full
-    disk) for the block; restored after."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # else the kernel kills the process
-    yield lambda size: resource.setrlimit(resource.RLIMIT_FSIZE, (size, hard))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-    signal.signal(signal.SIGXFSZ, previous)
+def _under_file_size_limit(size: int, work) -> dict:
+    """``work()``'s JSON result, run in a forked child whose file size limit is ``size`` (a write
+    past it fails with EFBIG, as on a full disk). A child, so that the test runner's own output
+    files are not held to the limit."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into the test runner
+        status = 1
+        try:
+            os.close(read)
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # else the kernel kills the process
+            resource.setrlimit(resource.RLIMIT_FSIZE, (size, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+            os.write(write, json.dumps(work()).encode())
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        answer = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0 and answer, "the child failed"
+    return json.loads(answer)
 
 
-def test_hdf5_on_a_disk_that_refuses_writes_is_one_error_and_no_file(tmp_path, file_size_limit):
+def test_hdf5_on_a_disk_that_refuses_writes_is_one_error_and_no_file(tmp_path):
     out = tmp_path / "out.h5"
     out.write_bytes(b"the previous output")
-    file_size_limit(20_000)
-    with pytest.raises(WriteFailed) as caught, atomic_file(out) as stream, h5py.File(stream, "w") as f:
-        for i in range(10):
-            f.create_dataset(str(i), data=np.ones((50, 50), np.float32))
-    assert caught.value.errno == errno.EFBIG
-    assert f"cannot write {out}: " in str(caught.value)
+
+    def write() -> dict:
+        try:
+            with atomic_file(out) as stream, h5py.File(stream, "w") as f:
+                for i in range(10):
+                    f.create_dataset(str(i), data=np.ones((50, 50), np.float32))
+        except WriteFailed as error:
+            return {"errno": error.errno, "message": str(error)}
+        return {}
+
+    caught = _under_file_size_limit(20_000, write)
+    assert caught.get("errno") == errno.EFBIG, caught
+    assert f"cannot write {out}: " in caught["message"]
     assert os.listdir(tmp_path) == ["out.h5"]
     assert out.read_bytes() == b"the previous output"
 
