@@ -122,6 +122,10 @@ def test_word_vector_errors_name_the_line(tmp_path):
     body = binary[binary.index(b"\n") + 1:]
     with pytest.raises(WordVectorsError, match="record 4 of 4: the file ends before the word"):
         load_word_vectors(write("b-cut2.bin", b"4 5\n" + body[:three]))
+    # A header declaring terabyte vectors over a few bytes: refused as truncated, no read sized by it.
+    with pytest.raises(WordVectorsError, match=r"record 1 of 1 \('a'\): the file ends after 4 of the "
+                                               r"vector's 4000000000000 bytes"):
+        load_word_vectors(write("huge.bin", b"1 1000000000000\na \x00\x00\x80\x3f"))
     dup = write("dup.txt", glove + lines[0] + b"\n")
     with pytest.raises(WordVectorsError, match="line 7: repeated word 'the' \\(first at line 1\\)"):
         load_word_vectors(dup)

@@ -257,14 +257,20 @@ def _read_binary(path: Path, errors: str) -> Iterator[tuple[str, str, np.ndarray
                                        "pass errors='replace' to load it anyway") from e
             if not word:
                 raise WordVectorsError(f"{path}, {where}: empty word")
-            while len(buf) - pos < size:
-                more = f.read(max(_CHUNK, size))
-                if not more:
-                    raise WordVectorsError(
-                        f"{path}, {where} ({word!r}): the file ends after {len(buf) - pos} of the "
-                        f"vector's {size} bytes (truncated file)"
-                    )
-                buf, pos = buf[pos:] + more, 0
+            if len(buf) - pos < size:
+                # Chunks as the file gives them, joined once: a header's dim never sizes a read,
+                # so a file declaring more than it holds costs no more memory than it holds.
+                parts, have = [buf[pos:]], len(buf) - pos
+                while have < size:
+                    more = f.read(_CHUNK)
+                    if not more:
+                        raise WordVectorsError(
+                            f"{path}, {where} ({word!r}): the file ends after {have} of the "
+                            f"vector's {size} bytes (truncated file)"
+                        )
+                    parts.append(more)
+                    have += len(more)
+                buf, pos = b"".join(parts), 0
             vector = np.frombuffer(buf, dtype="<f4", count=dim, offset=pos).astype(np.float32)
             pos += size
             yield where, word, vector
