@@ -170,3 +170,17 @@ def test_compressed_dataset_expanding_past_the_cap_is_refused(tmp_path):
         with pytest.raises(UntrustedFileError) as info:
             check_hdf5_dataset(path, "zeros", f["zeros"])
     _one_line(info.value, path, "dataset zeros", "compressed")
+
+
+def test_read_bounded_asks_for_no_more_memory_than_the_file_holds(tmp_path):
+    """A read of the cap would reserve the cap (256 MiB) for every configuration file read."""
+    import tracemalloc
+
+    (tmp_path / "options.json").write_text('{"lstm": {"dim": 4}}', encoding="utf-8")
+    tracemalloc.start()
+    try:
+        assert read_bounded(tmp_path / "options.json") == b'{"lstm": {"dim": 4}}'
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2**20, f"{peak:,} bytes traced"

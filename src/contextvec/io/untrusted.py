@@ -103,10 +103,10 @@ def read_bounded(path: str | os.PathLike, cap: int = SMALL_FILE_CAP) -> bytes:
         if size > cap:
             raise UntrustedFileError(path, f"holds {size:,} bytes, more than the {cap:,} a file "
                                            "of its kind may hold")
-        data = f.read(cap + 1)
-    if len(data) > cap:  # grew while read
-        raise UntrustedFileError(path, f"holds more than the {cap:,} bytes a file of its kind "
-                                       "may hold")
+        # Sized by what the file holds: a read of the cap would reserve the cap for every file.
+        data = f.read(size + 1)
+    if len(data) > size:
+        raise UntrustedFileError(path, "grew while it was read; read it again once it is complete")
     return data
 
 
