@@ -50,9 +50,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     limits.add_argument("--request-timeout", type=positive_float, default=30.0,
                         help="seconds a request may take, queue included, before a 504")
     limits.add_argument("--max-sentences", type=positive_int, default=256,
-                        help="sentences per request (more: 413)")
+                        help="sentences per request (more: 422)")
     limits.add_argument("--max-sentence-tokens", type=positive_int, default=512,
-                        help="tokens per sentence (more: 413)")
+                        help="tokens per sentence (more: 413; a token list: 422)")
     limits.add_argument("--max-body-bytes", type=positive_int, default=4 * 1024 * 1024,
                         help="request body bytes (more: 413; default: 4 MiB)")
     limits.add_argument("--grace-period", type=non_negative_float, default=30.0,
@@ -80,7 +80,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     openai.add_argument("--openai-normalize", action="store_true",
                         help="unit-length vectors (a sentence-transformers model that declares it is always)")
     openai.add_argument("--openai-max-inputs", type=positive_int, default=2048,
-                        help="texts per request (as OpenAI; more: 413)")
+                        help="texts per request (as OpenAI; more: 422)")
     explore = p.add_argument_group(
         "explorer page (at /)",
         "A page that shows what the layers make of a word: its occurrences compared layer by "

@@ -58,8 +58,8 @@ class ServerSettings:
         batching: False for one request per forward pass.
         max_queue: queued requests before the server answers 429.
         request_timeout: seconds a request may take, queue included, before a 504.
-        max_sentences: sentences per request (more: 413).
-        max_sentence_tokens: tokens per sentence (more: 413).
+        max_sentences: sentences per request (more: 422, the schema's ``maxItems``).
+        max_sentence_tokens: tokens per sentence (more: 413; a token list: 422).
         max_body_bytes: request body size in bytes (more: 413).
         tokenizer: how string sentences are split unless a request says:
             ``TokenizerName.WHITESPACE`` or ``TokenizerName.MOSES`` (or their spellings).
