@@ -118,3 +118,30 @@ def test_host_and_origin_settings_are_checked(settings, words):
     with pytest.raises(ValueError, match="^(allowed_hosts|cors_origins): ") as error:
         ServerSettings(**settings)
     assert words in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_body_sent_slowly_is_a_408_within_the_request_timeout():
+    """A client that sends its head at once and then trickles its body (a slow POST) holds the
+    connection no longer than a request may take."""
+    with ServerProcess(["--threads", "1", "--no-ui", "--request-timeout", "1"], env=ENV) as process:
+        parts = urlsplit(process.url)
+        with socket.create_connection((parts.hostname, parts.port)) as sock:
+            sock.sendall(b"POST /v1/embed HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 1000\r\n\r\n{")
+            start, answer = time.monotonic(), b""
+            sock.settimeout(0.1)
+            while time.monotonic() - start < 5.0:
+                try:
+                    sock.sendall(b" ")
+                    data = sock.recv(4096)
+                except TimeoutError:
+                    continue
+                except OSError:
+                    break
+                if not data:
+                    break
+                answer += data
+            elapsed = time.monotonic() - start
+        assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+        assert b"did not arrive within 1 s (--request-timeout)" in answer
+        assert 0.8 < elapsed < 4.0, elapsed

@@ -26,6 +26,7 @@ from contextvec.server.settings import LOOPBACK_HOSTS, ServerSettings
 HEALTH = b'{"status":"ok"}'
 
 WHY = {400: "a blank text", 401: "missing or wrong API key (only with --api-key)",
+       408: "the body did not arrive within --request-timeout",
        413: "over a size limit no schema states (body bytes, the words of a text)",
        415: "a body sent without Content-Type: application/json",
        422: "a body that does not fit the schema (its limits included) or the model",
@@ -34,7 +35,7 @@ WHY = {400: "a blank text", 401: "missing or wrong API key (only with --api-key)
        503: "shutting down", 504: "not finished within --request-timeout"}
 """Why each error status is answered; its body is always :class:`schemas.ErrorResponse`."""
 
-WORK = (413, 415, 422, 429, 500, 503, 504)
+WORK = (408, 413, 415, 422, 429, 500, 503, 504)
 """What a request that runs the model can be answered besides 200."""
 
 
@@ -139,7 +140,7 @@ def create_app(encoder: Encoder, settings: ServerSettings | None = None,
     hot = HotRoutes(app, {("POST", "/v1/embed"): HotRoute(schemas.EmbedRequest, service.embed),
                           ("POST", "/v1/embeddings"): HotRoute(schemas.EmbeddingsRequest, service.embeddings),
                           ("GET", "/health"): HotRoute(None, _health)})
-    wrapped = BodyReader(hot, settings.max_body_bytes)
+    wrapped = BodyReader(hot, settings.max_body_bytes, settings.request_timeout)
     if settings.api_key:
         wrapped = ApiKey(wrapped, settings.api_key)
     if settings.cors_origins:  # before the key: a browser's preflight carries none

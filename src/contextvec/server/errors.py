@@ -19,6 +19,7 @@ from starlette.responses import Response
 logger = logging.getLogger("contextvec.server")
 
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
+               408: "timeout_error",
                405: "invalid_request_error", 413: "request_too_large", 415: "invalid_request_error",
                422: "invalid_request_error",
                429: "rate_limit_error", 500: "server_error", 503: "service_unavailable",

@@ -9,6 +9,7 @@ on raw ASGI: no request reaches a handler unchecked.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import itertools
 import os
@@ -134,11 +135,13 @@ class BodyReader:
     first (no CORS preflight); JSON it sends only once the server's CORS answer allows it.
 
     The body is read here, up to the limit, and replayed to the app; later ``receive`` calls go
-    to the server, so the app still learns of a disconnect.
+    to the server, so the app still learns of a disconnect. A body that has not arrived whole
+    within ``timeout`` seconds is a 408 and its connection closed: a client that trickles its
+    body holds nothing for longer than a request may take.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app, self.max_bytes = app, max_bytes
+    def __init__(self, app: ASGIApp, max_bytes: int, timeout: float) -> None:
+        self.app, self.max_bytes, self.timeout = app, max_bytes, timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
@@ -157,18 +160,24 @@ class BodyReader:
             await send_error(send, 413, too_large, [(b"connection", b"close")])
             return
         chunks, size = [], 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_bytes:
-                await send_error(send, 413, too_large, [(b"connection", b"close")])
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
+        try:
+            async with asyncio.timeout(self.timeout):
+                while True:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        return
+                    chunk = message.get("body", b"")
+                    size += len(chunk)
+                    if size > self.max_bytes:
+                        await send_error(send, 413, too_large, [(b"connection", b"close")])
+                        return
+                    chunks.append(chunk)
+                    if not message.get("more_body", False):
+                        break
+        except TimeoutError:
+            await send_error(send, 408, f"the request body did not arrive within {self.timeout:g} s "
+                             "(--request-timeout)", [(b"connection", b"close")], param="body")
+            return
         body = b"".join(chunks)
         try:
             body.decode("utf-8")
