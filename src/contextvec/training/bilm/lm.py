@@ -11,7 +11,7 @@ from torch import nn
 
 from contextvec.encoders.bilm.config import BiLMConfig
 from contextvec.encoders.bilm.model import ElmoBiLM
-from contextvec.text.chars import BOS_IDS, BOS_TOKEN, EOS_IDS, EOS_TOKEN, token_to_char_ids
+from contextvec.text.chars import token_to_char_ids
 from contextvec.training.bilm.batcher import Window
 
 LSTMState = list[tuple[torch.Tensor, torch.Tensor]]
@@ -98,20 +98,6 @@ def softmax_nll(
         return F.cross_entropy(F.linear(hidden, weight, bias), targets, reduction="none")
     block = max(1, (1 << 23) // weight.shape[0])
     return ChunkedSoftmaxNLL.apply(hidden, weight, bias, targets, block)
-
-
-def training_char_ids(token: str) -> np.ndarray:
-    """The 50 character ids of one token of a training window.
-
-    Unlike :func:`~contextvec.text.chars.token_to_char_ids`, the sentence boundaries ``<S>`` and
-    ``</S>`` get the special characters :data:`BOS_IDS` / :data:`EOS_IDS` that the encoder adds
-    at inference, so the language model trains on the boundaries it will later see.
-    """
-    if token == BOS_TOKEN:
-        return BOS_IDS
-    if token == EOS_TOKEN:
-        return EOS_IDS
-    return token_to_char_ids(token)
 
 
 class LockableDropout(nn.Dropout):
@@ -219,7 +205,7 @@ class LanguageModel(nn.Module):
               for row in direction] for direction in window.tokens],
             dtype=torch.long,
         ).to(device)
-        char_ids = torch.from_numpy(np.stack([training_char_ids(w) for w in vocab])).to(device)
+        char_ids = torch.from_numpy(np.stack([token_to_char_ids(w) for w in vocab])).to(device)
         vectors = self.bilm.token_encoder(char_ids)
         x = vectors[index.clamp(min=0)] * (index >= 0).unsqueeze(-1)  # (dirs, rows, steps, P)
         lengths = torch.full((x.shape[1],), x.shape[2], dtype=torch.long)
