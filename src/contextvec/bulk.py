@@ -313,21 +313,25 @@ class _StopOnInterrupt:
             signal.signal(signal.SIGINT, self._previous)
 
 
+def _kept(error: WriteFailed, chunks: str, parts: ShardDir, need: str = "") -> WriteFailed:
+    """``error`` saying which finished chunks are kept and how to go on."""
+    return WriteFailed(error.errno, f"{error.strerror}; {chunks} are kept in {parts.path}: free some "
+                                    f"space{need}, then rerun with --resume")
+
+
 class _Bar:
-    """The embed bar, moved from the engine's torch thread (each finished sentence) under a
-    lock of its own."""
+    """The embed bar, moved from the engine's one torch thread (each finished sentence); the
+    main thread only writes lines above it, under tqdm's own lock."""
 
     def __init__(self, bar: tqdm) -> None:
         self._bar = bar
-        self._lock = threading.Lock()
         self._tokens = 0
 
     def __call__(self, sentences: int, tokens: int) -> None:
-        with self._lock:
-            self._tokens += tokens
-            self._bar.set_postfix_str(
-                f"{self._tokens / max(self._bar.format_dict['elapsed'], 1e-9):.0f} tok/s", refresh=False)
-            self._bar.update(sentences)
+        self._tokens += tokens
+        self._bar.set_postfix_str(
+            f"{self._tokens / max(self._bar.format_dict['elapsed'], 1e-9):.0f} tok/s", refresh=False)
+        self._bar.update(sentences)
 
 
 def check_finished(output: Path, parts: ShardDir) -> None:
@@ -403,9 +407,8 @@ def embed_to_hdf5(
             merge_shards(parts, n_chunks, output_path, input_path, index=settings.index,
                          progress=settings.progress)
         except WriteFailed as e:
-            raise WriteFailed(e.errno, f"{e.strerror}; the {n_chunks} finished chunks are kept in "
-                              f"{parts.path}: free some space (the merge needs about their size), "
-                              "then rerun with --resume") from None
+            raise _kept(e, f"the {n_chunks} finished chunks", parts,
+                        " (the merge needs about their size)") from None
         parts.remove()
         return output_path
 
@@ -454,8 +457,7 @@ def _embed_missing(encoder: Encoder, input_path: Path, parts: ShardDir, n_chunks
         except Stopped:
             pass
         except WriteFailed as e:
-            raise WriteFailed(e.errno, f"{e.strerror}; the {written} finished chunk(s) of {n_chunks} are "
-                              f"kept in {parts.path}: free some space, then rerun with --resume") from None
+            raise _kept(e, f"the {written} finished chunk(s) of {n_chunks}", parts) from None
         if interrupt.interrupted:
             raise KeyboardInterrupt(REPORTED)
 

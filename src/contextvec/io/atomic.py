@@ -137,14 +137,6 @@ def _umask() -> int:
     return mask
 
 
-def _fsync_tree(path: Path) -> None:
-    """:func:`fsync` of a file, or of a folder and everything in it."""
-    if path.is_dir():
-        for child in path.iterdir():
-            _fsync_tree(child)
-    fsync(path)
-
-
 def fsync(path: str | os.PathLike) -> None:
     """Flush ``path`` (a file, or a folder's list of names) from the page cache to the disk:
     what a rename or a new file in a folder needs to survive a power loss."""
@@ -194,7 +186,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         yield tmp
         if tmp.is_file():
             os.chmod(tmp, 0o666 & ~_umask())
-        _fsync_tree(tmp)
+        fsync(tmp)
         os.replace(tmp, path)
         fsync(path.parent)
     except OSError as e:
