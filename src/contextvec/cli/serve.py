@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> None:
         openai_layers=args.openai_layers, openai_gamma=args.openai_gamma,
         openai_pool=args.openai_pool, openai_normalize=args.openai_normalize,
         openai_max_inputs=args.openai_max_inputs, allowed_hosts=args.allowed_hosts,
-        cors_origins=tuple(args.cors_origins),
+        cors_origins=args.cors_origins,
     )
     settings = ServeSettings(
         model=spec, server=server, host=args.host, port=args.port, ui=not args.no_ui,

@@ -91,7 +91,8 @@ def validation_message(errors: list[dict]) -> tuple[str, str]:
         like = difflib.get_close_matches(name, missing, n=1)
         message = (f"unknown field {name!r}" + (f" in {field}" if field != "body" else "")
                    + (f" (did you mean {like[0]!r}?)" if like else ""))
-        errors = [e for e in errors if not like or e.get("loc", ())[-1:] != (like[0],)]
+        if like:  # the missing field the unknown one resembles is not named again
+            errors = [e for e in errors if tuple(e.get("loc", ()))[-1:] != (like[0],)]
     else:
         message = f"{field}: {_describe(first)}"
     others = {_top_field(e) for e in errors} - {_top_field(first)}

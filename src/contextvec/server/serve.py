@@ -212,7 +212,7 @@ def serve(settings: ServeSettings, on_ready: Callable[[Started], None] = lambda 
                             http=header_deadline(settings.header_timeout),
                             timeout_keep_alive=settings.idle_timeout)
     server = uvicorn.Server(config)
-    url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    url = f"http://{host_name(host)}:{port}"
     on_ready(Started(server_settings.model_name, time.perf_counter() - start, url, explore is not None))
     stopped_by: list[int] = []
     # uvicorn re-raises the signal that stopped it once it has shut down gracefully; these

@@ -162,14 +162,16 @@ class Service:
                         most: int | None = None, option: str = "--max-sentences") -> list[list[str]]:
         """:meth:`tokenize` off the event loop when it is long work (Moses, or a large text), so
         that other requests, ``/health`` included, are answered meanwhile."""
+        # The schema admits only the line tokenizers' spellings: as the enum here, at the edge.
         name = as_tokenizer_name(tokenizer or self.settings.tokenizer, one_per_line=True)
         if name is TokenizerName.MOSES or sum(map(len, sentences)) > INLINE_CHARACTERS:
             return await anyio.to_thread.run_sync(self.tokenize, sentences, name, field, most, option)
         return self.tokenize(sentences, name, field, most, option)
 
-    def tokenize(self, sentences: list[str | list[str]], tokenizer: str | None, field: str,
+    def tokenize(self, sentences: list[str | list[str]], name: TokenizerName, field: str,
                  most: int | None = None, option: str = "--max-sentences") -> list[list[str]]:
-        """Token lists, checked against the per-request limits and for invalid text (422).
+        """Token lists (strings split by ``name``, resolved by :meth:`atokenize`), checked
+        against the per-request limits and for invalid text (422).
 
         More than ``most`` items (default ``--max-sentences``, named by ``option``) and a token
         list over ``--max-sentence-tokens`` break bounds the schema states: 422, as any body the
@@ -182,8 +184,6 @@ class Service:
             noun = "sentences" if field == "sentences" else "texts"
             raise APIError(422, f"{field}: {len(sentences)} {noun}, over the limit of "
                                 f"{most} per request ({option})", field)
-        # The schema admits only the line tokenizers' spellings: as the enum here, at the edge.
-        name = as_tokenizer_name(tokenizer or limits.tokenizer, one_per_line=True)
         out = []
         for i, sentence in enumerate(sentences):
             items = [sentence] if isinstance(sentence, str) else sentence
