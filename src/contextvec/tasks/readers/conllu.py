@@ -26,8 +26,8 @@ with needs("tasks"):
     import conllu
     from conllu.exceptions import ParseException
 
-TAG_COLUMNS = ("upos", "xpos")
 FORMAT = "a CoNLL-U file: UTF-8, one tab-separated 10-column line per word, blank lines between sentences"
+TAG_COLUMNS = ("upos", "xpos")
 """CoNLL-U columns a tagging task can predict: column 4 (UPOS) or column 5 (XPOS)."""
 
 
