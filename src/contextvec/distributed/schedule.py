@@ -14,6 +14,7 @@ from typing import Any
 
 from contextvec.distributed.worker import BlockDone
 from contextvec.io.text_lines import Lines
+from contextvec.io.untrusted import error_line
 
 MAX_ATTEMPTS = 3
 """Runs of one block before the run gives up on it (a block that kills every worker it meets)."""
@@ -23,11 +24,6 @@ Block = tuple[int, Lines]
 
 class WorkerFailure(RuntimeError):
     """A block that could not be embedded; the message names the block and its input lines."""
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 def run_blocks(
@@ -63,10 +59,10 @@ def run_blocks(
             done = ray.get(ref)
         except RayTaskError as e:  # raised by our code on the worker
             cause = e.cause if e.cause is not None else e
-            raise WorkerFailure(f"block {number} ({describe(lines)}): {_first_line(cause)}") from None
+            raise WorkerFailure(f"block {number} ({describe(lines)}): {error_line(cause)}") from None
         except RayError as e:  # Ray's retries are spent
             raise WorkerFailure(
                 f"block {number} ({describe(lines)}) lost its worker {MAX_ATTEMPTS} times, giving up "
-                f"(last: {_first_line(e)}); finished blocks are kept, rerun with --resume"
+                f"(last: {error_line(e)}); finished blocks are kept, rerun with --resume"
             ) from None
         on_done(done)

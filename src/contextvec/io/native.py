@@ -20,7 +20,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from contextvec.io.atomic import atomic_path, output_target
-from contextvec.io.untrusted import UntrustedFileError, check_declared, model_file, read_json
+from contextvec.io.untrusted import UntrustedFileError, check_declared, error_line, model_file, read_json
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -116,8 +116,7 @@ def read_safetensors(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     try:
         state_dict = load_file(str(path))
     except (SafetensorError, OSError, ValueError) as e:
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise NativeFormatError(f"{path}: unreadable or truncated ({reason})") from None
+        raise NativeFormatError(f"{path}: unreadable or truncated ({error_line(e)})") from None
     for name, tensor in state_dict.items():
         if tensor.is_floating_point() and not torch.isfinite(tensor).all():
             raise NativeFormatError(f"{path}: {name} has NaN or infinite values")

@@ -24,8 +24,8 @@ import h5py
 import torch
 
 __all__ = ["HDF5_EXPANSION_CAP", "SMALL_FILE_CAP", "UntrustedFileError", "check_declared",
-           "check_hdf5_dataset", "model_file", "read_bounded", "read_json", "read_torch_weights",
-           "regular_file"]
+           "check_hdf5_dataset", "error_line", "model_file", "read_bounded", "read_json",
+           "read_torch_weights", "regular_file"]
 
 #: The most a configuration or vocabulary file may hold (JSON, dictionaries, protobuf indexes):
 #: the largest published ones are a few megabytes, so a larger one is not one of them.
@@ -167,16 +167,18 @@ def read_torch_weights(path: str | os.PathLike) -> Any:
         if "Weights only" in str(e):  # torch's text goes on to advise weights_only=False
             raise UntrustedFileError(path, f"{_UNREADABLE}: its pickle holds more than tensors and "
                                            "containers, which contextvec refuses to unpickle") from None
-        raise UntrustedFileError(path, f"{_UNREADABLE} ({_first_line(e)})") from None
+        raise UntrustedFileError(path, f"{_UNREADABLE} ({error_line(e)[:200]})") from None
     # torch's readers raise whatever the bytes lead them to (RuntimeError, EOFError, KeyError,
     # struct.error, ...): every one is a file that is not a PyTorch file.
     except Exception as e:  # noqa: BLE001
-        raise UntrustedFileError(path, f"{_UNREADABLE} ({_first_line(e)})") from None
+        raise UntrustedFileError(path, f"{_UNREADABLE} ({error_line(e)[:200]})") from None
 
 
-def _first_line(error: BaseException) -> str:
+def error_line(error: BaseException, last: bool = False) -> str:
+    """The first (or ``last``) line of ``error``'s text, or its type's name where it has none:
+    a library's error, cut to fit into a one-line message."""
     text = str(error).strip()
-    return text.splitlines()[0][:200] if text else type(error).__name__
+    return text.splitlines()[-1 if last else 0].strip() if text else type(error).__name__
 
 
 _STORED = {h5py.h5d.CONTIGUOUS: "contiguous", h5py.h5d.CHUNKED: "chunked", h5py.h5d.COMPACT: "compact"}

@@ -34,7 +34,14 @@ from contextvec.io.hf_bert import (
     read_weights,
     weights_file,
 )
-from contextvec.io.untrusted import UntrustedFileError, check_declared, model_file, read_bounded, read_json
+from contextvec.io.untrusted import (
+    UntrustedFileError,
+    check_declared,
+    error_line,
+    model_file,
+    read_bounded,
+    read_json,
+)
 
 TOKENIZER_FILES = (VOCAB_TXT, TOKENIZER_JSON, TOKENIZER_CONFIG, SPECIAL_TOKENS_MAP)
 
@@ -53,9 +60,8 @@ def build_model(
         with torch.device("meta"):
             expected = BertModel(config, add_pooling_layer=has_pooler).state_dict()
     except (TypeError, ValueError, RuntimeError, OverflowError) as e:  # sizes no module can have
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise BertCheckpointError(f"{source}: its config.json declares sizes no BERT has ({reason})") \
-            from None
+        raise BertCheckpointError(f"{source}: its config.json declares sizes no BERT has "
+                                  f"({error_line(e)})") from None
     missing = sorted(set(expected) - set(state_dict))
     unexpected = sorted(set(state_dict) - set(expected))
     mismatched = [

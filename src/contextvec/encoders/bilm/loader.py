@@ -20,7 +20,7 @@ from contextvec.encoders.bilm.model import ElmoBiLM
 from contextvec.encoders.family import Family, Form
 from contextvec.io import bilm_tf
 from contextvec.io.native import CONFIG_NAME, NativeFormatError, load_native, native_model_type, save_native
-from contextvec.io.untrusted import model_file
+from contextvec.io.untrusted import error_line, model_file
 
 
 def read_options(path: str | os.PathLike) -> BiLMConfig:
@@ -85,8 +85,8 @@ def load_native_encoder(path: Path, device: torch.device) -> ElmoEncoder:
     try:
         bilm = ElmoBiLM.from_state_dict(bilm_config, state)
     except (RuntimeError, TypeError, ValueError) as e:  # sizes of another type or shape than the tensors
-        reason = str(e).strip().splitlines()[-1].strip() if str(e).strip() else type(e).__name__
-        raise NativeFormatError(f"{path}: model.safetensors does not fit config.json ({reason})") from None
+        raise NativeFormatError(f"{path}: model.safetensors does not fit config.json "
+                                f"({error_line(e, last=True)})") from None
     return ElmoEncoder(bilm).to(device).eval()
 
 
