@@ -1,0 +1,1 @@
+"""Published models: the cache they live in, downloads into it, archives unpacked safely."""
