@@ -8,6 +8,13 @@ the two agree. ``by_mention`` splits the entities into those whose words were an
 entity somewhere in the training split (``seen``) and the rest (``unseen``), with P/R/F1 for
 each: pretrained representations help most on unseen mentions, and held-out sets differ in how
 many they have (Augenstein et al. 2017). Classification: accuracy.
+
+GLUE (Wang et al. 2018), with scikit-learn and scipy: CoLA Matthews correlation
+(:func:`mcc_scores`), MRPC accuracy and the F1 of the positive class (:func:`f1_scores`), STS-B
+Pearson and Spearman correlation (:func:`correlation_scores`), the other tasks accuracy. All are
+fractions. A correlation with constant predictions (or constant gold scores) is undefined; it is
+reported as 0, as scikit-learn reports Matthews correlation then, so model selection and the
+JSON report always see a number.
 """
 
 from __future__ import annotations
@@ -15,13 +22,18 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 
+import numpy as np
+
 from contextvec.extras import needs
 from contextvec.tasks.schemes import iob1_to_iob2, to_scheme
 
 with needs("tasks"):
+    from scipy.stats import pearsonr, spearmanr
     from seqeval.metrics import classification_report, f1_score
     from seqeval.metrics.sequence_labeling import get_entities
     from seqeval.scheme import IOB2
+    from sklearn.metrics import f1_score as binary_f1
+    from sklearn.metrics import matthews_corrcoef
 
 
 def entity_mentions(sentences: Sequence[Sequence[str]], tags_iob1: Sequence[Sequence[str]]) -> set[str]:
@@ -79,3 +91,26 @@ def accuracy(gold: Sequence[str], predicted: Sequence[str]) -> dict:
     """Classification accuracy (and the counts behind it)."""
     correct = sum(g == p for g, p in zip(gold, predicted, strict=True))
     return {"accuracy": correct / len(gold), "correct": correct, "sentences": len(gold)}
+
+
+def mcc_scores(gold: Sequence[str], predicted: Sequence[str]) -> dict:
+    """Matthews correlation (CoLA's metric) and accuracy."""
+    return {"mcc": float(matthews_corrcoef(gold, predicted)), **accuracy(gold, predicted)}
+
+
+def f1_scores(gold: Sequence[str], predicted: Sequence[str], positive: str) -> dict:
+    """Accuracy and the F1 of class ``positive`` (MRPC's: the paraphrases, ``"1"``)."""
+    f1 = binary_f1(list(gold), list(predicted), pos_label=positive, average="binary", zero_division=0.0)
+    return {"f1": float(f1), **accuracy(gold, predicted)}
+
+
+def correlation_scores(gold: Sequence[float], predicted: Sequence[float]) -> dict:
+    """Pearson and Spearman correlation of predicted and gold scores (STS-B's metrics); 0 where
+    either side is constant (undefined)."""
+    gold_array, predicted_array = np.asarray(gold, dtype=np.float64), np.asarray(predicted, dtype=np.float64)
+    if len(gold_array) != len(predicted_array):
+        raise ValueError(f"{len(gold_array)} gold scores but {len(predicted_array)} predictions")
+    constant = len(gold_array) < 2 or np.ptp(gold_array) == 0 or np.ptp(predicted_array) == 0
+    pearson = 0.0 if constant else float(pearsonr(gold_array, predicted_array).statistic)
+    spearman = 0.0 if constant else float(spearmanr(gold_array, predicted_array).statistic)
+    return {"pearson": pearson, "spearman": spearman, "sentences": len(gold_array)}

@@ -31,6 +31,9 @@ Both models read tokens through the same input layer and the same biLSTM encoder
   classification network), the same for SST-5, SST-2 and TREC-6.
 - :class:`~contextvec.tasks.models.bcn.BCNClassifier` (``classifier="bcn"``): CoVe's
   biattentive classification network over the same inputs (:mod:`contextvec.tasks.models.bcn`).
+- :class:`~contextvec.tasks.models.pair.PairModel`: sentence pairs (GLUE's MRPC, RTE, STS-B, WNLI):
+  the shared biLSTM over each sentence, attention between the two, ``[u; v; |u-v|; u*v]`` -> MLP,
+  classes or one regression score (:mod:`contextvec.tasks.models.pair`).
 """
 
 from contextvec.tasks.models.bcn import BCNClassifier
@@ -43,6 +46,7 @@ from contextvec.tasks.models.bilstm import (
     WordCharCNN,
 )
 from contextvec.tasks.models.contextual import FixedLayers, check_layers, contextual_embedder
+from contextvec.tasks.models.pair import PairBatch, PairModel, pair_batch
 from contextvec.tasks.models.settings import (
     CLASSIFIERS,
     LAYERS,
@@ -68,7 +72,7 @@ from contextvec.tasks.models.vocab import (
 __all__ = [
     "CLASSIFIERS", "LAYERS", "MAX_CHARS", "MIX_PLACEMENTS", "PAD", "UNK", "BCNClassifier", "Batch",
     "Classifier", "FixedLayers", "Indexer", "ModelLayers", "ModelSettings", "NerTagger", "NgramEmbedder",
-    "Placement", "SentenceClassifier", "TaskModelBase", "TokenEmbedder", "Vocabulary", "WordCharCNN",
-    "build_vocabularies", "char_ngrams", "check_layers", "contextual_embedder", "ngram_vocabulary",
-    "wanted_words",
+    "PairBatch", "PairModel", "Placement", "SentenceClassifier", "TaskModelBase", "TokenEmbedder",
+    "Vocabulary", "WordCharCNN", "build_vocabularies", "char_ngrams", "check_layers", "contextual_embedder",
+    "ngram_vocabulary", "pair_batch", "wanted_words",
 ]
