@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import sys
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -52,7 +53,7 @@ fraction.__name__ = "a fraction in (0, 1]"
 def add_data_arguments(p: argparse.ArgumentParser, test_help: str, dev_required: bool = False) -> None:
     """``--train``, ``--dev``, ``--test`` and ``--max-sentences``."""
     p.add_argument("--train", required=True, help="training file (plain or .gz; required)")
-    carving = " and ".join(name for name, spec in TASK_SPECS.items() if spec.carves_dev)
+    carving = ", ".join(name for name, spec in TASK_SPECS.items() if spec.carves_dev)
     p.add_argument("--dev", required=dev_required,
                    help="dev file: selects the epoch" + (" (required)" if dev_required else
                                                          f" (required except for {carving}; default: none)"))
@@ -153,7 +154,15 @@ def layer_combination(text: str) -> str:
     return text.replace("-", "_")
 
 
-DEFAULTS_BY_TASK = ", ".join(f"{name} {spec.model_defaults['word_dim']}" for name, spec in TASK_SPECS.items())
+def _defaults_by_task(field: str) -> str:
+    """``field``'s default per task, the most common value as "others" (``ner 50, others 100``)."""
+    values = {name: spec.model_defaults[field] for name, spec in TASK_SPECS.items()}
+    common = Counter(values.values()).most_common(1)[0][0]
+    return ", ".join([f"{name} {value}" for name, value in values.items() if value != common]
+                     + [f"others {common}"])
+
+
+DEFAULTS_BY_TASK = _defaults_by_task("word_dim")
 
 
 def add_contextual_arguments(p: argparse.ArgumentParser) -> None:
@@ -200,7 +209,8 @@ def add_task_model_arguments(p: argparse.ArgumentParser) -> None:
     m.add_argument("--dropout", type=probability, default=0.5,
                    help="dropout in the task model (default: 0.5)")
     m.add_argument("--classifier", choices=CLASSIFIERS, default="pool",
-                   help="sentence tasks: pool = biLSTM + max/mean pooling + MLP; bcn = CoVe's biattentive "
+                   help="single-sentence classification: pool = biLSTM + max/mean pooling + MLP; bcn = "
+                   "CoVe's biattentive "
                    "classification network (hidden 300 unless --hidden; contextual vectors at its input) "
                    "(default: pool)")
     m.add_argument("--tag-scheme", choices=SCHEMES, default="bio",

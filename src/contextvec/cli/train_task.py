@@ -1,5 +1,5 @@
-"""``contextvec train-task``: train a task model (NER, SST-5, SST-2, TREC-6) with or without
-contextual vectors and report dev (and test) scores as JSON. The tasks come from the task table
+"""``contextvec train-task``: train a task model (NER, SST-5, SST-2, TREC, GLUE's small tasks) with
+or without contextual vectors and report dev (and test) scores as JSON. The tasks come from the task table
 (:mod:`contextvec.tasks.spec`)."""
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ HELP = ("train a task model (ner, sst5, sst2, trec, trec50) with or without cont
 DESCRIPTION = HELP + ". " + "; ".join(f"{name}: {spec.summary}" for name, spec in TASK_SPECS.items()) + """.
 Contextual vectors: learned scalar mixes (or a fixed combination, --layers) of the frozen encoder's
 layers at the biLSTM input (and output), computed once per dataset through the feature cache.
+Sentence-pair tasks (mrpc, rte, stsb, wnli) train a pair model: a shared biLSTM over both
+sentences, attention between them, an MLP over [u; v; |u-v|; u*v]; stsb predicts a score.
 --fine-tune instead trains the whole BERT of --model with a token (ner) or sequence classification
 head."""
 

@@ -81,6 +81,10 @@ class TrainTaskSettings:
             raise ValueError("--classifier bcn reads contextual vectors at its input only: drop --placement")
 
 
+OTHER_SCORES = ("accuracy", "f1", "mcc", "pearson", "spearman")
+"""The scores a summary shows besides the task's metric (GLUE reports several per task)."""
+
+
 @dataclass
 class TrainTaskResult:
     """What :func:`run_train_task` did: the report (``--output``'s JSON) and where the model was
@@ -99,6 +103,11 @@ class TrainTaskResult:
                  f"best epoch {report.best_epoch} of {len(report.curve)}: dev {metric} "
                  f"{report.dev[metric]:.4f}"
                  + (f", test {metric} {report.test[metric]:.4f}" if report.test else "")]
+        for name, scores in (("dev", report.dev), ("test", report.test)):
+            others = [f"{key} {scores[key]:.4f}" for key in OTHER_SCORES
+                      if scores and key in scores and key != metric]
+            if others:
+                lines.append(f"{name} also: {', '.join(others)}")
         for name, scores in (("dev", report.dev), ("test", report.test)):
             if scores and "by_mention" in scores:
                 seen, unseen = scores["by_mention"]["seen"], scores["by_mention"]["unseen"]
@@ -130,7 +139,7 @@ def _task_model(settings: TrainTaskSettings, train: Split, dev: Split, test: Spl
     vectors = None
     if settings.word_vectors:
         vectors = load_word_vectors(settings.word_vectors, settings.word_vectors_format,
-                                    keep=wanted_words(s for split in splits for s in split.sentences))
+                                    keep=wanted_words(s for split in splits for s in split.all_sentences))
     encoder, feature_seconds, f = None, 0.0, settings.features
     contextual = settings.mode is TrainMode.CONTEXTUAL
     if contextual:

@@ -59,7 +59,19 @@ class Split:
     @property
     def num_tokens(self) -> int:
         """The tokens of every sentence, both of a pair counted."""
-        return sum(len(s) for s in self.sentences) + sum(len(s) for s in self.second or ())
+        return sum(self.item_lengths)
+
+    @property
+    def item_lengths(self) -> list[int]:
+        """The tokens of each item (a pair's two sentences together): what length batching sorts by."""
+        if self.second is None:
+            return [len(s) for s in self.sentences]
+        return [len(a) + len(b) for a, b in zip(self.sentences, self.second, strict=True)]
+
+    @property
+    def all_sentences(self) -> list[list[str]]:
+        """Every sentence of the split: the first ones, then a pair task's second ones."""
+        return self.sentences + (self.second or [])
 
     def subset(self, ids: Sequence[int], source: str) -> Split:
         def pick(items: list | None) -> list | None:

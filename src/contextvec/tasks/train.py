@@ -6,9 +6,14 @@
 are attached, so every fraction and seed shares one feature-cache entry.
 
 **Contextual features.** :func:`attach_features` computes the frozen encoder's layers once per
-split through the disk cache of :mod:`contextvec.features` and keeps them in memory in the
-cache's dtype (only the fixed combination when ``layers`` is not ``mix``), so an epoch runs only the
-task model.
+split (and once for the second sentences of a pair task) through the disk cache of
+:mod:`contextvec.features` and keeps them in memory in the cache's dtype (only the fixed
+combination when ``layers`` is not ``mix``), so an epoch runs only the task model.
+
+**Pairs and scores.** A pair task's split carries its second sentences; :class:`PreparedSplit`
+then makes :class:`~contextvec.tasks.models.PairBatch` batches for the
+:class:`~contextvec.tasks.models.PairModel`. A regression task (STS-B) has float labels, no label
+set, and float predictions.
 
 **Training** (:func:`train_task`): seeds (``random``, numpy, torch), Adam, the ELMo mix penalty
 ``lambda * ||w||^2`` added to the loss, and the fit loop of :mod:`contextvec.tasks.fit` (batches
@@ -48,13 +53,14 @@ from contextvec.tasks.models import (
     Batch,
     Indexer,
     ModelSettings,
-    NerTagger,
-    SentenceClassifier,
+    PairBatch,
+    TaskModelBase,
     TokenEmbedder,
     build_vocabularies,
     check_layers,
     contextual_embedder,
     ngram_vocabulary,
+    pair_batch,
 )
 from contextvec.tasks.schemes import to_scheme
 from contextvec.tasks.spec import TAGGING, TASKS, TaskSpec, as_task, get_task
@@ -104,24 +110,32 @@ def attach_features(
     batch_size: int = 64,
     progress: bool = True,
 ) -> float:
-    """Fill each split's ``features`` from the feature cache; returns the seconds it took.
+    """Fill each split's ``features`` (and a pair split's ``second_features``) from the feature
+    cache; returns the seconds it took.
 
     ``layers``: ``mix`` keeps all layers; a fixed combination (``last``, ``sum_last_4``,
     ``concat_last_4``) keeps only that, as one layer (the cache itself always holds all layers).
+    The cache keys on the sentence list, so a pair split's second sentences are an entry of their own.
     """
     check_layers(layers, encoder.num_layers)
     started = time.perf_counter()
     model_id = model_identity(encoder)
-    for split in splits:
-        path = cached_features(encoder, split.sentences, FeatureSettings(cache_dir, dtype, batch_size),
-                               progress=progress, label=split.source, model_id=model_id)
+
+    def cached(sentences: list[list[str]], label: str) -> list[np.ndarray]:
+        path = cached_features(encoder, sentences, FeatureSettings(cache_dir, dtype, batch_size),
+                               progress=progress, label=label, model_id=model_id)
         with FeatureFile.open(path) as features:
             dataset = features.file["layers"]  # kept in the stored dtype: float16 halves the memory
             # Read only the layers the combination needs (BERT has 13).
             wanted = {"mix": 0, "last": features.num_layers - 1}.get(layers, features.num_layers - 4)
             kept = task_layers(dataset[wanted:], layers)
             offsets = features.offsets
-        split.features = [kept[:, offsets[i]:offsets[i + 1]] for i in range(len(split))]
+        return [kept[:, offsets[i]:offsets[i + 1]] for i in range(len(sentences))]
+
+    for split in splits:
+        split.features = cached(split.sentences, split.source)
+        if split.second is not None:
+            split.second_features = cached(split.second, f"{split.source} (second sentences)")
     return time.perf_counter() - started
 
 
@@ -137,32 +151,36 @@ def task_layers(layers: np.ndarray, how: str) -> np.ndarray:
 
 
 class PreparedSplit:
-    """A split with its sentences already indexed (word and char ids computed once)."""
+    """A split with its sentences already indexed (word and char ids computed once); a pair
+    split's batches are :class:`~contextvec.tasks.models.PairBatch`."""
 
     def __init__(self, split: Split, indexer: Indexer, labels: list | None) -> None:
         self.split = split
         self.labels = labels
         self.encoded = [indexer.encode(s) for s in split.sentences]
+        self.second = None if split.second is None else [indexer.encode(s) for s in split.second]
         self.indexer = indexer
 
-    def batch(self, ids: Sequence[int], device: str, with_labels: bool) -> Batch:
+    def batch(self, ids: Sequence[int], device: str, with_labels: bool) -> Batch | PairBatch:
         s = self.split
-        return self.indexer.batch(
-            [s.sentences[i] for i in ids],
-            [self.labels[i] for i in ids] if with_labels and self.labels is not None else None,
-            None if s.features is None else [s.features[i] for i in ids],
-            [self.encoded[i] for i in ids],
-        ).to(device)
+        labels = [self.labels[i] for i in ids] if with_labels and self.labels is not None else None
+
+        def pick(items: list | None) -> list | None:
+            return None if items is None else [items[i] for i in ids]
+
+        if self.second is not None:
+            layers = None if s.features is None else (pick(s.features), pick(s.second_features))
+            return pair_batch(self.indexer, pick(s.sentences), pick(s.second), labels, layers,
+                              (pick(self.encoded), pick(self.second))).to(device)
+        return self.indexer.batch(pick(s.sentences), labels, pick(s.features), pick(self.encoded)).to(device)
 
 
-def predict_split(
-    model: NerTagger | SentenceClassifier, data: PreparedSplit, batch_size: int, device: str
-) -> list:
-    """The model's prediction for each sentence of ``data``, in order (batches of similar length)."""
+def predict_split(model: TaskModelBase, data: PreparedSplit, batch_size: int, device: str) -> list:
+    """The model's prediction for each item of ``data``, in order (batches of similar length)."""
     model.eval()
     out: list = [None] * len(data.split)
     with torch.no_grad():
-        for ids in length_batches([len(s) for s in data.split.sentences], batch_size):
+        for ids in length_batches(data.split.item_lengths, batch_size):
             for i, prediction in zip(ids, model.predict(data.batch(ids, device, False)), strict=True):
                 out[i] = prediction
     return out
@@ -175,15 +193,18 @@ def build_task_model(
     settings: ModelSettings,
     encoder: Encoder | None = None,
     vectors: WordVectors | None = None,
-) -> tuple[NerTagger | SentenceClassifier, Indexer]:
+) -> tuple[TaskModelBase, Indexer]:
     """The task model and its indexer, with vocabularies from ``train`` (see models.py); ``task``:
     its name or its :class:`~contextvec.tasks.spec.TaskSpec`."""
     spec = as_task(task)
+    if train.pair != spec.pair:
+        raise ValueError(f"{spec.name} is a {'pair' if spec.pair else 'single-sentence'} task, "
+                         f"{train.source} has {'pairs' if train.pair else 'single sentences'}")
     words, chars, pretrained = build_vocabularies(
-        train.sentences, [s for split in others for s in split.sentences], vectors
+        train.all_sentences, [s for split in others for s in split.all_sentences], vectors
     )
     labels = spec.label_set(train.labels, settings.tag_scheme)
-    ngrams = ngram_vocabulary(train.sentences) if settings.char_ngram_dim else None
+    ngrams = ngram_vocabulary(train.all_sentences) if settings.char_ngram_dim else None
     indexer = Indexer(words, chars, labels, ngrams)
     tokens = TokenEmbedder(words, chars, settings, pretrained, ngrams)
     contextual = None
@@ -203,7 +224,7 @@ def train_task(
     settings: TrainSettings,
     encoder: Encoder | None = None,
     vectors: WordVectors | None = None,
-) -> tuple[TaskReport, NerTagger | SentenceClassifier]:
+) -> tuple[TaskReport, TaskModelBase]:
     """Train a task model, keep its best-on-dev weights, score dev (and test); see the module doc.
     The model keeps what saving it needs: ``indexer``, ``seen_mentions`` (the entity mentions of
     the training sentences it saw) and ``eval_batch_size``.
@@ -237,7 +258,7 @@ def train_task(
 
     trainable = [p for p in model.parameters() if p.requires_grad]
     result = fit(
-        model, lengths=[len(s) for s in train.sentences],
+        model, lengths=train.item_lengths,
         objective=Objective(loss, lambda: evaluate(prepared_dev)[spec.metric], spec.metric),
         optimisation=Optimisation(torch.optim.Adam(trainable, lr=settings.lr), trainable), settings=settings,
         patience=settings.patience, frozen_prefix=ENCODER_PREFIX,
