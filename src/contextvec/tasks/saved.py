@@ -14,11 +14,10 @@ name and renamed into place, so it is complete or absent.
 path) with its fingerprint (``contextvec.encoders.fingerprint.model_identity``); loading
 reloads it and refuses one whose fingerprint differs (other weights would give other vectors).
 
-**Exactly the training run's scores.** Prediction computes the encoder's layers the way the
-feature cache did (chunks of ``FEATURE_CHUNK`` sentences, the same encoder batches, stored in
-the same dtype, the same layer combination), then runs the task model on batches of similar
-length of the same size as training's evaluation; a reloaded model therefore scores the same
-split exactly as training reported.
+``task.json`` also records whether the task's items are sentence pairs (``pair``) and whether
+it predicts floats (``regression``: no labels, a one-output head); loading refuses a file whose
+record contradicts its task. Prediction (exactly the training run's scores) is
+:mod:`contextvec.tasks.predictor`'s.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ import json
 import os
 import shutil
 import typing
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -46,12 +45,11 @@ from contextvec.io import hf_bert
 from contextvec.io.atomic import atomic_path, output_target
 from contextvec.io.native import read_safetensors
 from contextvec.io.untrusted import model_file, read_json
-from contextvec.tasks.finetune import PieceSplit
+from contextvec.tasks.finetune import head_model
 from contextvec.tasks.models import Indexer, ModelSettings, TokenEmbedder, Vocabulary, contextual_embedder
-from contextvec.tasks.schemes import to_scheme
-from contextvec.tasks.spec import TaskSpec, get_task
-from contextvec.tasks.split import Split
-from contextvec.tasks.train import ENCODER_PREFIX, PreparedSplit, predict_split, task_layers
+from contextvec.tasks.predictor import TaskModel
+from contextvec.tasks.spec import get_task
+from contextvec.tasks.train import ENCODER_PREFIX
 
 FORMAT, VERSION = "contextvec-task-model", 1
 TASK_FILE = SAVED_TASK_FILE  # the registry recognises a saved task model by it
@@ -59,10 +57,6 @@ WEIGHTS, WORDS, CHARS = "model.safetensors", "words.json", "chars.json"
 NGRAMS = "ngrams.json"
 WORD_EMBEDDING = "tokens.words.weight"
 NGRAM_EMBEDDING = "tokens.ngrams.embedding.weight"
-FEATURE_CHUNK = 1000
-"""Sentences per feature chunk: the feature cache's ``chunk_sentences`` (same encoder batches)."""
-MAX_TOKENS = 4096
-"""Padded tokens per encoder batch: the feature cache's ``max_tokens``."""
 
 
 def encoder_reference(model: str | None, options_file: str | None = None,
@@ -98,8 +92,10 @@ def _staging(directory: str | os.PathLike) -> tuple[Path, Path]:
 def _finish(tmp: Path, directory: Path, record: dict, eval_batch_size: int, reported: dict,
             seen_mentions: Iterable[str] | None) -> None:
     """Write ``task.json`` (the kind's ``record`` plus what every kind records), then publish."""
+    spec = get_task(record["task"])
     _write_json(tmp / TASK_FILE, {
-        "format": FORMAT, "version": VERSION, **record, "eval_batch_size": eval_batch_size,
+        "format": FORMAT, "version": VERSION, **record, "pair": spec.pair, "regression": spec.regression,
+        "eval_batch_size": eval_batch_size,
         "reported": reported, "seen_mentions": None if seen_mentions is None else sorted(seen_mentions),
     })
     _publish(tmp, directory)
@@ -164,7 +160,8 @@ def save_fine_tuned(
     try:
         model.save_pretrained(tmp, tokenizer_dir=base_model)
         _finish(tmp, directory, {
-            "kind": "fine-tune", "task": task, "labels": list(model.labels),
+            "kind": "fine-tune", "task": task,
+            "labels": [] if get_task(task).regression else list(model.labels),
             "model_settings": {"tag_scheme": "bio"},
             "encoder": {**encoder_reference(base_model), "fingerprint": None},
         }, model.eval_batch_size, reported, model.seen_mentions)
@@ -185,133 +182,6 @@ def _vocabulary(path: Path) -> Vocabulary:
             and all(isinstance(item, str) for item in itos)):
         raise ValueError(f"{path}: expected a JSON list of strings starting with \"<pad>\", \"<unk>\"")
     return Vocabulary(itos[2:])
-
-
-class TaskModel:
-    """A loaded task model ([`load_task_model`][contextvec.tasks.saved.load_task_model]):
-    [`predict`][contextvec.tasks.saved.TaskModel.predict] gives one label per sentence, or one
-    tag per token for a tagging task (NER).
-
-    Attributes:
-        labels: the task's labels (or tags), in the order of the model's outputs.
-        scheme: the tag scheme predictions are given in (``"bio"`` = IOB2, ``"iob1"``,
-            ``"bioul"``) for a tagging task.
-        encoder: the frozen encoder the model reads (None for a fine-tuned BERT or a model
-            without contextual vectors).
-        seen_mentions: the training split's entity mentions, for NER's seen/unseen scores
-            (None for a classification task).
-    """
-
-    def __init__(self, spec: TaskSpec, config: dict, model: nn.Module, device: str,
-                 indexer: Indexer | None = None, encoder: Encoder | None = None,
-                 tokenizer: WordPieceTokenizer | None = None) -> None:
-        self.spec, self.config, self.model, self.device = spec, config, model, device
-        self.indexer, self.encoder, self.tokenizer = indexer, encoder, tokenizer
-        self.labels: list[str] = list(config["labels"])
-        self.scheme: str = config["model_settings"].get("tag_scheme") or "bio"
-        seen = config.get("seen_mentions")
-        self.seen_mentions: set[str] | None = None if seen is None else set(seen)
-
-    @property
-    def tagging(self) -> bool:
-        """True for a task that labels every token (NER), False for one label per sentence."""
-        return self.spec.tagging
-
-    def _features(self, sentences: Sequence[list[str]], embed_batch_size: int) -> list[np.ndarray]:
-        """The encoder's layers as the feature cache stores them and ``attach_features`` keeps them."""
-        assert self.encoder is not None
-        dtype = self.config["features"]["dtype"]
-        how = self.config["model_settings"]["layers"]
-        out: list[np.ndarray] = []
-        for start in range(0, len(sentences), FEATURE_CHUNK):
-            chunk = sentences[start:start + FEATURE_CHUNK]
-            arrays: list[np.ndarray] = [np.empty(0)] * len(chunk)
-            for row, array in self.encoder.embed_batches(chunk, embed_batch_size, MAX_TOKENS):
-                arrays[row] = task_layers(array.astype(dtype, copy=False), how)
-            out += arrays
-        return out
-
-    def predict(self, sentences: Iterable[Sequence[str]], batch_size: int | None = None,
-                embed_batch_size: int | None = None) -> list:
-        """Predictions for a list of sentences, computed as training's evaluation computed them
-        (so a reloaded model scores a split exactly as training reported).
-
-        Args:
-            sentences: token lists; none may be empty, no token may be empty.
-            batch_size: sentences per task-model batch (None: the evaluation batch size
-                recorded at training).
-            embed_batch_size: sentences per encoder batch (None: the one recorded at training).
-
-        Returns:
-            One label (a ``str``) per sentence, or for a tagging task one list of tags per
-            sentence (one tag per token, in [`scheme`][contextvec.tasks.saved.TaskModel]).
-
-        Raises:
-            ValueError: an empty sentence or token.
-        """
-        sentences = [list(s) for s in sentences]
-        for i, sentence in enumerate(sentences):
-            if not sentence or not all(isinstance(t, str) and t for t in sentence):
-                raise ValueError(f"sentence {i + 1}: expected a non-empty list of non-empty tokens")
-        if not sentences:
-            return []
-        batch_size = batch_size or self.config["eval_batch_size"]
-        split = Split(sentences, [None] * len(sentences), "<predict>")
-        with torch.no_grad():
-            if self.tokenizer is not None:
-                max_pieces = self.model.config.max_position_embeddings
-                return PieceSplit(split, self.tokenizer, self.spec, max_pieces).predict(
-                    self.model, batch_size, self.device)
-            if self.encoder is not None:
-                split.features = self._features(
-                    sentences, embed_batch_size or self.config["features"]["embed_batch_size"])
-            predicted = predict_split(self.model, PreparedSplit(split, self.indexer, None), batch_size,
-                                      self.device)
-        if self.tagging and self.scheme != "bio":
-            return [to_scheme(tags, "bio", self.scheme) for tags in predicted]
-        return predicted
-
-    def predict_stream(self, sentences: Iterable[Sequence[str]], chunk: int = FEATURE_CHUNK,
-                       batch_size: int | None = None,
-                       embed_batch_size: int | None = None) -> Iterator[tuple[list[str], object]]:
-        """Predictions for a stream of sentences, ``chunk`` at a time (bounded memory).
-
-        Args:
-            sentences: token lists (any iterable).
-            chunk: sentences predicted together.
-            batch_size: as in [`predict`][contextvec.tasks.saved.TaskModel.predict].
-            embed_batch_size: as in [`predict`][contextvec.tasks.saved.TaskModel.predict].
-
-        Yields:
-            ``(tokens, prediction)`` for each sentence, in order.
-
-        Raises:
-            ValueError: ``chunk`` below 1, or an empty sentence or token.
-        """
-        if chunk < 1:
-            raise ValueError(f"chunk must be >= 1, not {chunk}")
-        pending: list[list[str]] = []
-        for sentence in sentences:
-            pending.append(list(sentence))
-            if len(pending) == chunk:
-                yield from zip(pending, self.predict(pending, batch_size, embed_batch_size), strict=True)
-                pending = []
-        if pending:
-            yield from zip(pending, self.predict(pending, batch_size, embed_batch_size), strict=True)
-
-    def score(self, split: Split, predicted: list) -> dict:
-        """The task's scores of ``predicted`` against a labelled split.
-
-        Args:
-            split: the labelled sentences (a task reader's ``Split``).
-            predicted: [`predict`][contextvec.tasks.saved.TaskModel.predict]'s output for
-                ``split.sentences``.
-
-        Returns:
-            The task's metrics by name (accuracy, or NER precision/recall/F1), as training
-            reported them.
-        """
-        return self.spec.score(split, predicted, "bio", self.seen_mentions)
 
 
 def _check_config(directory: Path) -> dict:
@@ -345,9 +215,13 @@ def _check_fields(path: Path, config: dict) -> None:
     kind, labels = config.get("kind"), config.get("labels")
     need(kind in ("features", "fine-tune"), "kind", "'features' or 'fine-tune'", kind)
     need(isinstance(config.get("task"), str), "task", "a task's name", config.get("task"))
-    get_task(config["task"])
-    need(isinstance(labels, list) and bool(labels) and all(isinstance(x, str) for x in labels)
-         and len(set(labels)) == len(labels), "labels", "a list of distinct strings", labels)
+    spec = get_task(config["task"])
+    for field in ("pair", "regression"):  # absent in files of single-sentence tasks written before
+        need(config.get(field, False) is getattr(spec, field), field,
+             f"{str(getattr(spec, field)).lower()} for task {spec.name}", config.get(field))
+    need(isinstance(labels, list) and bool(labels) != spec.regression
+         and all(isinstance(x, str) for x in labels) and len(set(labels)) == len(labels), "labels",
+         "[] (a regression task)" if spec.regression else "a list of distinct strings", labels)
     seen = config.get("seen_mentions")
     need(seen is None or isinstance(seen, list) and all(isinstance(x, str) for x in seen),
          "seen_mentions", "null or a list of strings", seen)
@@ -403,7 +277,7 @@ def _encoder_for(config: dict, directory: Path, encoder: Encoder | None, device:
 def load_task_model(directory: str | os.PathLike, encoder: Encoder | None = None,
                     device: str = "cpu") -> TaskModel:
     """A model saved by ``train-task --save-model DIR`` (frozen features or fine-tuned BERT),
-    ready to [`predict`][contextvec.tasks.saved.TaskModel.predict].
+    ready to [`predict`][contextvec.tasks.predictor.TaskModel.predict].
 
     Args:
         directory: the saved model's directory.
@@ -429,7 +303,7 @@ def load_task_model(directory: str | os.PathLike, encoder: Encoder | None = None
         for name in (hf_bert.CONFIG_NAME, hf_bert.SAFETENSORS_NAME):  # before the HF reader opens them
             model_file(directory, name)
         check_tokenizer_files(directory)
-        model = spec.fine_tune_head.from_pretrained(directory, labels=config["labels"]).to(device).eval()
+        model = head_model(spec, directory, config["labels"]).to(device).eval()
         return TaskModel(spec, config, model, device, tokenizer=WordPieceTokenizer.from_directory(directory))
     settings = ModelSettings(**config["model_settings"])
     words, chars = _vocabulary(directory / WORDS), _vocabulary(directory / CHARS)
