@@ -21,6 +21,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("serve", "serve contextual vectors over HTTP (/v1/embed, OpenAI-compatible /v1/embeddings)"),
     "export": ("export", "export an ELMo, CoVe or BERT to ONNX (dynamic batch and length) with what a "
                          "runtime needs beside it"),
+    "pull": ("pull", "download a published model (a name `contextvec models` lists, hf:OWNER/NAME, or an "
+                     "archive URL)"),
+    "models": ("models", "list the published models `contextvec pull` knows and those in the cache (size, "
+                         "language, path)"),
     "info": ("info", "say what a model directory holds (format, family, vocabulary, layers, dimensions, "
                      "fingerprint) and how each precision runs it on this CPU"),
     "convert": ("convert",
