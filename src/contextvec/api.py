@@ -24,6 +24,8 @@ from contextvec.encoders.precision import (
 )
 from contextvec.encoders.registry import family_of, family_saving, not_a_model, refuse_conversion
 from contextvec.encoders.threads import in_passing_thread
+from contextvec.hub.pull import NotPulledError
+from contextvec.hub.pull import cached as pulled_model
 from contextvec.io.hf_bert import is_hf_bert_dir
 from contextvec.io.native import cast_weights, is_native_dir
 
@@ -92,7 +94,8 @@ def load(
 
     Args:
         model: None for the bundled default model ([`DEFAULT_MODEL`][contextvec.api.DEFAULT_MODEL]),
-            the name of a bundled model, or a directory holding one of:
+            the name of a bundled model, the name of a published model pulled into the cache
+            (``contextvec pull NAME``; docs/models.md), or a directory holding one of:
             bilm-tf files (``options.json`` + ``weights.hdf5``);
             a bilm-tf training checkpoint (``options.json`` + ``checkpoint`` +
             ``model.ckpt-N.index``/``.data-*``) or a TF-Hub ELMo module (``variables/`` beside
@@ -120,8 +123,9 @@ def load(
         ``(num_layers, tokens, output_dim)``.
 
     Raises:
-        ModelNotFoundError: nothing at ``model``, a directory that is no model, or the bundled
-            model missing from the installation.
+        ModelNotFoundError: nothing at ``model``, a directory that is no model, the bundled
+            model missing from the installation, or a published model not pulled yet (the
+            message says which ``contextvec pull`` to run: loading never downloads).
         ValueError: an unknown or unavailable device; ``options_file`` without ``weight_file``
             (or the reverse); ``"bf16"`` on a CPU without native bf16; a low precision for CoVe.
     """
@@ -159,9 +163,25 @@ def _model_path(model: str | os.PathLike | None) -> Path:
 
 def resolve_model(model: str | os.PathLike) -> Path:
     """The path ``model`` names: itself where it exists, else the bundled model of that name,
-    else itself (not checked: [`load`][contextvec.api.load] says what is missing)."""
+    else the published model of that name pulled into the cache (``contextvec pull``; its files
+    checked against the pull's record), else itself (not checked: [`load`][contextvec.api.load]
+    says what is missing).
+
+    Raises:
+        ModelNotFoundError: a published model's name (``contextvec models``) not pulled yet: one
+            line saying which ``contextvec pull`` to run (loading never downloads).
+        ValueError: a pulled model whose files differ from what was downloaded.
+    """
     path = Path(model)
-    return path if path.exists() else bundled_models().get(str(model), path)
+    if path.exists():
+        return path
+    bundled = bundled_models().get(str(model))
+    if bundled is not None:
+        return bundled
+    try:
+        return pulled_model(str(model)) or path
+    except NotPulledError as e:
+        raise ModelNotFoundError(str(e)) from None
 
 
 def _family(path: Path) -> Family:
