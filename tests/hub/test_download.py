@@ -3,9 +3,14 @@ connections, ignored ranges, stalls, errors. Every server binds 127.0.0.1 and st
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import http.server
+import resource
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -46,6 +51,14 @@ def _no_proxy(monkeypatch):
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy",
                  "CONTEXTVEC_OFFLINE"):
         monkeypatch.delenv(name, raising=False)
+
+
+class _Loopback(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # a client that hung up is the point
+            super().handle_error(request, client_address)
 
 
 @pytest.fixture
@@ -102,8 +115,7 @@ def server():
             self.end_headers()
             self.wfile.write(text)
 
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
+    httpd = _Loopback(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     state.url = f"http://127.0.0.1:{httpd.server_address[1]}/file.bin"
@@ -234,6 +246,8 @@ def test_offline_refuses_and_says_how_to_turn_it_off(server, tmp_path, monkeypat
     with pytest.raises(DownloadError, match="is not in the cache and CONTEXTVEC_OFFLINE is set; unset it"):
         download(server.url, tmp_path / "file.bin", settings=QUIET)
     assert server.requests == []
+    (tmp_path / "file.bin").write_bytes(BODY)  # what is in the cache needs no network
+    assert download(server.url, tmp_path / "file.bin", sha256=DIGEST, settings=QUIET) == DIGEST
     monkeypatch.setenv("CONTEXTVEC_OFFLINE", "maybe")
     with pytest.raises(ValueError, match="CONTEXTVEC_OFFLINE='maybe' is not a switch"):
         offline()
@@ -260,6 +274,25 @@ def test_two_downloads_of_one_target_take_turns(server, tmp_path):
     assert results == [DIGEST, DIGEST]
     assert server.requests == [None]  # the second found the first's file in place
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file.bin"]
+
+
+def _file_size_limit(size: int):
+    def limit() -> None:  # in the child: a write past `size` bytes fails with EFBIG, as on a full disk
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+    return limit
+
+
+def test_a_disk_that_refuses_the_file_is_one_line_naming_the_target(server, tmp_path):
+    target = tmp_path / "file.bin"
+    code = ("import sys; from pathlib import Path; from contextvec.hub.download import *\n"
+            "try: download(sys.argv[1], Path(sys.argv[2]), settings=DownloadSettings(progress=False))\n"
+            "except OSError as e: print(e)")
+    run = subprocess.run([sys.executable, "-c", code, server.url, str(target)], capture_output=True,
+                         text=True, timeout=30, preexec_fn=_file_size_limit(4096))
+    assert run.stdout == f"[Errno {errno.EFBIG}] cannot write {target}: File too large\n", run.stderr
+    assert not target.exists()
+    assert part_file(target).stat().st_size <= 4096  # kept: a run with space resumes it
 
 
 def test_settings_are_checked():

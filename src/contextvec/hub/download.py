@@ -27,7 +27,7 @@ from tqdm import tqdm
 
 from contextvec.extras import EXTRAS, needs
 from contextvec.hub.cache import OFFLINE_ENV, offline
-from contextvec.io.atomic import file_lock, fsync, lock_file
+from contextvec.io.atomic import DISK_ERRORS, WriteFailed, file_lock, fsync, lock_file, write_failed
 
 _BACKOFF_FIRST = 0.25  # seconds before the first retry; doubled for each one after
 _BACKOFF_MOST = 8.0
@@ -118,18 +118,21 @@ def download(url: str, target: Path, *, size: int | None = None, sha256: str | N
 
     ``size`` (bytes) and ``sha256`` (hex), when given, are checked before the file gets its
     name: a mismatch removes the ``.part`` and raises :class:`ChecksumMismatch`. A ``target``
-    already in place with the expected size and checksum is kept without a request. The
-    target's folder is created if missing.
+    already in place with the expected size and checksum is kept without a request (offline
+    too). The target's folder is created if missing.
 
     Raises :class:`DownloadError` (one line: the URL and what went wrong) when offline
     (``CONTEXTVEC_OFFLINE``), on an HTTP error (4xx at once; 5xx, a stall, a refused or cut
     connection after ``settings.retries`` further tries, each resuming the ``.part``);
     ``ValueError`` for a URL that is not http(s) or a malformed ``size``/``sha256``; ``OSError``
-    when the file cannot be written.
+    when the file cannot be written (:class:`~contextvec.io.atomic.WriteFailed` naming
+    ``target`` when the disk refuses: full, over quota).
     """
     target = Path(target)
     expected = _check_args(url, size, sha256)
     if offline():
+        if (digest := _placed(target, size, expected)) is not None:
+            return digest
         raise DownloadError(f"cannot download {url}: {target} is not in the cache and "
                             f"{OFFLINE_ENV} is set; unset it (or set it to 0) to download")
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -137,12 +140,17 @@ def download(url: str, target: Path, *, size: int | None = None, sha256: str | N
         if (digest := _placed(target, size, expected)) is not None:
             return digest
         part = part_file(target)
-        _fetch_with_retries(url, part, size, settings)
+        try:
+            _fetch_with_retries(url, part, size, settings)
+        except OSError as e:
+            if e.errno in DISK_ERRORS and not isinstance(e, WriteFailed):
+                raise write_failed(e, target) from None
+            raise
         digest = _sha256(part)
         if expected is not None and digest != expected:
             part.unlink(missing_ok=True)
-            raise ChecksumMismatch(f"{url}: sha256 mismatch: expected {expected}, got {digest}; "
-                                   "the download was removed")
+            raise ChecksumMismatch(f"cannot download {url}: sha256 mismatch: expected {expected}, "
+                                   f"got {digest}; the download was removed")
         fsync(part)
         os.replace(part, target)
         fsync(target.parent)
@@ -156,8 +164,9 @@ def _fetch_with_retries(url: str, part: Path, size: int | None, settings: Downlo
     timeout = httpx.Timeout(settings.timeout)
     headers = {"Accept-Encoding": "identity"}  # the bytes as published: ranges count those
     with httpx.Client(timeout=timeout, follow_redirects=True, headers=headers) as client, \
-            tqdm(total=size, unit="B", unit_scale=True, unit_divisor=1024, desc=part.name[:-5],
-                 file=sys.stderr, disable=not settings.progress, leave=False) as bar:
+            tqdm(total=size, unit="B", unit_scale=True, unit_divisor=1024,
+                 desc=part.name.removesuffix(".part"), file=sys.stderr, disable=not settings.progress,
+                 leave=False) as bar:
         for attempt in range(settings.retries + 1):
             try:
                 _fetch(client, httpx, url, part, size, settings, bar)
@@ -225,7 +234,7 @@ def _stream(client, httpx: ModuleType, url: str, part: Path, have: int, size: in
         length = response.headers.get("Content-Length")
         if size is not None and length is not None and length.isdigit() and int(length) != size - have:
             part.unlink(missing_ok=True)
-            raise ChecksumMismatch(f"{url}: size mismatch: expected {size} bytes, the server "
+            raise ChecksumMismatch(f"cannot download {url}: size mismatch: expected {size} bytes, the server "
                                    f"announces {have + int(length)}; the download was removed")
         bar.reset(total=size if size is not None else
                   have + int(length) if length is not None and length.isdigit() else None)
@@ -238,7 +247,8 @@ def _stream(client, httpx: ModuleType, url: str, part: Path, have: int, size: in
                 if size is not None and have > size:
                     f.close()
                     part.unlink(missing_ok=True)
-                    raise ChecksumMismatch(f"{url}: size mismatch: expected {size} bytes, got more; "
+                    raise ChecksumMismatch(f"cannot download {url}: size mismatch: expected {size} bytes, "
+                                           "got more; "
                                            "the download was removed")
                 f.write(chunk)
                 bar.update(len(chunk))
