@@ -1,6 +1,6 @@
 """``contextvec experiment``: the ELMo paper's analyses on a task (layers, placement, sample
-efficiency) and CoVe's Table 2 (representations) as tables, JSON and PNG figures in one output
-directory; see experiments/."""
+efficiency), CoVe's Table 2 (representations) and the BERT paper's Table 1 on GLUE (glue) as
+tables, JSON and PNG figures in one output directory; see experiments/."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 
 from contextvec.cli import common
 from contextvec.cli import task_options as opts
+from contextvec.cli.experiment_glue import add_glue_parser
 from contextvec.cli.experiment_representations import add_representations_parser
 from contextvec.experiments import DEFAULT_FRACTIONS, RunnerSettings
 from contextvec.jobs.choice import EncoderChoice, TaskFiles
@@ -18,13 +19,15 @@ from contextvec.tasks.spec import TASKS, get_task
 from contextvec.tasks.train import TrainSettings
 
 HELP = "the ELMo paper's analyses: last layer vs all layers, placement, sample efficiency"
-"""The command table's help line (cli/main.py's COMMANDS); the subcommands list CoVe's Table 2 too."""
+"""The command table's help line (cli/main.py's COMMANDS); the subcommands list CoVe's Table 2 and
+the BERT paper's Table 1 too."""
 RUNS = """Each experiment trains the train-task model once per configuration
 (and seed, and training fraction) on features computed once per split, and writes results.csv,
 results.md, results.json, <experiment>.png and layer_weights.png (the learned mix weights) to
 --output-dir. Finished runs are kept in results.json as they complete: rerunning the same command
 with --resume skips them, so an interrupted experiment continues where it stopped."""
-DESCRIPTION = f"{HELP}; and CoVe's Table 2 (representations, its own outputs). {RUNS}"
+DESCRIPTION = (f"{HELP}; CoVe's Table 2 (representations) and the BERT paper's Table 1 on GLUE (glue), "
+               f"each with its own outputs. {RUNS}")
 EXPERIMENT_HELP = {
     "layers": "last layer only vs all layers with lambda 1 and 0.001 (ELMo Table 2)",
     "placement": "the mix at the biLSTM input vs at input and output (ELMo Table 3)",
@@ -53,6 +56,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                              help="also train the model without contextual vectors (default: off)")
         sub.set_defaults(run=run)
     add_representations_parser(experiments)
+    add_glue_parser(experiments)
 
 
 def _add_common_arguments(p: argparse.ArgumentParser) -> None:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from enum import StrEnum
 
+from contextvec.choices import checked_choice
+from contextvec.tasks.finetune import FineTuneSettings
 from contextvec.tasks.models import ModelSettings
 from contextvec.tasks.train import TrainSettings
 
@@ -16,36 +19,69 @@ MODEL = "model"
 """The name of the one encoder of the ELMo paper's analyses."""
 
 
+class RunKind(StrEnum):
+    """What a run trains: a frozen-feature task model (``train_task``), the whole of a BERT with a
+    task head (``fine_tune``, from the model directory named by :attr:`RunSpec.encoder`), or
+    nothing (``majority``: the most frequent training label predicted for every item)."""
+
+    FROZEN = "frozen"
+    FINE_TUNE = "fine-tune"
+    MAJORITY = "majority"
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """One task-model training. ``config``: the compared setting; runs of one config differ
-    only in seed and training fraction, and are summarised together per fraction. ``encoder``:
-    the name of the encoder whose layers a contextual run reads (the experiment's encoders by
-    name, :class:`~contextvec.experiments.runner.ExperimentData`)."""
+    only in seed and training fraction (and a fine-tune run's learning rate), and are summarised
+    together per fraction. ``encoder``: the name of the encoder whose layers a contextual run
+    reads (the experiment's encoders by name, :class:`~contextvec.experiments.runner.ExperimentData`),
+    or that a fine-tune run trains. ``kind``: :class:`RunKind`; a fine-tune run has no
+    ``model_settings`` and :class:`~contextvec.tasks.finetune.FineTuneSettings`, a majority run
+    neither."""
 
     config: str
-    model_settings: ModelSettings
-    train_settings: TrainSettings
+    model_settings: ModelSettings | None
+    train_settings: TrainSettings | FineTuneSettings | None
     encoder: str | None = MODEL
+    kind: RunKind = RunKind.FROZEN
+
+    def __post_init__(self) -> None:
+        kind = checked_choice(RunKind, self.kind, "run kind")
+        object.__setattr__(self, "kind", kind)
+        none = type(None)
+        wanted = {RunKind.FROZEN: (ModelSettings, TrainSettings), RunKind.FINE_TUNE: (none, FineTuneSettings),
+                  RunKind.MAJORITY: (none, none)}[kind]
+        given = (self.model_settings, self.train_settings)
+        if not all(isinstance(value, cls) for value, cls in zip(given, wanted, strict=True)):
+            names = " and ".join("None" if cls is none else cls.__name__ for cls in wanted)
+            raise ValueError(f"{self.config}: a {kind.value} run's model and training settings are {names}")
 
     @property
     def contextual(self) -> bool:
+        """The run reads an encoder (its layers, or its weights to fine-tune)."""
+        if self.model_settings is None:
+            return self.kind is RunKind.FINE_TUNE
         return self.model_settings.placement != "none"
 
     @property
     def learned_mix(self) -> bool:
-        return self.contextual and self.model_settings.layers == "mix"
+        return self.kind is RunKind.FROZEN and self.contextual and self.model_settings.layers == "mix"
 
     @property
     def name(self) -> str:
+        if self.train_settings is None:
+            return self.config
         fraction = self.train_settings.train_fraction
         share = f", {percent(fraction)} of train" if fraction < 1 else ""
-        return f"{self.config}{share}, seed {self.train_settings.seed}"
+        lr = f", lr {self.train_settings.lr:g}" if self.kind is RunKind.FINE_TUNE else ""
+        return f"{self.config}{share}{lr}, seed {self.train_settings.seed}"
 
     @property
     def setting(self) -> str:
         """The settings that vary between experiments' runs, in words."""
         m, t = self.model_settings, self.train_settings
+        if m is None:
+            return self.name.removeprefix(self.config).removeprefix(", ") or self.kind.value
         parts = [f"placement {m.placement}"]
         if self.contextual:
             parts.append(f"layers {m.layers}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tqdm import tqdm
@@ -15,7 +15,7 @@ from contextvec.choices import checked_choice
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.fingerprint import model_identity
 from contextvec.experiments.entry import Experiment, RunContext
-from contextvec.experiments.plans import RunSpec
+from contextvec.experiments.plans import RunKind, RunSpec
 from contextvec.experiments.store import ResultStore, run_key, split_identity
 from contextvec.experiments.summary import FinishedRun
 from contextvec.experiments.workers import RunInputs, run_jobs, source
@@ -49,7 +49,9 @@ class RunnerSettings:
 @dataclass
 class ExperimentData:
     """What every run reads: the task's splits, the encoders by the names the plan's runs give
-    (:attr:`RunSpec.encoder`) and, for models on fixed word vectors, the vectors."""
+    (:attr:`RunSpec.encoder`), for models on fixed word vectors the vectors, and for fine-tune
+    runs the model directories they train from (``model_dirs``, by the same names: the encoder
+    loaded from a directory fingerprints the runs that fine-tune it)."""
 
     task: str
     train: Split
@@ -57,6 +59,7 @@ class ExperimentData:
     test: Split | None = None
     encoders: dict[str, Encoder] = field(default_factory=dict)
     vectors: WordVectors | None = None
+    model_dirs: dict[str, Path] = field(default_factory=dict)
 
 
 @dataclass
@@ -81,7 +84,7 @@ def _attach(inputs: RunInputs, specs: Sequence[RunSpec], data: ExperimentData,
     for src in dict.fromkeys(source(spec) for spec in specs):
         if src in inputs.splits:
             continue
-        copies = tuple(None if s is None else Split(s.sentences, s.labels, s.source)
+        copies = tuple(None if s is None else replace(s, features=None, second_features=None)
                        for s in (data.train, data.dev, data.test))
         if src is not None:
             name, layers = src
@@ -104,13 +107,17 @@ def run_experiment(experiment: Experiment, data: ExperimentData, settings: Runne
     missing = sorted({s.encoder for s in plan if s.contextual and s.encoder not in data.encoders})
     if missing:
         raise ValueError(f"runs with contextual vectors need encoders {missing}: not given")
+    no_dir = sorted({s.encoder for s in plan
+                     if s.kind is RunKind.FINE_TUNE and s.encoder not in data.model_dirs})
+    if no_dir:
+        raise ValueError(f"fine-tune runs need the model directories of {no_dir}: not given")
     output_dir = Path(settings.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     ids = {name: None if s is None else split_identity(s)
            for name, s in (("train", data.train), ("dev", data.dev), ("test", data.test))}
     model_ids = {name: model_identity(encoder) for name, encoder in data.encoders.items()}
     store = ResultStore(output_dir, experiment.name, header, fresh=settings.overwrite)
-    inputs = RunInputs(data.task, {}, data.encoders, data.vectors, settings.threads)
+    inputs = RunInputs(data.task, {}, data.encoders, data.vectors, settings.threads, data.model_dirs)
     keys: list[dict] = []
     seconds = {"features": 0.0, "runs": 0.0}
     trained = 0
@@ -132,7 +139,7 @@ def run_experiment(experiment: Experiment, data: ExperimentData, settings: Runne
         keys.extend(key(spec) for spec in batch)
         pending = [spec for spec in batch if store.find(key(spec)) is None]
         seconds["features"] += _attach(inputs, pending, data, settings)
-        run_jobs(inputs, pending, settings.jobs, done, settings.progress, experiment.name)
+        run_jobs(inputs, pending, settings.jobs, done, settings.progress, f"{experiment.name} {data.task}")
 
     run_batch(plan)
     if follow_up := experiment.follow_up(store, data.task):

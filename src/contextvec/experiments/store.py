@@ -23,8 +23,9 @@ RESULTS_JSON = "results.json"
 
 
 def split_identity(split: Split) -> str:
-    """A sha256 hex digest of a split's tokens and labels."""
-    text = json.dumps([split.sentences, split.labels], ensure_ascii=False, separators=(",", ":"))
+    """A sha256 hex digest of a split's tokens and labels (and a pair task's second sentences)."""
+    content = [split.sentences, split.labels] + ([] if split.second is None else [split.second])
+    text = json.dumps(content, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -34,6 +35,8 @@ def _normalised(value: object) -> object:
 
 
 def _model_settings(spec: RunSpec) -> dict:
+    if spec.model_settings is None:
+        return {"kind": spec.kind.value}
     settings = asdict(spec.model_settings)
     # Runs stored before the BCN, the n-grams and fixed vectors existed keep their keys.
     for name, default in (("classifier", "pool"), ("char_ngram_dim", 0), ("fixed_word_vectors", False)):
@@ -44,8 +47,9 @@ def _model_settings(spec: RunSpec) -> dict:
 
 def run_key(spec: RunSpec, task: str, data: dict[str, str | None], model_id: str | None) -> dict:
     """What a finished run is found by in ``results.json`` (see the module docstring)."""
-    train = asdict(spec.train_settings)
-    del train["progress"]  # never changes a result
+    train = None if spec.train_settings is None else asdict(spec.train_settings)
+    if train is not None:
+        del train["progress"]  # never changes a result
     return _normalised({
         "task": task, "data": data, "model": model_id if spec.contextual else None,
         "model_settings": _model_settings(spec), "train_settings": train,

