@@ -10,13 +10,15 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import SHARED
+from conftest import SHARED, need_shared
 from safetensors.torch import save_file
 from tolerance import assert_reordered_close, bert_terms
 
+from contextvec.cli.main import main
 from contextvec.encoders.bert import BertCheckpointError, BertConfig, BertModel
 from contextvec.encoders.bert.finetune import BertForSequenceClassification, longest_first, pair_rows
 from contextvec.encoders.bert.tokenizer import WordPieceTokenizer
+from contextvec.tasks import load_task_model
 from contextvec.tasks.finetune import PieceSplit
 from contextvec.tasks.spec import get_task
 from contextvec.tasks.split import Split
@@ -156,3 +158,53 @@ def test_piece_split_pairs_regression_loss_and_predictions(bert_dir):
     predicted = data.predict(model, 64, "cpu")
     assert all(isinstance(p, float) for p in predicted)
     assert_reordered_close(torch.tensor(predicted), want, terms=bert_terms(model.config, 32))
+
+
+# ---------------------------------------------------------------- train-task --fine-tune end to end
+
+
+@pytest.mark.parametrize("task, folder, epochs", [("mrpc", "MRPC", 1), ("stsb", "STS-B", 2),
+                                                  ("cola", "CoLA", 1)])
+def test_cli_fine_tune_glue_and_the_saved_model_scores_dev_exactly(tmp_path, bert_dir, capsys, task,
+                                                                   folder, epochs):
+    """36 items of train: 32 to train on, 4 carved out as dev; letter pieces overflow 64 positions."""
+    train = GLUE / folder / "train.tsv.gz"
+    need_shared(train)
+    spec = get_task(task)
+    out = tmp_path / "report.json"
+    assert main(["train-task", task, "--train", str(train), "--max-sentences", "36", "--fine-tune",
+                 "--model", str(bert_dir), "--epochs", str(epochs), "--batch-size", "16", "--lr", "1e-3",
+                 "--save-model", str(tmp_path / "m"), "--output", str(out), "--quiet", "--threads", "1"]) == 0
+    report = json.loads(out.read_text(encoding="utf-8"))
+    metric = {"mrpc": "f1", "stsb": "spearman", "cola": "mcc"}[task]
+    also = {"mrpc": {"accuracy"}, "stsb": {"pearson"}, "cola": {"accuracy"}}[task]
+    assert report["metric"] == metric and {metric, *also} <= set(report["dev"])
+    # The kept epoch is the best on the task's metric (the earlier one on a tie).
+    curve = [epoch[f"dev_{metric}"] for epoch in report["curve"]]
+    assert len(curve) == epochs and report["best_epoch"] == 1 + curve.index(max(curve))
+    settings = report["model_settings"]
+    assert settings["pair"] is spec.pair and settings["regression"] is spec.regression
+    assert report["extra"]["total_steps"] == 2 * epochs and report["splits"]["dev"]["sentences"] == 4
+    if spec.pair:  # counted, and cut longest-first
+        assert report["extra"]["truncated_pairs"]["train"] > 0
+        assert settings["long_sentences"] == "truncated longest-first"
+    else:
+        assert "truncated_sentences" in report["extra"] and settings["long_sentences"] == "truncated"
+    assert report["labels"] == ([] if spec.regression else ["0", "1"])
+    saved = load_task_model(tmp_path / "m")
+    _, dev, _ = spec.load_splits(train, None, max_sentences=36)
+    predicted = saved.predict(dev.sentences, second=dev.second)
+    assert all(isinstance(p, float if spec.regression else str) for p in predicted)
+    assert saved.score(dev, predicted) == report["dev"]  # every figure, exactly
+    task_json = json.loads((tmp_path / "m" / "task.json").read_text(encoding="utf-8"))
+    assert (task_json["pair"], task_json["regression"]) == (spec.pair, spec.regression)
+    hf_config = json.loads((tmp_path / "m" / "config.json").read_text(encoding="utf-8"))
+    assert hf_config["problem_type"] == ("regression" if spec.regression else "single_label_classification")
+    # The command prints every GLUE metric of the task against a labeled file.
+    capsys.readouterr()
+    assert main(["predict", str(tmp_path / "m"), str(train), "--format", "task", "--max-sentences", "36",
+                 "--score", "--quiet"]) == 0
+    line = capsys.readouterr().out
+    unit = "pairs" if spec.pair else "sentences"
+    assert line.startswith(f"{task} {metric} ") and f" on 36 {unit} of " in line
+    assert all(f"; {name} " in line for name in also)

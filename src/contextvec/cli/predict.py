@@ -1,12 +1,16 @@
 """``contextvec predict DIR INPUT [OUTPUT]``: run a model saved by ``train-task --save-model``.
 
-INPUT is plain text, one sentence per line (``--format text``, tokenized by ``--tokenizer``), or
-the task's own files read by its reader (``--format task``: CoNLL-2003, SST trees, TREC labels),
-``-`` for stdin. Text is streamed in chunks (bounded memory); a task file is read whole, then
-predicted as one split, exactly as ``train-task`` scored it. OUTPUT (default or ``-``: stdout;
-a file is written atomically) gets JSON lines (``{"tokens", "label"}`` or ``{"tokens", "tags"}``)
-or, for NER, CoNLL (``token TAG`` lines, IOB2, a blank line after each sentence). ``--score``
-(``--format task``) prints the task metric against the file's labels.
+INPUT is plain text, one sentence per line (``--format text``, tokenized by ``--tokenizer``; for
+a sentence-pair task one pair per line, the two sentences separated by a tab), or the task's own
+files read by its reader (``--format task``: CoNLL-2003, SST trees, TREC labels, GLUE's train or
+unlabeled test TSVs), ``-`` for stdin. Text is streamed in chunks (bounded memory); a task file is
+read whole, then predicted as one split, exactly as ``train-task`` scored it. OUTPUT (default or
+``-``: stdout; a file is written atomically) gets JSON lines (``{"tokens", "label"}``,
+``{"tokens", "tags"}``; a pair adds ``"second"``, a regression task gives ``"score"``), for NER
+CoNLL (``token TAG`` lines, IOB2, a blank line after each sentence), or for a GLUE task GLUE's
+submission format (``index<TAB>prediction`` under that header: the file's own ids, labels as
+GLUE spells them, STS-B scores clipped to 0-5). ``--score`` (``--format task``) prints the task's
+metrics against the file's labels.
 """
 
 from __future__ import annotations
@@ -23,11 +27,14 @@ from contextvec.jobs.predict import InputFormat, OutputFormat, PredictSettings, 
 from contextvec.text.tokenize import LINE_TOKENIZERS
 
 HELP = "run a task model saved by train-task --save-model on new text or a task file"
-DESCRIPTION = HELP + """. INPUT: text, one sentence per line, or (--format task) the task's own
-file (CoNLL-2003, SST trees, TREC labels); - reads stdin. Text is streamed in chunks; a task file
-is predicted as one split, exactly as train-task scored it. OUTPUT (default or -: stdout) gets JSON
-lines ({"tokens", "label"} or {"tokens", "tags"}) or, for NER with --output-format conll, IOB2
-"token TAG" lines. --score prints the task metric against a labelled task file."""
+DESCRIPTION = HELP + """. INPUT: text, one sentence per line (a pair task: the two sentences of a
+pair on one line, separated by a tab), or (--format task) the task's own file (CoNLL-2003, SST
+trees, TREC labels, GLUE's train.tsv or unlabeled test.tsv); - reads stdin. Text is streamed in
+chunks; a task file is predicted as one split, exactly as train-task scored it. OUTPUT (default or
+-: stdout) gets JSON lines ({"tokens", "label"}, {"tokens", "tags"}; pairs add "second", STS-B
+gives "score"), for NER with --output-format conll IOB2 "token TAG" lines, or for a GLUE task with
+--output-format glue GLUE's submission rows ("index<TAB>prediction"). --score prints the task's
+metrics against a labelled task file."""
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -40,16 +47,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="text: one sentence per line; task: the task's own file format, read by its "
                    "reader (default: text)")
     p.add_argument("--tokenizer", choices=LINE_TOKENIZERS, default="whitespace",
-                   help="how --format text lines become tokens (default: whitespace)")
+                   help="how --format text lines (each sentence of a tab-separated pair) become tokens "
+                   "(default: whitespace)")
     p.add_argument("--output-format", choices=[f.value for f in OutputFormat], default="jsonl",
-                   help="jsonl, or conll for NER (default: jsonl)")
+                   help="jsonl; conll for NER; glue for a GLUE task: GLUE's submission format, "
+                   "index<TAB>prediction rows with the file's ids (default: jsonl)")
     p.add_argument("--score", action="store_true",
-                   help="print the task metric against INPUT's labels (needs --format task)")
+                   help="print the task's metrics against INPUT's labels (needs --format task)")
     p.add_argument("--max-sentences", type=common.positive_int,
                    help="--format task: only the first N sentences, as train-task --max-sentences "
                    "(default: all)")
     p.add_argument("--batch-size", type=common.positive_int,
-                   help="sentences per task-model batch (default: the batch training evaluated with)")
+                   help="items per task-model batch (default: the batch training evaluated with)")
     p.add_argument("--embed-batch-size", type=common.positive_int,
                    help="sentences per encoder batch (default: the one training used)")
     p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0 (default: cpu)")
