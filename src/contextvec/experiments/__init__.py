@@ -10,12 +10,16 @@ experiment is an entry of it (:class:`~contextvec.experiments.entry.Experiment`)
   fractions of the training set;
 - ``representations`` (CoVe's Table 2): the BCN on fixed word vectors alone, + char n-grams,
   + CoVe, + both, + ELMo, + BERT, over every task in one table (:mod:`.representations`,
-  :mod:`.rep_table`).
+  :mod:`.rep_table`);
+- ``glue`` (the BERT paper's Table 1): BERT fine-tuned (learning rate chosen on dev) and the
+  frozen-feature pair model over ELMo, CoVe, BERT features and no contextual vectors, with the
+  majority class, on the GLUE tasks, beside the paper's rows (:mod:`.glue`, :mod:`.glue_table`).
 
 The first three are :class:`ElmoAnalysis` entries (:mod:`.plans`, :mod:`.elmo_table`); the
-fourth is :class:`RepresentationsTable`. Every configuration can be repeated with several seeds
-(mean and sample std reported), and ``layers``/``placement`` can add a baseline without
-contextual vectors.
+fourth is :class:`RepresentationsTable`, the fifth :class:`GlueTable`. A run is of a
+:class:`RunKind`: a frozen-feature task model, a BERT fine-tuned, or the majority class.
+Every configuration can be repeated with several seeds (mean and sample std reported), and
+``layers``/``placement`` can add a baseline without contextual vectors.
 
 **One feature pass.** Each encoder's layers are computed once per split and layer choice
 (:func:`~contextvec.tasks.train.attach_features`, through the disk cache, which always holds all
@@ -39,6 +43,8 @@ Figure 2, :mod:`.plots`); the representations table ``results.csv``, ``results.m
 
 from contextvec.experiments.elmo_table import RESULTS_CSV, RESULTS_MD, WEIGHTS_PNG, ElmoAnalysis
 from contextvec.experiments.entry import Experiment, RunContext, Tables
+from contextvec.experiments.glue import ENCODERS, GLUE_TASKS, LEARNING_RATES, GluePlan, glue_plan
+from contextvec.experiments.glue_table import GlueTable
 from contextvec.experiments.plans import (
     BASELINE,
     DEFAULT_FRACTIONS,
@@ -46,6 +52,7 @@ from contextvec.experiments.plans import (
     MODEL,
     WITH,
     WITHOUT,
+    RunKind,
     RunSpec,
     layers_plan,
     percent,
@@ -58,9 +65,11 @@ from contextvec.experiments.runner import ExperimentData, ExperimentResult, Runn
 from contextvec.experiments.store import RESULTS_JSON, ResultStore, run_key, split_identity
 from contextvec.experiments.summary import MIX_NAMES, ConfigSummary, FinishedRun, summarise
 
-__all__ = ["BASELINE", "DEFAULT_FRACTIONS", "EXPERIMENTS", "MIX_NAMES", "MODEL", "REPRESENTATIONS",
-           "RESULTS_CSV", "RESULTS_JSON", "RESULTS_MD", "WEIGHTS_PNG", "WITH", "WITHOUT", "ConfigSummary",
-           "ElmoAnalysis", "Experiment", "ExperimentData", "ExperimentResult", "FinishedRun",
-           "RepresentationsPlan", "RepresentationsTable", "ResultStore", "RunContext", "RunSpec",
-           "RunnerSettings", "Tables", "layers_plan", "percent", "placement_plan", "run_experiment",
-           "run_key", "sample_efficiency_plan", "split_identity", "summarise"]
+__all__ = ["BASELINE", "DEFAULT_FRACTIONS", "ENCODERS", "EXPERIMENTS", "GLUE_TASKS", "LEARNING_RATES",
+           "MIX_NAMES", "MODEL", "REPRESENTATIONS", "RESULTS_CSV", "RESULTS_JSON", "RESULTS_MD",
+           "WEIGHTS_PNG", "WITH", "WITHOUT", "ConfigSummary", "ElmoAnalysis", "Experiment", "ExperimentData",
+           "ExperimentResult", "FinishedRun", "GluePlan", "GlueTable", "RepresentationsPlan",
+           "RepresentationsTable", "ResultStore", "RunContext", "RunKind", "RunSpec", "RunnerSettings",
+           "Tables",
+           "glue_plan", "layers_plan", "percent", "placement_plan", "run_experiment", "run_key",
+           "sample_efficiency_plan", "split_identity", "summarise"]
