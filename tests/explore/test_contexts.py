@@ -3,12 +3,20 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 from tolerance import FP16_EPS, FP32_EPS, assert_reordered_close
 
 import contextvec
-from contextvec.explore.contexts import ContextIndex, word_across_contexts
+from contextvec.explore.contexts import (
+    ContextIndex,
+    nearest_sense,
+    read_marked,
+    sense_separation,
+    word_across_contexts,
+)
 
 SENTENCES = [s.split() for s in (
     "We had a picnic on the bank of the river .",
@@ -118,3 +126,94 @@ def test_the_corpus_vectors_are_cached(encoder, tmp_path):
     assert again.path == first.path and again.path.stat().st_mtime_ns == stamp
     assert np.array_equal(np.asarray(again.layers), np.asarray(first.layers))
     assert ContextIndex.build(encoder, CORPUS[:2], cache_dir=tmp_path, progress=False).path != first.path
+
+
+def hand_built(layers: list[list[list[float]]]) -> list[np.ndarray]:
+    """One-token sentences whose ``(num_layers, 1, dim)`` arrays are given per sentence."""
+    return [np.array(sentence, dtype=np.float32)[:, None, :] for sentence in layers]
+
+
+# Four one-word sentences of two senses; per sentence, three layers of 2-d vectors: layer 0 the
+# same vector everywhere, layer 1 the senses on two axes, layer 2 the senses crossed.
+SENSES = ["river", "money", "river", "money"]
+LAYERS = hand_built([[[1, 0], [1, 0], [1, 0]],
+                     [[1, 0], [0, 1], [1, 0]],
+                     [[1, 0], [1, 0.1], [0, 1]],
+                     [[1, 0], [0, 1], [0, 1]]])
+NAMES = ["0 char-CNN", "1 biLSTM-1", "2 biLSTM-2"]
+
+
+def test_sense_separation_compares_same_sense_pairs_with_different_sense_pairs():
+    result = word_across_contexts(LAYERS, [["bank"]] * 4, "bank")
+    separation = sense_separation(result, SENSES, NAMES)
+    assert separation.senses == SENSES and separation.best == 1
+    flat, apart, crossed = separation.layers
+    # float32 cosines of 2-d vectors: a few roundings of values up to 1
+    close = functools.partial(pytest.approx, abs=8 * FP32_EPS)
+    assert (flat.same, flat.different, flat.separates) == (close(1.0), close(1.0), False)
+    assert flat.verdict() == "margin 0.000: does not separate the senses"
+    # layer 1: same-sense pairs (0, 2) and (1, 3); the other four pairs differ in sense
+    cos = 1 / np.hypot(1, 0.1)
+    assert apart.means == {"river": close(cos), "money": close(1.0), "river/money": close(0.1 * cos / 2)}
+    assert apart.margin == close((1 + cos) / 2 - 0.1 * cos / 2)
+    assert apart.separates and apart.every_pair
+    assert crossed.margin == close(-0.5) and not crossed.separates
+    assert separation.summary() == (
+        f"biLSTM-1 separates the senses best, by a margin of {apart.margin:.3f} (same-sense pairs "
+        f"{apart.same:.3f} on average, different-sense pairs {apart.different:.3f}; every same-sense "
+        "pair is closer than every different-sense pair). No other layer separates them.")
+
+
+def test_when_no_layer_separates_the_senses_the_summary_says_so():
+    result = word_across_contexts(LAYERS, [["bank"]] * 4, "bank")
+    separation = sense_separation(result, ["river", "money", "money", "river"], NAMES)
+    assert separation.best is None and not any(s.separates for s in separation.layers)
+    assert separation.summary() == (
+        "No layer separates the senses: in every layer, pairs of different senses are on average "
+        "as close as pairs of the same sense, or closer (the largest margin, char-CNN's, is 0.000).")
+
+
+@pytest.mark.parametrize("senses, message", [
+    (["river"] * 4, "no two occurrences of different senses"),
+    (["river", "money", "mud", "cash"], "no two occurrences of the same sense"),
+    (["river", "money"], "2 senses for sentences up to #4: give one sense per sentence"),
+])
+def test_senses_that_cannot_be_compared_are_refused(senses, message):
+    result = word_across_contexts(LAYERS, [["bank"]] * 4, "bank")
+    with pytest.raises(ValueError, match=message):
+        sense_separation(result, senses, NAMES)
+
+
+def test_sense_marks_are_read_off_the_lines():
+    assert read_marked(["[river] We sat on the bank .", "", "  [money]  The bank was robbed . ",
+                        "[not a mark] bank", "A bank ."]) == (
+        ["We sat on the bank .", "The bank was robbed .", "[not a mark] bank", "A bank ."],
+        ["river", "money", None, None])
+
+
+@pytest.mark.parametrize("ranked, expected", [
+    ([(0.9, "river"), (0.8, "money"), (0.7, "river")],
+     "2 of the 3 nearest share its sense (river); the nearest is of its sense (0.900; of another: 0.800)"),
+    ([(0.9, "money"), (0.8, "river")],
+     "1 of the 2 nearest share its sense (river); the nearest is of another sense (money, 0.900; "
+     "its own sense: 0.800)"),
+    ([(1.0, "money"), (0.99996, "river")],
+     "1 of the 2 nearest share its sense (river); the nearest of its sense and of another (money) "
+     "tie at 1.000"),
+    ([(0.9, "money")], "no context of its sense (river) is in the set"),
+])
+def test_whether_the_nearest_context_shares_the_querys_sense(ranked, expected):
+    assert nearest_sense("river", ranked, 3) == expected
+
+
+def test_the_bundled_demo_word_is_separated_by_the_bundled_model(encoder):
+    """The demo's and the page's example: the bundled model separates its senses (the words
+    would say so either way; this keeps the example one that shows something)."""
+    from importlib import resources
+
+    lines = resources.files("contextvec.data").joinpath("demo_senses.txt").read_text("utf-8").splitlines()
+    texts, senses = read_marked(lines)
+    sentences = [t.split() for t in texts]
+    separation = sense_separation(word_across_contexts(encoder.embed(sentences), sentences, "play"),
+                                  senses, encoder.layer_names())
+    assert separation.best is not None and separation.layers[separation.best].margin > 0.05
