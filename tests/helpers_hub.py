@@ -8,6 +8,7 @@ block; nothing reaches beyond it.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import http.server
 import io
 import json
@@ -115,3 +116,63 @@ def write_registry(path: Path, entries: list[dict]) -> Path:
     """A ``$CONTEXTVEC_REGISTRY`` file of ``entries``."""
     path.write_text(json.dumps({"models": entries}))
     return path
+
+
+HUB_COMMIT = "c0ffee" * 6 + "c0ff"
+"""The commit the fake Hub serves every revision at."""
+
+
+@contextlib.contextmanager
+def fake_hub(repos: dict[str, dict[str, bytes]]) -> Iterator[Files]:
+    """The few routes of the Hugging Face Hub that ``huggingface_hub.snapshot_download`` asks
+    for, on 127.0.0.1: a repository's file list (``/api/models/ID/revision/REV``) and each file
+    (``/ID/resolve/COMMIT/NAME``, HEAD and GET, with the commit and ETag headers it reads)."""
+    state = Files()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args) -> None:
+            pass
+
+        def _send(self, status: int, body: bytes, headers: dict[str, str], head: bool) -> None:
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if not head:
+                self.wfile.write(body)
+
+        def _route(self, head: bool) -> None:
+            path = self.path.split("?")[0]
+            state.requests.append(path)
+            for repo, files in repos.items():
+                if path.startswith(f"/api/models/{repo}/revision/"):
+                    listing = {"id": repo, "sha": HUB_COMMIT, "siblings": [{"rfilename": f} for f in files]}
+                    self._send(200, json.dumps(listing).encode(), {"Content-Type": "application/json"}, head)
+                    return
+                name = path.removeprefix(f"/{repo}/resolve/{HUB_COMMIT}/")
+                if name != path and name in files:
+                    data = files[name]
+                    etag = '"' + hashlib.sha1(data).hexdigest() + '"'
+                    self._send(200, data, {"X-Repo-Commit": HUB_COMMIT, "ETag": etag}, head)
+                    return
+            self._send(404, b"{}", {"X-Error-Code": "RepoNotFound"}, head)
+
+        def do_GET(self) -> None:
+            self._route(head=False)
+
+        def do_HEAD(self) -> None:
+            self._route(head=True)
+
+    server = _Loopback(("127.0.0.1", 0), Handler)
+    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)

@@ -8,7 +8,16 @@ import os
 
 import numpy as np
 import pytest
-from helpers_hub import EFML_CHARS, hostile_zip, serving, tf_hub_tarball, write_registry, zip_of
+from helpers_hub import (
+    EFML_CHARS,
+    HUB_COMMIT,
+    fake_hub,
+    hostile_zip,
+    serving,
+    tf_hub_tarball,
+    write_registry,
+    zip_of,
+)
 
 import contextvec
 from contextvec.api import Conversion, ModelNotFoundError, ModelSpec, convert
@@ -204,3 +213,28 @@ def test_force_fetches_again_what_is_cached(bilm_tf_files, tmp_path, monkeypatch
         assert pull("elmo-test", PullSettings(QUIET.download, force=True)) == path
         assert len(server.requests) == asked + 2
     assert verify("elmo-test") == (path, 2)
+
+
+def test_a_hugging_face_checkpoint_is_fetched_by_huggingface_hub_and_loads(own_tiny_bert_dir, tmp_path,
+                                                                           monkeypatch):
+    files = {p.name: p.read_bytes() for p in own_tiny_bert_dir.iterdir()}
+    with fake_hub({"me/tiny-bert": {**files, "README.md": b"card", "tf_model.h5": b"not wanted"}}) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)  # read at the call, not at huggingface_hub's import
+        path = pull("hf:me/tiny-bert", QUIET)
+        with pytest.raises(PullError, match="cannot pull hf:me/nothing") as e:
+            pull("hf:me/nothing", QUIET)
+    assert sorted(p.name for p in path.iterdir() if p.is_file()) == sorted(files)
+    assert "\n" not in str(e.value) and not any("tf_model.h5" in r for r in hub.requests)
+    record = (tmp_path / "cache" / "models" / "hf--me--tiny-bert.json").read_text()
+    assert HUB_COMMIT in record
+    _same_layers(contextvec.load("hf:me/tiny-bert"), contextvec.load(own_tiny_bert_dir))
+
+
+def test_a_hugging_face_repository_without_weights_is_refused(own_tiny_bert_dir, tmp_path, monkeypatch):
+    files = {p.name: p.read_bytes() for p in own_tiny_bert_dir.iterdir() if p.suffix != ".safetensors"}
+    with fake_hub({"me/no-weights": files}) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        with pytest.raises(PullError, match="has neither model.safetensors nor pytorch_model.bin"):
+            pull("hf:me/no-weights", QUIET)
+    with pytest.raises(ModelNotFoundError, match="contextvec pull hf:me/no-weights"):
+        contextvec.load("hf:me/no-weights")
