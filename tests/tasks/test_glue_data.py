@@ -116,7 +116,7 @@ def _stsb_row(score: str, first: str = "A man sings.", second: str = "A man is s
     ("stsb", STSB_HEADER + _stsb_row("5.000") + _stsb_row("5.2"),
      "line 3: score 5.2 is outside STS-B's range 0 to 5"),
     ("stsb", STSB_HEADER + _stsb_row("-0.5"), "line 2: score -0.5 is outside STS-B's range 0 to 5"),
-    ("stsb", STSB_HEADER + _stsb_row("nan"), "line 2: score nan is outside STS-B's range 0 to 5"),
+    ("stsb", STSB_HEADER + _stsb_row("nan"), "line 2: score 'nan' is not a finite number"),
     ("stsb", STSB_HEADER + _stsb_row("high"), "line 2: score 'high' is not a number"),
     ("stsb", STSB_HEADER + _stsb_row(""), r"line 2: no label in column 10 \(score\); expected a score"),
     ("cola", "gj04\t1\t\tA sentence.\ngj04\tyes\t*\tAnother one.\n",
@@ -211,3 +211,32 @@ def test_each_glue_task_scores_its_metrics(task, metric, keys):
     assert spec.label_set(gold) == ([] if regression else sorted(set(gold)))
     with pytest.raises(ValueError, match="no labels to score"):
         spec.score(Split([["a"]], [None]), ["x"])
+
+
+def test_your_own_pairs_take_any_class_names_and_moses_tokens(tmp_path):
+    path = _tsv(tmp_path, "sentence1\tsentence2\tlabel\n"
+                          "The cat sat.\tA cat was sitting.\tsame\n"
+                          "It's late.\tThe sun rises.\tdifferent\n")
+    split = get_task("pairs").load(path)
+    assert split.pair and split.labels == ["same", "different"] and split.ids == ["0", "1"]
+    assert split.sentences[1] == ["It", "'s", "late", "."]
+    assert get_task("pairs").label_set(split.labels) == ["different", "same"]
+
+
+def test_your_own_pair_scores_take_any_finite_number(tmp_path):
+    path = _tsv(tmp_path, "sentence1\tsentence2\tscore\nA man sings.\tA man is singing.\t-1.5\n"
+                          "A dog runs.\tA cat sleeps.\t12\n")
+    split = get_task("pair-scores").load(path)
+    assert split.labels == [-1.5, 12.0] and get_task("pair-scores").regression
+    bad = _tsv(tmp_path, "sentence1\tsentence2\tscore\nA man sings.\tA man is singing.\tnan\n", "nan.tsv")
+    with pytest.raises(ValueError, match=r"nan.tsv, line 2: score 'nan' is not a finite number"):
+        get_task("pair-scores").load(bad)
+
+
+def test_your_own_pairs_name_their_layout_in_errors(tmp_path):
+    path = _tsv(tmp_path, "sentence1\tsentence2\tlabel\nOnly one sentence.\tsame\n")
+    with pytest.raises(ValueError, match=r"line 2: 2 tab-separated columns, expected 3 .*a pairs TSV train"):
+        get_task("pairs").load(path)
+    unlabeled = _tsv(tmp_path, "index\tsentence1\tsentence2\n7\tThe cat sat.\tA cat sat.\n", "test.tsv")
+    split = get_task("pairs").load(unlabeled)
+    assert split.ids == ["7"] and split.labels == [None]

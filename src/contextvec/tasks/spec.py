@@ -162,8 +162,8 @@ def _read_trec(fine: bool, path: str | os.PathLike, max_sentences: int | None) -
 
 
 def _glue(name: str, summary: str, metric: str, **fields: object) -> TaskSpec:
-    """A GLUE task (Wang et al. 2018): its TSVs, dev carved from train (GLUE's dev sets are held
-    back), a sentence classifier or (``pair``) the pair model."""
+    """A task of GLUE's TSVs (Wang et al. 2018) or of a user's own pairs in that shape: dev carved
+    from train (GLUE's dev sets are held back), a sentence classifier or (``pair``) the pair model."""
     return TaskSpec(name, summary, partial(read_glue, name), tagging=False, metric=metric,
                     model=PairModel if fields.get("pair") else SentenceClassifier,
                     fine_tune_head=BertForSequenceClassification, model_defaults=_CLASSIFIER, carves_dev=True,
@@ -197,6 +197,10 @@ TASK_SPECS: Mapping[str, TaskSpec] = MappingProxyType({spec.name: spec for spec 
     _glue("stsb", "GLUE STS-B: sentence pairs, similarity 0-5 (Spearman, Pearson)", "spearman", pair=True,
           regression=True, label_range=STSB_RANGE),
     _glue("wnli", "GLUE WNLI: sentence pairs, entailment or not (Winograd schemas)", "accuracy", pair=True),
+    _glue("pairs", "your sentence pairs with any class labels (TSV: sentence1, sentence2, label)", "accuracy",
+          pair=True),
+    _glue("pair-scores", "your sentence pairs with a score (TSV: sentence1, sentence2, score; Spearman, "
+          "Pearson)", "spearman", pair=True, regression=True),
 )})
 TASKS = tuple(TASK_SPECS)
 TAGGING = tuple(name for name, spec in TASK_SPECS.items() if spec.tagging)

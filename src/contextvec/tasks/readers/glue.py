@@ -17,6 +17,11 @@ writes it), so it is split at whitespace: ``moses`` run again would split a toke
 Each item keeps an id (``Split.ids``): the file's index column, or the row number (counted from
 0 after the header) where train has none (CoLA, SST-2, MRPC).
 
+The same reader takes a user's own sentence pairs (:data:`GLUE_FORMATS` ``pairs`` and
+``pair-scores``): a header row ``sentence1, sentence2, label`` (any class names) or
+``sentence1, sentence2, score`` (any finite number), raw text tokenized with ``moses``; their
+unlabeled files have the header ``index, sentence1, sentence2``, as GLUE's test files.
+
 Malformed rows are refused with one line naming the file and line: a wrong column count, a
 missing or unknown label, a score that is not a number or outside the task's range (STS-B: 0-5),
 a sentence with no tokens.
@@ -61,6 +66,15 @@ class GlueFormat:
     train_header: bool = True
     score_range: tuple[float, float] | None = None
     tokenized: bool = False
+    open_labels: bool = False
+    """Classes are whatever the file holds (a user's own pairs), not a fixed set."""
+    glue: bool = True
+    """GLUE's own files (False: a user's own pairs in a layout of contextvec's)."""
+
+    @property
+    def layout(self) -> str:
+        """How messages name the files: GLUE's, or a user's own pairs."""
+        return f"GLUE's {self.name}" if self.glue else f"a {self.name}"
 
     @property
     def pair(self) -> bool:
@@ -69,6 +83,8 @@ class GlueFormat:
 
 _PAIR_NLI = {"train": ("index", "sentence1", "sentence2", "label"), "text": (1, 2), "label": 3, "index": 0,
              "test": ("index", "sentence1", "sentence2"), "test_text": (1, 2)}
+_OWN_PAIRS = {"text": (0, 1), "label": 2, "index": None, "test": ("index", "sentence1", "sentence2"),
+              "test_text": (1, 2), "labels": None, "glue": False}
 _STSB_TEST = ("index", "genre", "filename", "year", "old_index", "source1", "source2", "sentence1",
               "sentence2")
 GLUE_FORMATS: Mapping[str, GlueFormat] = MappingProxyType({
@@ -83,8 +99,11 @@ GLUE_FORMATS: Mapping[str, GlueFormat] = MappingProxyType({
     "wnli": GlueFormat("WNLI", labels=("0", "1"), **_PAIR_NLI),
     "stsb": GlueFormat("STS-B", (*_STSB_TEST, "score"), (7, 8), 9, 0, _STSB_TEST, (7, 8), None,
                        score_range=STSB_RANGE),
+    "pairs": GlueFormat("pairs TSV", ("sentence1", "sentence2", "label"), open_labels=True, **_OWN_PAIRS),
+    "pair-scores": GlueFormat("pair-scores TSV", ("sentence1", "sentence2", "score"), **_OWN_PAIRS),
 })
-"""The layout of each GLUE task's train and test files, by contextvec's task name."""
+"""The layout of each GLUE task's train and test files, and of a user's own pairs (``pairs``,
+``pair-scores``), by contextvec's task name."""
 
 
 @cache
@@ -97,6 +116,8 @@ def _label(fmt: GlueFormat, text: str, where: str) -> str | float:
         wanted = f"one of {', '.join(fmt.labels)}" if fmt.labels else "a score"
         raise ValueError(f"{where}: no label in column {fmt.label + 1} ({fmt.train[fmt.label]}); "
                          f"expected {wanted}")
+    if fmt.open_labels:
+        return text
     if fmt.labels is not None:
         if text not in fmt.labels:
             raise ValueError(f"{where}: unknown label {text!r}; {fmt.name}'s labels are "
@@ -106,8 +127,10 @@ def _label(fmt: GlueFormat, text: str, where: str) -> str | float:
         score = float(text)
     except ValueError:
         raise ValueError(f"{where}: score {text!r} is not a number") from None
+    if not math.isfinite(score):
+        raise ValueError(f"{where}: score {text!r} is not a finite number")
     low, high = fmt.score_range or (-math.inf, math.inf)
-    if not low <= score <= high:  # NaN fails too
+    if not low <= score <= high:
         raise ValueError(f"{where}: score {text} is outside {fmt.name}'s range {low:g} to {high:g}")
     return score
 
@@ -118,7 +141,7 @@ def read_glue(task: str, path: str | os.PathLike, max_sentences: int | None = No
     test file), second sentences of a pair task, ids. ``max_sentences``: the first N items."""
     fmt = GLUE_FORMATS[task]
     check_max(max_sentences)
-    expected = f"GLUE's {fmt.name} train.tsv or test.tsv"
+    expected = f"{fmt.layout} train.tsv or test.tsv"
     sentences: list[list[str]] = []
     second: list[list[str]] = []
     labels: list[str | float | None] = []
@@ -143,7 +166,7 @@ def read_glue(task: str, path: str | os.PathLike, max_sentences: int | None = No
                 where = f"{path}, line {rows.line_num}"
                 if len(fields) != len(columns):
                     raise ValueError(f"{where}: {len(fields)} tab-separated columns, expected {len(columns)} "
-                                     f"({', '.join(columns)}: GLUE's {fmt.name} "
+                                     f"({', '.join(columns)}: {fmt.layout} "
                                      f"{'train' if labeled else 'test'} layout)")
                 tokens = []
                 for column in text:
