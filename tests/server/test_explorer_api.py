@@ -113,6 +113,68 @@ def test_nearest_contexts_per_layer(server, encoders):
     assert body["layers"][-1]["contexts"][0]["tokens"] == corpus[0]  # the river, not the money
 
 
+PLAY = {"game": ["The match was stopped twice for foul play .",
+                 "The goalkeeper was sent off for dangerous play ."],
+        "drama": ["They went to see a play at the theatre .",
+                  "The actors rehearsed the play for six weeks ."]}
+"""Two senses of "play" the bundled model separates (the margins here come from its vectors)."""
+BANK = {"money": ["The bank on the other end of the street was robbed .",
+                  "She deposited the cheque at the bank before noon ."],
+        "river": ["We had a picnic on the bank of the river .",
+                  "The boat drifted slowly towards the muddy bank ."]}
+"""Two senses of "bank" the bundled model does not separate: its different-sense pairs are on
+average closer than its same-sense pairs, in every layer."""
+
+
+def sense_margins(encoder, senses: dict[str, list[str]], word: str) -> np.ndarray:
+    """Per layer: the mean cosine of same-sense pairs minus that of different-sense pairs."""
+    marks = [m for m, texts in senses.items() for _ in texts]
+    sentences = [t.split() for texts in senses.values() for t in texts]
+    arrays = encoder.embed(sentences)
+    sims = cosines(np.stack([a[:, s.index(word)] for a, s in zip(arrays, sentences, strict=True)], axis=1))
+    upper = np.triu_indices(len(marks), k=1)
+    alike = np.array([marks[i] == marks[j] for i, j in zip(*upper, strict=True)])
+    return np.array([m[upper][alike].mean() - m[upper][~alike].mean() for m in sims])
+
+
+@pytest.mark.parametrize("senses, word", [(PLAY, "play"), (BANK, "bank")])
+def test_the_summary_says_which_layer_separates_the_senses_or_that_none_does(server, encoders, senses, word):
+    marks = [m for m, texts in senses.items() for _ in texts]
+    sentences = [t for texts in senses.values() for t in texts]
+    status, _, body = call(server, "/v1/explore/similarity", {"sentences": sentences, "word": word,
+                                                               "senses": marks})
+    assert status == 200 and [o["sense"] for o in body["occurrences"]] == marks
+    expected = sense_margins(encoders["elmo-en-small"], senses, word)
+    layers = body["separation"]["layers"]
+    got = np.array([layer["margin"] for layer in layers])
+    assert_reordered_close(got, expected, terms=elmo_terms(encoders["elmo-en-small"].config) + 3 * 256)
+    assert [layer["separates"] for layer in layers] == [bool(m >= 0.0005) for m in expected]
+    if word == "bank":
+        assert body["separation"]["best"] is None
+        assert body["summary"].startswith("No layer separates the senses: ")
+        assert all(layer["verdict"].endswith("does not separate the senses") for layer in layers)
+    else:
+        best = int(np.argmax(expected))
+        assert body["separation"]["best"] == best and expected[best] > 0.0005
+        name = layers[best]["name"].split()[1]
+        assert body["summary"].startswith(f"{name} separates the senses best, by a margin of "
+                                          f"{layers[best]['margin']:.3f} (")
+
+
+def test_senses_that_cannot_be_compared_are_said_or_refused(server):
+    status, _, body = call(server, "/v1/explore/similarity", {"sentences": SENTENCES, "word": "bank"})
+    assert status == 200 and body["separation"] is None and body["summary"] is None  # not marked
+    status, _, body = call(server, "/v1/explore/similarity", {"sentences": SENTENCES, "word": "bank",
+                                                               "senses": ["river", "money", "vault"]})
+    assert status == 200 and body["separation"] is None
+    assert body["summary"] == ("Not measured: no two occurrences of the same sense: give at least two "
+                               "sentences of one sense and one of another.")
+    status, _, body = call(server, "/v1/explore/similarity", {"sentences": SENTENCES, "word": "bank",
+                                                               "senses": ["river", "money"]})
+    assert status == 422 and body["error"]["param"] == "senses"
+    assert body["error"]["message"] == "senses: 2 for 3 sentences: give one sense per sentence"
+
+
 def test_what_cannot_be_compared_is_said(server):
     status, _, body = call(server, "/v1/explore/similarity", {"sentences": SENTENCES[:1], "word": "bank"})
     assert status == 200 and body["total"] == 1 and body["layers"] == []

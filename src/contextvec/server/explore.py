@@ -19,7 +19,7 @@ import numpy as np
 from contextvec.encoders.base import Encoder
 from contextvec.engine.batcher import Runner
 from contextvec.engine.worker import WorkerThread
-from contextvec.explore.contexts import ContextIndex, word_across_contexts
+from contextvec.explore.contexts import ContextIndex, sense_separation, word_across_contexts
 from contextvec.explore.layer_report import read_layer_report
 from contextvec.io.text_lines import read_lines, scan_lines
 from contextvec.probes.neighbours import occurrences
@@ -85,8 +85,10 @@ def _runner(encoder: Encoder, max_batch_tokens: int) -> Runner:
     return run
 
 
-def _occurrences(found: list[tuple[int, int]], sentences: list[list[str]]) -> list[dict]:
-    return [{"sentence": i, "position": j, "tokens": sentences[i]} for i, j in found]
+def _occurrences(found: list[tuple[int, int]], sentences: list[list[str]],
+                 senses: list[str] | None = None) -> list[dict]:
+    return [{"sentence": i, "position": j, "tokens": sentences[i], "sense": senses and senses[i]}
+            for i, j in found]
 
 
 @dataclass(frozen=True)
@@ -157,22 +159,35 @@ class Explorer:
     async def similarity(self, body: es.SimilarityRequest, call: Call) -> dict:
         """``POST /v1/explore/similarity``."""
         model = self.model(body.model)
+        if body.senses is not None and len(body.senses) != len(body.sentences):
+            raise APIError(422, f"senses: {len(body.senses)} for {len(body.sentences)} sentences: "
+                                "give one sense per sentence", "senses")
         sentences = await self.service.atokenize(body.sentences, body.tokenizer, "sentences")
         arrays = await self.service.vectors(call, sentences, model.run)
-        out = {"model": model.id, "word": body.word}
+        out = {"model": model.id, "word": body.word, "separation": None, "summary": None}
         try:
             result = word_across_contexts(arrays, sentences, body.word, body.ignore_case,
                                           es.MAX_OCCURRENCES)
         except ValueError:  # fewer than two occurrences: nothing to compare, those found say so
             found = occurrences(sentences, body.word, body.ignore_case)
-            return {**out, "total": len(found), "occurrences": _occurrences(found, sentences),
+            return {**out, "total": len(found), "occurrences": _occurrences(found, sentences, body.senses),
                     "layers": []}
         names = model.encoder.layer_names()
         layers = [{"layer": k, "name": names[k], "matrix": np.round(matrix, 6).tolist(),
                    "closest": asdict(result.closest[k]), "farthest": asdict(result.farthest[k])}
                   for k, matrix in enumerate(result.similarity)]
-        return {**out, "total": result.total, "occurrences": _occurrences(result.occurrences, sentences),
-                "layers": layers}
+        out |= {"total": result.total, "layers": layers,
+                "occurrences": _occurrences(result.occurrences, sentences, body.senses)}
+        if body.senses is not None:
+            try:
+                separation = sense_separation(result, body.senses, names)
+            except ValueError as error:  # one sense only, or no two of one: said, not measured
+                out["summary"] = f"Not measured: {error}."
+            else:
+                out["separation"] = {"best": separation.best, "layers": [
+                    {**asdict(layer), "verdict": layer.verdict()} for layer in separation.layers]}
+                out["summary"] = separation.summary()
+        return out
 
     async def nearest(self, body: es.NearestRequest, call: Call) -> dict:
         """``POST /v1/explore/nearest``."""

@@ -60,12 +60,20 @@ class SimilarityRequest(BaseModel):
     model: StrictStr | None = Field(None, description="a model id of GET /v1/explore (default: the first)")
     ignore_case: StrictBool = False
     tokenizer: TokenizerName | None = None
+    senses: list[Word] | None = Field(None, description=(
+        "the word's sense in each sentence (one label per sentence, e.g. `river`, `money`): the "
+        "response then says per layer whether same-sense pairs are closer than different-sense "
+        "pairs"))
 
 
 class Occurrence(BaseModel):
     sentence: int
     position: int
     tokens: list[str]
+
+
+class SenseOccurrence(Occurrence):
+    sense: str | None
 
 
 class PairOut(BaseModel):
@@ -82,15 +90,43 @@ class LayerSimilarity(BaseModel):
     farthest: PairOut
 
 
+class LayerSeparation(BaseModel):
+    """One layer's same-sense pairs against its different-sense pairs
+    (``contextvec.explore.contexts.LayerSeparation``; ``verdict``: its numbers in words)."""
+
+    layer: int
+    name: str
+    same: float
+    different: float
+    margin: float
+    separates: bool
+    every_pair: bool
+    farthest_same: float
+    closest_different: float
+    means: dict[str, float]
+    verdict: str
+
+
+class SenseSeparation(BaseModel):
+    """``best``: the layer that separates the senses by the largest margin (null: none does)."""
+
+    layers: list[LayerSeparation]
+    best: int | None
+
+
 class SimilarityResponse(BaseModel):
     """``occurrences``: the first ``MAX_OCCURRENCES`` compared (of ``total``); ``layers`` is
-    empty when the word occurs fewer than twice (nothing to compare)."""
+    empty when the word occurs fewer than twice (nothing to compare). With ``senses``:
+    ``separation`` per layer, and ``summary``, which layer separates the senses best and by how
+    much, or that none does, or why it cannot be measured (null without ``senses``)."""
 
     model: str
     word: str
     total: int
-    occurrences: list[Occurrence]
+    occurrences: list[SenseOccurrence]
     layers: list[LayerSimilarity]
+    separation: SenseSeparation | None
+    summary: str | None
 
 
 class NearestRequest(BaseModel):

@@ -4,12 +4,21 @@
 (() => {
   const { $, el, api, showMessage, perModel, heatmap, chart, table, marked, state } = Explorer;
   const fmt = (x) => x.toFixed(3);
+  const fmtMargin = (x) => (Math.round(x * 1000) / 1000 + 0).toFixed(3);  // a rounding error: 0.000, not -0.000
   let shown = new Set();
 
   /* -- A word across contexts ---------------------------------------------------------------- */
 
+  /* A line's sense mark, "[river] We sat on the bank .": [sense, sentence] (sense null: none). */
+  function senseMark(line) {
+    const found = /^\[([^[\]\s]+)\]\s+(.*)$/.exec(line.trim());
+    return found ? [found[1], found[2]] : [null, line.trim()];
+  }
+
   async function across() {
-    const sentences = $("across-sentences").value.split("\n").filter((s) => s.trim());
+    const lines = $("across-sentences").value.split("\n").filter((s) => s.trim()).map(senseMark);
+    const sentences = lines.map(([, s]) => s);
+    const marks = lines.map(([m]) => m);
     const word = $("across-word").value.trim();
     if (!sentences.length || !word) {
       showMessage("Type at least two sentences and the word to compare.");
@@ -19,9 +28,15 @@
       showMessage(`"${word}" is more than one word: give one word (a token of the sentences).`);
       return;
     }
+    const markedCount = marks.filter((m) => m !== null).length;
+    if (markedCount && markedCount < marks.length) {
+      showMessage("Mark the sense of every sentence ([river] We sat on the bank .) or of none.");
+      return;
+    }
+    const senses = markedCount ? marks : null;
     const target = $("across-results");
     const columns = await perModel(target, (model) => api("v1/explore/similarity", {
-      sentences, word, model: model.id, ignore_case: $("across-case").checked }));
+      sentences, word, senses, model: model.id, ignore_case: $("across-case").checked }));
     const values = columns.flatMap(([, r]) => r.layers.flatMap((l) => l.matrix.flat()));
     const low = values.length ? Math.min(...values) : 0;
     for (const [column, result] of columns) renderAcross(column, result, low);
@@ -34,7 +49,8 @@
   }
 
   function renderAcross(column, result, low) {
-    const labels = result.occurrences.map((o, i) => `#${i + 1}`);
+    const labels = result.occurrences.map((o, i) => (o.sense === null ? `#${i + 1}` : `#${i + 1} ${o.sense}`));
+    if (result.summary !== null) column.append(el("p", { class: "summary", text: result.summary }));
     const occurrences = table(
       result.total > result.occurrences.length
         ? `Occurrences: the first ${result.occurrences.length} of ${result.total}` : "Occurrences",
@@ -63,7 +79,14 @@
     const pair = (p) => `${labels[p.first]} – ${labels[p.second]}: ${fmt(p.similarity)}`;
     const pairs = table("Closest and farthest pair per layer", ["layer", "closest", "farthest"],
       result.layers.map((l) => [l.name, pair(l.closest), pair(l.farthest)]), { class: "pairs" });
-    column.append(el("div", { class: "tables" }, occurrences, pairs));
+    const tables = el("div", { class: "tables" }, occurrences, pairs);
+    if (result.separation !== null) {
+      tables.append(table("Same-sense pairs against different-sense pairs (mean cosine)",
+        ["layer", "same", "different", "margin", "verdict"],
+        result.separation.layers.map((l) => [l.name, fmt(l.same), fmt(l.different), fmtMargin(l.margin), l.verdict]),
+        { class: "separation" }));
+    }
+    column.append(tables);
   }
 
   /* -- Nearest contexts ---------------------------------------------------------------------- */
