@@ -27,11 +27,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from contextvec.encoders.registry import family_of
 from contextvec.extras import EXTRAS, needs
 from contextvec.hub.cache import OFFLINE_ENV, cache_dir, offline
 from contextvec.hub.download import DownloadError, DownloadSettings, download
-from contextvec.hub.registry import HF_PREFIX, ArchiveKind, PublishedModel, registry, resolve
+from contextvec.hub.registry import HF_PREFIX, ArchiveKind, ModelFormat, PublishedModel, registry, resolve
 from contextvec.io.atomic import atomic_file, file_lock, lock_file
 
 RECORD_VERSION = 1
@@ -43,6 +42,14 @@ HF_FILES = ("config.json", "vocab.txt", "tokenizer.json", "tokenizer_config.json
             "modules.json", "sentence_bert_config.json", "config_sentence_transformers.json",
             "1_Pooling/config.json")
 HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin")  # the first the checkpoint has is fetched
+# The names that mark a format's directory inside an unpacked archive (any one tuple, in whole):
+# contextvec.load checks the files themselves when it loads them.
+LAYOUTS: dict[ModelFormat, tuple[tuple[str, ...], ...]] = {
+    ModelFormat.BILM_TF: (("options.json", "weights.hdf5"),),
+    ModelFormat.ELMOFORMANYLANGS: (("config.json", "encoder.pkl", "token_embedder.pkl"),),
+    ModelFormat.TF_HUB: (("tfhub_module.pb", "variables"), ("saved_model.pb", "variables")),
+    ModelFormat.HF_BERT: (("config.json",),),
+}
 
 
 class PullError(RuntimeError):
@@ -185,7 +192,7 @@ def _pull_archive(model: PublishedModel, key: str, settings: PullSettings) -> di
         archive.unlink(missing_ok=True)
         raise PullError(f"cannot pull {model.name}: {remote.url}: {e}") from None
     archive.unlink()
-    found = _model_inside(directory)
+    found = _model_inside(directory, model.format)
     if found is None:
         shutil.rmtree(directory, ignore_errors=True)
         raise PullError(f"cannot pull {model.name}: {remote.url} holds no model contextvec loads "
@@ -194,17 +201,16 @@ def _pull_archive(model: PublishedModel, key: str, settings: PullSettings) -> di
                        sources={remote.name: remote.url})
 
 
-def _model_inside(directory: Path) -> Path | None:
-    """The directory ``contextvec.load`` recognises: ``directory`` itself, else the one folder
-    within two levels that it recognises (an archive often holds one top folder)."""
+def _model_inside(directory: Path, format: ModelFormat | None) -> Path | None:
+    """The model directory in an unpacked archive: ``directory`` itself, else the first folder
+    within two levels that holds the files of ``format`` (None: of any format); an archive often
+    holds one top folder."""
+    layouts = LAYOUTS[format] if format is not None else tuple(t for ts in LAYOUTS.values() for t in ts)
     candidates = [directory, *sorted(p for p in directory.glob("*") if p.is_dir() and not p.is_symlink()),
                   *sorted(p for p in directory.glob("*/*") if p.is_dir() and not p.is_symlink())]
     for candidate in candidates:
-        try:
-            if family_of(candidate) is not None:
-                return candidate
-        except ValueError:
-            continue
+        if any(all((candidate / name).exists() for name in names) for names in layouts):
+            return candidate
     return None
 
 
