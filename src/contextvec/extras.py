@@ -19,6 +19,7 @@ EXTRAS: dict[str, str] = {
     "ray": "embedding on a Ray cluster (embed --engine ray)",
     "flair": "flair's ELMoEmbeddings (contextvec.flair)",
     "onnx": "exporting a model to ONNX (export)",
+    "hub": "published models (pull, models, contextvec.load of a published name)",
 }
 """Extra -> what a user does with it (pyproject.toml lists each extra's packages)."""
 

@@ -13,7 +13,6 @@ download, whose every read has a deadline; a holder that dies releases the lock 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import math
 import os
@@ -25,7 +24,7 @@ from types import ModuleType
 
 from tqdm import tqdm
 
-from contextvec.extras import EXTRAS, needs
+from contextvec.extras import needs
 from contextvec.hub.cache import OFFLINE_ENV, offline
 from contextvec.io.atomic import DISK_ERRORS, WriteFailed, file_lock, fsync, lock_file, write_failed
 
@@ -75,7 +74,7 @@ class _StartOver(Exception):
 
 def _httpx() -> ModuleType:
     """httpx, which comes with the hub extra."""
-    with needs("hub") if "hub" in EXTRAS else contextlib.nullcontext():
+    with needs("hub"):
         import httpx
     return httpx
 
