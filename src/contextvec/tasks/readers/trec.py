@@ -3,22 +3,20 @@ the coarse class (TREC-6: ABBR DESC ENTY HUM LOC NUM; :func:`read_trec`) or the 
 ``COARSE:fine`` pair (TREC-50, the fine classes, 50 in train_5500; ``read_trec(..., fine=True)``).
 The file is **latin-1** (the official ``train_5500.label`` has one 0xF0 byte), so it is decoded
 as latin-1, which maps every byte to one character and cannot fail. TREC has no dev split:
-:func:`carve_dev` takes a seeded random 10% of train (seed :data:`DEV_SPLIT_SEED`, independent
+:func:`~contextvec.tasks.split.carve_dev` takes a seeded random 10% of train (seed
+:data:`~contextvec.tasks.split.DEV_SPLIT_SEED`, independent
 of the training seed so every run evaluates on the same dev questions; TREC-6 and TREC-50 carve
 the same questions)."""
 
 from __future__ import annotations
 
 import os
-import random
 
 from contextvec.tasks.readers.lines import line_items
 from contextvec.tasks.split import LabeledSentences
 
 TREC_COARSE = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
 FORMAT = "TREC questions: one 'COARSE:fine question words' line per question"
-DEV_SPLIT_SEED = 0
-"""Seed of the TREC dev carve-out (fixed, so that every training seed sees the same dev set)."""
 
 
 def parse_trec_line(line: str, where: str = "<string>") -> tuple[str, list[str]]:
@@ -46,25 +44,3 @@ def read_trec(
     (``fine``) their ``COARSE:fine`` labels."""
     return line_items(path, _fine if fine else parse_trec_line, max_sentences, FORMAT,
                       encoding="latin-1", what="questions")
-
-
-def carve_dev(
-    data: LabeledSentences, fraction: float = 0.1, seed: int = DEV_SPLIT_SEED
-) -> tuple[LabeledSentences, LabeledSentences]:
-    """Split ``data`` into (train, dev): a seeded random ``fraction`` (rounded, at least 1) is dev.
-
-    Both parts keep the file order. The same data, fraction and seed give the same split.
-    """
-    if not 0 < fraction < 1:
-        raise ValueError(f"fraction must be in (0, 1), not {fraction}")
-    n_dev = max(1, round(len(data) * fraction))
-    if n_dev >= len(data):
-        raise ValueError(f"{data.source}: {len(data)} sentences are too few to carve out a dev set")
-    dev_ids = set(random.Random(seed).sample(range(len(data)), n_dev))
-
-    def pick(keep: bool, name: str) -> LabeledSentences:
-        ids = [i for i in range(len(data)) if (i in dev_ids) == keep]
-        return LabeledSentences([data.sentences[i] for i in ids], [data.labels[i] for i in ids],
-                                f"{data.source} ({name}, seed {seed})")
-
-    return pick(False, f"train minus {fraction:.0%} dev"), pick(True, f"{fraction:.0%} dev carve-out")
