@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -206,3 +207,20 @@ def test_glue_prediction_errors_are_one_line(tmp_path, capsys):
         assert wanted in err and err.count("\n") == 1, (argv, err)
     with pytest.raises(ValueError, match="sentence pairs: give the second sentences"):
         load_task_model(model).predict([["a", "red", "car"]])
+
+
+def test_task_json_pair_and_regression_fields_are_checked(tmp_path):
+    _train(tmp_path, "stsb", *TRAIN, "--no-contextual")
+    path = tmp_path / "stsb" / "task.json"
+    good = json.loads(path.read_text(encoding="utf-8"))
+    assert (good["pair"], good["regression"], good["labels"]) == (True, True, [])
+    cases = [({"pair": False}, "pair must be true for task stsb, not false"),
+             ({"regression": 1}, "regression must be true for task stsb, not 1"),
+             ({"labels": ["0", "1"]}, 'labels must be [] (a regression task), not ["0", "1"]')]
+    for change, wanted in cases:
+        path.write_text(json.dumps({**good, **change}), encoding="utf-8")
+        with pytest.raises(ValueError, match=re.escape(wanted)):
+            load_task_model(tmp_path / "stsb")
+    path.write_text(json.dumps({**good, "task": "rte", "regression": False}), encoding="utf-8")
+    with pytest.raises(ValueError, match=re.escape("labels must be a list of distinct strings, not []")):
+        load_task_model(tmp_path / "stsb")
