@@ -39,8 +39,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                  "train CoVe's attentional seq2seq translation model (MT-LSTM encoder) on parallel files"),
     "translate": ("translate", "translate a file with a model trained by train-mt"),
     "bleu": ("translate", "translate a source file and score it against references (sacrebleu, uncased)"),
-    "train-task": ("train_task", "train a task model (ner, sst5, sst2, trec, trec50) with or without "
-                                 "contextual vectors, or fine-tune BERT"),
+    "train-task": ("train_task", "train a task model (NER, SST, TREC, GLUE's tasks, your sentence pairs) "
+                                 "with or without contextual vectors, or fine-tune BERT"),
     "predict": ("predict", "run a task model saved by train-task --save-model on new text or a task file"),
     "experiment": ("experiment",
                    "the ELMo paper's analyses: last layer vs all layers, placement, sample efficiency"),

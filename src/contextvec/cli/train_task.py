@@ -16,8 +16,8 @@ from contextvec.tasks.models import ModelSettings
 from contextvec.tasks.spec import TASK_SPECS, TASKS, TaskSpec, get_task
 from contextvec.tasks.train import TrainSettings
 
-HELP = ("train a task model (ner, sst5, sst2, trec, trec50) with or without contextual vectors, "
-        "or fine-tune BERT")
+HELP = ("train a task model (NER, SST, TREC, GLUE's tasks, your sentence pairs) with or without "
+        "contextual vectors, or fine-tune BERT")
 DESCRIPTION = HELP + ". " + "; ".join(f"{name}: {spec.summary}" for name, spec in TASK_SPECS.items()) + """.
 Contextual vectors: learned scalar mixes (or a fixed combination, --layers) of the frozen encoder's
 layers at the biLSTM input (and output), computed once per dataset through the feature cache.
