@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
@@ -24,8 +26,7 @@ from contextvec.encoders.precision import (
 )
 from contextvec.encoders.registry import family_of, family_saving, not_a_model, refuse_conversion
 from contextvec.encoders.threads import in_passing_thread
-from contextvec.hub.pull import NotPulledError
-from contextvec.hub.pull import cached as pulled_model
+from contextvec.hub.pull import NotPulledError, PulledModel, pulled_model
 from contextvec.io.hf_bert import is_hf_bert_dir
 from contextvec.io.native import cast_weights, is_native_dir
 
@@ -92,6 +93,9 @@ def load(
     runs at full speed from whichever one thread embeds with it (see
     `contextvec.encoders.threads`).
 
+    A published model's files are hashed on a thread of their own while it loads, and compared
+    with the checksums its pull recorded before this returns (docs/models.md).
+
     Args:
         model: None for the bundled default model ([`DEFAULT_MODEL`][contextvec.api.DEFAULT_MODEL]),
             the name of a bundled model, the name of a published model pulled into the cache
@@ -126,6 +130,8 @@ def load(
         ModelNotFoundError: nothing at ``model``, a directory that is no model, the bundled
             model missing from the installation, or a published model not pulled yet (the
             message says which ``contextvec pull`` to run: loading never downloads).
+        CorruptModelError: a pulled model's file differs from the one downloaded (a
+            ``ValueError``; no model is returned).
         ValueError: an unknown or unavailable device; ``options_file`` without ``weight_file``
             (or the reverse); ``"bf16"`` on a CPU without native bf16; a low precision for CoVe.
     """
@@ -136,15 +142,33 @@ def load(
             raise ValueError("options_file and weight_file go together")
         return in_passing_thread(lambda: apply_precision(
             load_bilm_tf_encoder(options_file, weight_file, device), precision))
-    path = _model_path(model)
-    family = _family(path)
-    if precision != "fp32" and not family.low_precision:
-        raise ValueError(f"precision {precision}: {family.kind} runs in fp32 only")
-    return in_passing_thread(lambda: apply_precision(family.load(path, device), precision))
+    path, pulled = _model_path(model)
+    with _verified(pulled):
+        family = _family(path)
+        if precision != "fp32" and not family.low_precision:
+            raise ValueError(f"precision {precision}: {family.kind} runs in fp32 only")
+        return in_passing_thread(lambda: apply_precision(family.load(path, device), precision))
 
 
-def _model_path(model: str | os.PathLike | None) -> Path:
-    """The directory of ``model`` (None: the bundled default; a bundled model's name)."""
+@contextmanager
+def _verified(pulled: PulledModel | None) -> Iterator[None]:
+    """Run the body (the load) while a pulled model's files are hashed, then wait for the hashes:
+    a file that differs raises ``CorruptModelError`` and what the body made is dropped; it also
+    takes the place of the body's own error, which a corrupted file explains."""
+    if pulled is None:
+        yield
+        return
+    try:
+        yield
+    except Exception:
+        pulled.verified()
+        raise
+    pulled.verified()
+
+
+def _model_path(model: str | os.PathLike | None) -> tuple[Path, PulledModel | None]:
+    """The directory of ``model`` (None: the bundled default; a bundled model's name), and the
+    check of its files under way where it is a pulled model."""
     bundled = bundled_models()
     if model is None:
         model = DEFAULT_MODEL
@@ -154,11 +178,11 @@ def _model_path(model: str | os.PathLike | None) -> Path:
                 f"contextvec ({Path(__file__).parent / 'models'}); reinstall, or pass a model "
                 "directory"
             )
-    path = resolve_model(model)
+    path, pulled = _resolved(model)
     if not path.exists():
         names = ", ".join(bundled) or "none"
         raise ModelNotFoundError(f"no model at {path} (bundled models: {names})")
-    return path
+    return path, pulled
 
 
 def resolve_model(model: str | os.PathLike) -> Path:
@@ -170,18 +194,29 @@ def resolve_model(model: str | os.PathLike) -> Path:
     Raises:
         ModelNotFoundError: a published model's name (``contextvec models``) not pulled yet: one
             line saying which ``contextvec pull`` to run (loading never downloads).
-        ValueError: a pulled model whose files differ from what was downloaded.
+        CorruptModelError: a pulled model whose files differ from what was downloaded (a
+            ``ValueError``).
     """
+    path, pulled = _resolved(model)
+    if pulled is not None:
+        pulled.verified()
+    return path
+
+
+def _resolved(model: str | os.PathLike) -> tuple[Path, PulledModel | None]:
+    """What [`resolve_model`][contextvec.api.resolve_model] finds, a pulled model's hashes still
+    under way."""
     path = Path(model)
     if path.exists():
-        return path
+        return path, None
     bundled = bundled_models().get(str(model))
     if bundled is not None:
-        return bundled
+        return bundled, None
     try:
-        return pulled_model(str(model)) or path
+        pulled = pulled_model(str(model))
     except NotPulledError as e:
         raise ModelNotFoundError(str(e)) from None
+    return (path, None) if pulled is None else (pulled.path, pulled)
 
 
 def _family(path: Path) -> Family:
@@ -224,9 +259,10 @@ def model_info(model: str | os.PathLike | None = None) -> ModelInfo:
         ModelNotFoundError: as for ``load``.
         ValueError: a malformed model (the one-line error of its format).
     """
-    path = _model_path(model)
-    family = _family(path)
-    encoder = in_passing_thread(lambda: family.load(path, torch.device("cpu")))
+    path, pulled = _model_path(model)
+    with _verified(pulled):
+        family = _family(path)
+        encoder = in_passing_thread(lambda: family.load(path, torch.device("cpu")))
     facts = family.facts(encoder) if family.facts is not None else {}
     return ModelInfo(
         path=path, format=family.format or family.name, family=family.name, kind=family.kind,

@@ -4,8 +4,10 @@ them: each pulled model then loads by its name, offline; what was downloaded is 
 from __future__ import annotations
 
 import hashlib
-import os
+import json
+import logging
 
+import h5py
 import numpy as np
 import pytest
 from helpers_hub import (
@@ -22,7 +24,15 @@ from helpers_hub import (
 import contextvec
 from contextvec.api import Conversion, ModelNotFoundError, ModelSpec, convert
 from contextvec.hub.download import DownloadSettings
-from contextvec.hub.pull import CorruptModelError, PullError, PullSettings, cached, list_models, pull, verify
+from contextvec.hub.pull import (
+    CorruptModelError,
+    PullError,
+    PullSettings,
+    list_models,
+    pull,
+    pulled_model,
+    verify,
+)
 
 QUIET = PullSettings(DownloadSettings(timeout=2.0, retries=0, progress=False))
 SENTENCES = [["The", "bank", "of", "the", "river", "."], ["Money", "in", "the", "bank"]]
@@ -157,38 +167,69 @@ def test_a_down_network_is_one_line(bilm_tf_files, tmp_path, monkeypatch):
     assert "\n" not in str(e.value)
 
 
-def test_a_corrupted_cached_file_is_found_by_verify_and_refused_on_load(bilm_tf_files, tmp_path, monkeypatch):
+def _pulled_elmo(bilm_tf_files, tmp_path, monkeypatch):
     with _serve_bilm(bilm_tf_files) as server:
         _registry(tmp_path, monkeypatch, _bilm_entry(server.url, bilm_tf_files))
-        path = pull("elmo-test", QUIET)
+        return pull("elmo-test", QUIET)
+
+
+def _corrupt_in_place(path, offset):
+    """One byte of ``path`` flipped: the same size, and the record's times made the file's (as
+    where the disk itself changed a byte): only its content tells."""
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        byte = f.read(1)
+        f.seek(offset)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    record_path = path.parents[1] / f"{path.parent.name}.json"
+    record = json.loads(record_path.read_text())
+    st = path.stat()
+    record["files"][path.name].update(mtime_ns=st.st_mtime_ns, ctime_ns=st.st_ctime_ns)
+    record_path.write_text(json.dumps(record))
+
+
+def _weight_offset(weights):
+    """Where the data of a weight matrix starts in the HDF5 file: a flipped byte there still loads."""
+    with h5py.File(weights, "r") as f:
+        offset = f["RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell/W_0"].id.get_offset()
+    assert offset is not None
+    return offset
+
+
+def test_a_corrupted_cached_file_is_found_by_verify_and_refused_on_every_load(bilm_tf_files, tmp_path,
+                                                                              monkeypatch):
+    path = _pulled_elmo(bilm_tf_files, tmp_path, monkeypatch)
     assert verify("elmo-test") == (path, 2)
-    weights = path / "weights.hdf5"
-    before = weights.stat()
-    data = bytearray(weights.read_bytes())
-    data[-100] ^= 0xFF  # same size; its modification time put back as it was
-    weights.write_bytes(bytes(data))
-    os.utime(weights, ns=(before.st_atime_ns, before.st_mtime_ns))
+    contextvec.load("elmo-test")
+    _corrupt_in_place(path / "weights.hdf5", _weight_offset(path / "weights.hdf5"))
     with pytest.raises(CorruptModelError, match="weights.hdf5 is not the file downloaded") as e:
         verify("elmo-test")
     assert "contextvec pull elmo-test --force" in str(e.value) and "\n" not in str(e.value)
-    with pytest.raises(CorruptModelError, match="weights.hdf5"):  # its change time moved: hashed on load
+    contextvec.load(path)  # the changed file still loads from its directory ...
+    for _ in range(2):  # ... but never by its name, however often
+        with pytest.raises(CorruptModelError, match="weights.hdf5 is not the file downloaded"):
+            contextvec.load("elmo-test")
+
+
+def test_a_corrupted_file_that_breaks_the_load_is_named_as_corrupted(bilm_tf_files, tmp_path, monkeypatch):
+    path = _pulled_elmo(bilm_tf_files, tmp_path, monkeypatch)
+    _corrupt_in_place(path / "options.json", 0)  # "{" no more: the loader's own error would be JSON's
+    with pytest.raises(ValueError):
+        contextvec.load(path)
+    with pytest.raises(CorruptModelError, match="options.json is not the file downloaded") as e:
         contextvec.load("elmo-test")
+    assert "\n" not in str(e.value)
 
 
-def test_an_untouched_model_is_not_hashed_on_load_and_a_touched_one_is_hashed_once(bilm_tf_files, tmp_path,
-                                                                                    monkeypatch):
-    from contextvec.hub import pull as pull_module
-
-    with _serve_bilm(bilm_tf_files) as server:
-        _registry(tmp_path, monkeypatch, _bilm_entry(server.url, bilm_tf_files))
-        path = pull("elmo-test", QUIET)
-    hashed = []
-    real = pull_module._sha256
-    monkeypatch.setattr(pull_module, "_sha256", lambda p: hashed.append(p.name) or real(p))
-    assert cached("elmo-test") == path and hashed == []
-    os.utime(path / "options.json")  # same bytes, new times: hashed, then the record takes the times
-    assert cached("elmo-test") == path and hashed == ["options.json"]
-    assert cached("elmo-test") == path and hashed == ["options.json"]
+def test_every_load_of_a_pulled_model_hashes_every_file(bilm_tf_files, tmp_path, monkeypatch, caplog):
+    path = _pulled_elmo(bilm_tf_files, tmp_path, monkeypatch)
+    with caplog.at_level(logging.DEBUG, logger="contextvec.hub.pull"):
+        for _ in range(2):
+            _same_layers(contextvec.load("elmo-test"), contextvec.load(path))
+    checks = [r.getMessage() for r in caplog.records if r.name == "contextvec.hub.pull"]
+    assert len(checks) == 2 and all(m.startswith("elmo-test: 2 files match the sha256") for m in checks)
+    pulled = pulled_model("elmo-test")
+    assert pulled.path == path and pulled.verified() == 2
 
 
 def test_a_missing_or_shortened_file_is_refused_on_load(bilm_tf_files, tmp_path, monkeypatch):

@@ -2,16 +2,15 @@
 
 The cache (:func:`~contextvec.hub.cache.cache_dir`) holds ``models/<key>/``, the directory that
 ``contextvec.load`` receives (the publisher's files as published, an archive unpacked), and
-beside it ``models/<key>.json``, the record of the pull: where each file came from, its size,
-its SHA-256 and its ``stat`` times. The record is written last and atomically, so a model
-without one is not pulled (a pull that stopped half way resumes where it stopped) and is never
-loaded.
+beside it ``models/<key>.json``, the record of the pull: where each file came from, its size
+and its SHA-256. The record is written last and atomically, so a model without one is not
+pulled (a pull that stopped half way resumes where it stopped) and is never loaded.
 
-Every load checks the record against the files: a missing file or another size is refused
-at once; a file whose modification or change time differs from the record is hashed again and
-refused unless its SHA-256 is the recorded one (then the record takes its new times). Hashing
-every file on every load would cost a large part of the load itself (docs/models.md says how
-much); ``contextvec pull NAME --verify`` hashes them all.
+Every load checks the files against the record: a missing file or another size is refused at
+once, before anything is loaded; then every file's SHA-256 is computed on a thread of its own
+while the model loads (:class:`PulledModel`), and the load waits for it before it returns, so
+content that changed is refused on every load, whatever its times say, at little cost to the
+load (docs/models.md says how little).
 """
 
 from __future__ import annotations
@@ -19,9 +18,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import shutil
+import time
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,6 +34,8 @@ from contextvec.hub.cache import OFFLINE_ENV, cache_dir, offline
 from contextvec.hub.download import DownloadError, DownloadSettings, download
 from contextvec.hub.registry import HF_PREFIX, ArchiveKind, ModelFormat, PublishedModel, registry, resolve
 from contextvec.io.atomic import atomic_file, file_lock, lock_file
+
+logger = logging.getLogger(__name__)
 
 RECORD_VERSION = 1
 # An archive unpacks to at most this many times its own size: model weights compress little,
@@ -78,6 +82,28 @@ class PullSettings:
             raise ValueError(f"download must be DownloadSettings, not {type(self.download).__name__}")
         if not isinstance(self.force, bool):
             raise ValueError(f"force must be True or False, not {self.force!r}")
+
+
+@dataclass(frozen=True)
+class PulledModel:
+    """A pulled model found in the cache, its files there with their recorded sizes, their
+    SHA-256 being computed on a thread of its own (the caller loads the model meanwhile).
+
+    ``path`` is the directory ``contextvec.load`` receives; ``hashing`` gives the number of files
+    whose SHA-256 is the recorded one, or raises :class:`CorruptModelError`.
+    """
+
+    name: str
+    path: Path
+    hashing: Future[int]
+
+    def verified(self) -> int:
+        """Wait for the hashes: the number of files checked.
+
+        Raises:
+            CorruptModelError: the first file whose SHA-256 differs from the record (one line).
+        """
+        return self.hashing.result()
 
 
 @dataclass(frozen=True)
@@ -138,7 +164,7 @@ def pull(name: str, settings: PullSettings = PullSettings(), *,
         if settings.force:
             _remove(key)
         elif (path := _cached_path(key)) is not None:
-            check_files(model.name, models / key, _record(key))
+            check_files(model.name, models / key, _record(key)).result()
             return path
         if offline():
             raise PullError(f"cannot pull {model.name}: it is not in the cache ({cache_dir()}) and "
@@ -272,14 +298,9 @@ def _sha256(path: Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def _stat_entry(path: Path) -> dict[str, int]:
-    st = path.stat()
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns}
-
-
 def _new_record(model: PublishedModel, root: Path, directory: str,
                 sources: dict[str, str]) -> dict[str, Any]:
-    files = {p.relative_to(root).as_posix(): {**_stat_entry(p), "sha256": _sha256(p)}
+    files = {p.relative_to(root).as_posix(): {"size": p.stat().st_size, "sha256": _sha256(p)}
              for p in _files_of(root)}
     return {"version": RECORD_VERSION, "name": model.name, "format": model.format, "directory": directory,
             "sources": sources, "pulled": datetime.now(UTC).isoformat(timespec="seconds"), "files": files}
@@ -315,49 +336,59 @@ def _cached_path(key: str) -> Path | None:
     return _models_dir() / key / _record(key)["directory"]
 
 
-def check_files(name: str, root: Path, record: dict[str, Any], *, full: bool = False) -> int:
-    """Check the files under ``root`` against ``record``: every one there with its recorded size;
-    those whose times changed (every one, with ``full``) hashed again and compared. Returns the
-    number of files hashed.
+def check_files(name: str, root: Path, record: dict[str, Any]) -> Future[int]:
+    """Check the files under ``root`` against ``record``: every one there with its recorded size
+    now, then every one hashed and compared on a thread that ends when done (the returned
+    future: the number of files hashed, or :class:`CorruptModelError`).
 
     Raises:
-        CorruptModelError: the first file that is missing or differs (one line).
+        CorruptModelError: the first file that is missing or of another size (one line).
     """
-    hashed, changed = 0, False
     again = f"run `contextvec pull {name} --force` to fetch it again"
     for relative, entry in record["files"].items():
         path = root / relative
         try:
-            now = _stat_entry(path)
+            size = path.stat().st_size
         except OSError:
             raise CorruptModelError(f"{name}: {path} is missing from the cache; {again}") from None
-        if now["size"] != entry.get("size"):
-            raise CorruptModelError(f"{name}: {path} has {now['size']} bytes, not the {entry.get('size')} "
+        if size != entry.get("size"):
+            raise CorruptModelError(f"{name}: {path} has {size} bytes, not the {entry.get('size')} "
                                     f"downloaded; {again}")
-        if full or now["mtime_ns"] != entry.get("mtime_ns") or now["ctime_ns"] != entry.get("ctime_ns"):
-            hashed += 1
-            if _sha256(path) != entry.get("sha256"):
-                raise CorruptModelError(f"{name}: {path} is not the file downloaded (its sha256 differs "
-                                        f"from the record); {again}")
-            if now != {k: entry.get(k) for k in now}:
-                entry.update(now)
-                changed = True
-    if changed:
-        with contextlib.suppress(OSError):  # a read-only cache: the next load hashes the file again
-            _write_record(cache_key(name), record)
-    return hashed
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="contextvec-verify")
+    try:
+        return pool.submit(_hash_files, name, root, record, again)
+    finally:
+        pool.shutdown(wait=False)  # its one thread ends once the hashes are done
 
 
-def cached(name: str, *, full: bool = False,
-           known: Mapping[str, PublishedModel] | None = None) -> Path | None:
-    """The checked directory of a pulled model, for ``contextvec.load``: None where ``name`` is no
+def _hash_files(name: str, root: Path, record: dict[str, Any], again: str) -> int:
+    """Every file of ``record`` hashed (hashlib lets go of the GIL while it hashes, so a load
+    runs meanwhile); the number of files hashed."""
+    start = time.perf_counter()
+    for relative, entry in record["files"].items():
+        path = root / relative
+        try:
+            digest = _sha256(path)
+        except OSError as e:
+            raise CorruptModelError(f"{name}: {path} cannot be read ({e.strerror or e}); {again}") from None
+        if digest != entry.get("sha256"):
+            raise CorruptModelError(f"{name}: {path} is not the file downloaded (its sha256 differs "
+                                    f"from the record); {again}")
+    files = len(record["files"])
+    logger.debug("%s: %d files match the sha256 recorded at the pull (hashed in %.2f s)", name, files,
+                 time.perf_counter() - start)
+    return files
+
+
+def pulled_model(name: str, *, known: Mapping[str, PublishedModel] | None = None) -> PulledModel | None:
+    """The pulled model ``name`` names, for ``contextvec.load``: its files' sizes checked, their
+    hashes under way (:meth:`PulledModel.verified` waits for them). None where ``name`` is no
     published model's name (a path, a bundled model, a typo: the caller says what is missing).
 
     Raises:
         NotPulledError: ``name`` is a published model not in the cache: one line saying which
             ``contextvec pull`` to run.
-        CorruptModelError: a cached file differs from what its pull recorded (``full``: every
-            file hashed, else only those whose size or times changed).
+        CorruptModelError: a cached file missing or of another size than its pull recorded.
     """
     try:
         model = resolve(name, known)
@@ -368,8 +399,7 @@ def cached(name: str, *, full: bool = False,
     if path is None:
         raise NotPulledError(f"{name} is not in the cache ({_models_dir()}): run `contextvec pull {name}` "
                              "first (loading never downloads)")
-    check_files(model.name, _models_dir() / key, _record(key), full=full)
-    return path
+    return PulledModel(model.name, path, check_files(model.name, _models_dir() / key, _record(key)))
 
 
 def verify(name: str, *, known: Mapping[str, PublishedModel] | None = None) -> tuple[Path, int]:
@@ -377,13 +407,14 @@ def verify(name: str, *, known: Mapping[str, PublishedModel] | None = None) -> t
     number of files checked).
 
     Raises:
-        NotPulledError, CorruptModelError: as for :func:`cached`.
+        NotPulledError, CorruptModelError: as for :func:`pulled_model` and
+            :meth:`PulledModel.verified`.
         KeyError: an unknown name.
     """
     model = resolve(name, known)
-    path = cached(model.name, full=True, known=known)
-    assert path is not None  # resolve() found it
-    return path, len(_record(cache_key(model.name))["files"])
+    pulled = pulled_model(model.name, known=known)
+    assert pulled is not None  # resolve() found it
+    return pulled.path, pulled.verified()
 
 
 def list_models(known: Mapping[str, PublishedModel] | None = None) -> list[CachedModel]:
