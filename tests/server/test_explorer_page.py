@@ -30,6 +30,8 @@ from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 import contextvec  # noqa: E402
+from contextvec.explore.contexts import read_marked, sense_separation, word_across_contexts  # noqa: E402
+from contextvec.server.explore import read_explore_corpus  # noqa: E402
 from contextvec.server.process import ServerProcess  # noqa: E402
 
 SECOND = "cove-en-multi30k"
@@ -101,10 +103,11 @@ def message(driver) -> str:
     return box.text
 
 
-def typed(driver) -> list[list[str]]:
-    """The sentences in the word-across-contexts view's text box."""
+def typed(driver) -> tuple[list[list[str]], list[str | None]]:
+    """The sentences in the word-across-contexts view's text box, and their sense marks."""
     text = driver.find_element(By.ID, "across-sentences").get_attribute("value")
-    return [s.split() for s in text.splitlines()]
+    texts, senses = read_marked(text.splitlines())
+    return [t.split() for t in texts], senses
 
 
 def charts(driver, within: str) -> list:
@@ -125,12 +128,31 @@ def test_a_word_across_contexts_shows_each_layers_similarities(page, encoders):
     tables = wait_for(page, "#across-results table.matrix")
     first_render = time.perf_counter() - started
     assert len(charts(page, "#across-results")) == 3  # a heatmap per layer
-    sentences = typed(page)
-    expected = occurrences_cosines(encoders["elmo-en-small"], sentences, "bank")
+    sentences, senses = typed(page)
+    expected = occurrences_cosines(encoders["elmo-en-small"], sentences, "play")
     shown = np.stack([numbers(t) for t in tables])
     np.testing.assert_allclose(shown, expected, atol=DECIMALS)
-    # river (#1) against money (#3): the top layer is below the context-free char-CNN's 1
-    assert shown[2, 0, 2] < shown[0, 0, 2] - 0.1
+    # the words above the charts are the endpoint's, read off these numbers: per layer the same-sense
+    # against the different-sense mean, and the layer that separates the senses best by its margin
+    layers = encoders["elmo-en-small"].embed(sentences)
+    separation = sense_separation(word_across_contexts(layers, sentences, "play"), senses,
+                                  encoders["elmo-en-small"].layer_names())
+    rows = page.find_elements(By.CSS_SELECTOR, "table.separation tbody tr")
+    cells = [[c.get_attribute("textContent") for c in row.find_elements(By.CSS_SELECTOR, "th, td")]
+             for row in rows]
+    assert [c[0] for c in cells] == ["0 char-CNN", "1 biLSTM-1", "2 biLSTM-2"]
+    np.testing.assert_allclose([[float(x) for x in c[1:4]] for c in cells],
+                               [[s.same, s.different, s.margin] for s in separation.layers], atol=DECIMALS)
+    verdicts = [li.text for li in page.find_elements(By.CSS_SELECTOR, "#across-results ul.verdicts li")]
+    assert [v.split(": ")[2].split(" (")[0] for v in verdicts] == [s.verdict().split(": ")[1].split(" (")[0]
+                                                                  for s in separation.layers]
+    summary = page.find_element(By.CSS_SELECTOR, "#across-results p.summary").text
+    best = separation.layers[separation.best]
+    prefix = f"{best.name.split()[1]} separates the senses best, by a margin of "
+    assert summary.startswith(prefix)
+    assert float(summary[len(prefix):].split()[0]) == pytest.approx(best.margin, abs=DECIMALS)
+    hint = page.find_element(By.CSS_SELECTOR, "#view-across p.hint").text
+    assert "tell the senses apart" not in hint and "[river]" in hint
     top = page.find_elements(By.CSS_SELECTOR, "table.pairs tbody tr")[-1]
     layer, closest, farthest = (c.text for c in top.find_elements(By.CSS_SELECTOR, "th, td"))
     upper = expected[2][np.triu_indices(len(expected[2]), k=1)]
@@ -145,8 +167,13 @@ def test_bad_input_shows_a_message(page):
     wait_for(page, "#across-results table.matrix")
     word = page.find_element(By.ID, "across-word")
     word.clear()
-    word.send_keys("robbed", Keys.ENTER)
+    word.send_keys("theatre", Keys.ENTER)
     assert "occurs once" in message(page)
+    box = page.find_element(By.ID, "across-sentences")
+    box.send_keys(Keys.END, "\nA play without a sense mark .")
+    word.clear()
+    word.send_keys("play", Keys.ENTER)
+    assert "Mark the sense of every sentence" in message(page)
     word.clear()
     word.send_keys("the bank", Keys.ENTER)
     assert "more than one word" in message(page)
@@ -167,14 +194,18 @@ def test_nearest_contexts_reached_by_keyboard(page, encoders):
     tables = wait_for(page, "#nearest-results table.nearest")
     assert len(tables) == 3
     top = tables[2].find_elements(By.CSS_SELECTOR, "tbody tr")[0]
-    assert "river" in top.text and top.find_element(By.TAG_NAME, "mark").text == "bank"
+    assert top.find_element(By.TAG_NAME, "mark").text == "play"  # the word the across view compares
     query = page.find_element(By.ID, "nearest-sentence").get_attribute("value").split()
+    # the top context is the bundled corpus's occurrence of "play" nearest to the query's
+    corpus = [s for s in read_explore_corpus(None, "whitespace")[1] if "play" in s]
+    arrays = encoders["elmo-en-small"].embed([query, *corpus])
+    a = arrays[0][2, query.index("play")]
+    cosines = [float(a @ v[2, s.index("play")] / np.linalg.norm(a) / np.linalg.norm(v[2, s.index("play")]))
+               for s, v in zip(corpus, arrays[1:], strict=True)]
     best = top.find_element(By.CSS_SELECTOR, "td .sentence").text.split()
-    arrays = encoders["elmo-en-small"].embed([query, best])
-    a, b = arrays[0][2, query.index("bank")], arrays[1][2, best.index("bank")]
-    cosine = float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
+    assert best == corpus[int(np.argmax(cosines))]
     # the corpus's vectors are cached as float16 (a few 1e-4), the page shows 3 decimals
-    assert float(top.find_elements(By.TAG_NAME, "td")[0].text) == pytest.approx(cosine, abs=2e-3)
+    assert float(top.find_elements(By.TAG_NAME, "td")[0].text) == pytest.approx(max(cosines), abs=2e-3)
     shot(page, "nearest")
 
 
@@ -184,10 +215,12 @@ def test_two_models_side_by_side(page, encoders):
     wait_for(page, f"#across-results [data-model='{SECOND}'] table.matrix")
     columns = page.find_elements(By.CSS_SELECTOR, "#across-results .column")
     assert [c.get_attribute("data-model") for c in columns] == ["elmo-en-small", SECOND]
-    sentences = typed(page)
+    sentences, _ = typed(page)
     tables = columns[1].find_elements(By.CSS_SELECTOR, "table.matrix")
     np.testing.assert_allclose(np.stack([numbers(t) for t in tables]),
-                               occurrences_cosines(encoders[SECOND], sentences, "bank"), atol=DECIMALS)
+                               occurrences_cosines(encoders[SECOND], sentences, "play"), atol=DECIMALS)
+    # each model's column says what its own numbers say
+    assert len(page.find_elements(By.CSS_SELECTOR, "#across-results .column p.summary")) == 2
     shot(page, "side-by-side")
 
 

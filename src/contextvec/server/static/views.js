@@ -81,10 +81,11 @@
       result.layers.map((l) => [l.name, pair(l.closest), pair(l.farthest)]), { class: "pairs" });
     const tables = el("div", { class: "tables" }, occurrences, pairs);
     if (result.separation !== null) {
-      tables.append(table("Same-sense pairs against different-sense pairs (mean cosine)",
-        ["layer", "same", "different", "margin", "verdict"],
-        result.separation.layers.map((l) => [l.name, fmt(l.same), fmt(l.different), fmtMargin(l.margin), l.verdict]),
-        { class: "separation" }));
+      const layers = result.separation.layers;
+      tables.append(el("div", {},
+        table("Mean cosine: same sense, different senses", ["layer", "same", "different", "margin"],
+              layers.map((l) => [l.name, fmt(l.same), fmt(l.different), fmtMargin(l.margin)]), { class: "separation" }),
+        el("ul", { class: "verdicts" }, ...layers.map((l) => el("li", { text: `${l.name}: ${l.verdict}` })))));
     }
     column.append(tables);
   }
