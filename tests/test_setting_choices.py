@@ -48,7 +48,7 @@ CASES = [
     (EncoderChoice, "precision", "precision", ("fp32", "bf16", "int8")),
     (_predict_settings, "tokenizer", "tokenizer", LINE_TOKENIZERS),
     (_predict_settings, "format", "format", ("text", "task")),
-    (_predict_settings, "output_format", "output_format", ("jsonl", "conll")),
+    (_predict_settings, "output_format", "output_format", ("jsonl", "conll", "glue")),
     (ServerSettings, "tokenizer", "tokenizer", LINE_TOKENIZERS),
     (TrainConfig, "optimizer", "optimizer", ("adagrad", "adam", "sgd")),
     (TrainConfig, "tokenizer", "tokenizer", ALL_TOKENIZERS),
