@@ -61,9 +61,9 @@ class SimilarityRequest(BaseModel):
     ignore_case: StrictBool = False
     tokenizer: TokenizerName | None = None
     senses: list[Word] | None = Field(None, description=(
-        "the word's sense in each sentence (one label per sentence, e.g. `river`, `money`): the "
-        "response then says per layer whether same-sense pairs are closer than different-sense "
-        "pairs"))
+        "the word's sense in each sentence (a label such as `river` or `money`): the response then "
+        "says per layer whether same-sense pairs are closer than different-sense pairs. As many as "
+        "`sentences`, a bound no JSON Schema can state (another count is a 422 naming `senses`)"))
 
 
 class Occurrence(BaseModel):
