@@ -176,6 +176,21 @@ def test_pair_text_input_is_a_tab_between_the_sentences(tmp_path, capsys):
     assert _rows(capsys.readouterr().out) == [["index", "prediction"], ["0", want[0]], ["1", want[1]]]
 
 
+def test_pair_text_is_tokenized_as_the_tasks_files_were_unless_told(tmp_path, capsys):
+    """RTE's raw text was tokenized with moses in training; text input was split at spaces, so
+    "house." stayed one unknown word."""
+    _train(tmp_path, "rte", *TRAIN, "--no-contextual")
+    text = tmp_path / "pairs.txt"
+    text.write_text("the red car.\tred is the house.\n", encoding="utf-8")
+    capsys.readouterr()
+    for given, first, second in ((None, ["the", "red", "car", "."], ["red", "is", "the", "house", "."]),
+                                 ("whitespace", ["the", "red", "car."], ["red", "is", "the", "house."])):
+        extra = [] if given is None else ["--tokenizer", given]
+        assert main(["predict", str(tmp_path / "rte"), str(text), "--quiet", *extra]) == 0
+        row = json.loads(capsys.readouterr().out)
+        assert (row["tokens"], row["second"]) == (first, second)
+
+
 def test_glue_prediction_errors_are_one_line(tmp_path, capsys):
     _train(tmp_path, "rte", *TRAIN, "--no-contextual")
     model = str(tmp_path / "rte")

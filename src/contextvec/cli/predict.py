@@ -46,9 +46,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=[f.value for f in InputFormat], default="text",
                    help="text: one sentence per line; task: the task's own file format, read by its "
                    "reader (default: text)")
-    p.add_argument("--tokenizer", choices=LINE_TOKENIZERS, default="whitespace",
+    p.add_argument("--tokenizer", choices=LINE_TOKENIZERS,
                    help="how --format text lines (each sentence of a tab-separated pair) become tokens "
-                   "(default: whitespace)")
+                   "(default: as the task's files were tokenized: moses for GLUE's raw-text tasks and "
+                   "your pairs, whitespace for the others)")
     p.add_argument("--output-format", choices=[f.value for f in OutputFormat], default="jsonl",
                    help="jsonl; conll for NER; glue for a GLUE task: GLUE's submission format, "
                    "index<TAB>prediction rows with the file's ids (default: jsonl)")

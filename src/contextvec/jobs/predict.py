@@ -61,7 +61,8 @@ class PredictSettings:
     model_dir: str | os.PathLike
     input: str
     format: InputFormat = InputFormat.TEXT
-    tokenizer: TokenizerName = TokenizerName.WHITESPACE
+    tokenizer: TokenizerName | None = None
+    """How text lines become tokens; None: as the task's reader tokenized training's text."""
     output_format: OutputFormat = OutputFormat.JSONL
     score: bool = False
     max_sentences: int | None = None
@@ -74,7 +75,8 @@ class PredictSettings:
     def __post_init__(self) -> None:
         for name, kind in (("format", InputFormat), ("output_format", OutputFormat)):
             object.__setattr__(self, name, checked_choice(kind, getattr(self, name), name))
-        object.__setattr__(self, "tokenizer", as_tokenizer_name(self.tokenizer, one_per_line=True))
+        if self.tokenizer is not None:
+            object.__setattr__(self, "tokenizer", as_tokenizer_name(self.tokenizer, one_per_line=True))
         if self.max_sentences and self.format is not InputFormat.TASK:
             raise ValueError("--max-sentences is for --format task (text input is streamed whole)")
         if self.score and self.format is not InputFormat.TASK:
@@ -224,7 +226,8 @@ def run_predict(settings: PredictSettings, out: TextIO | None) -> PredictResult:
     predictions: list = []
     with _opened_input(s.input) if split is None else contextlib.nullcontext() as stream:
         if split is None:
-            items = _text_items(stream, source, s.tokenizer, spec.name if spec.pair else None)
+            tokenizer = s.tokenizer or spec.tokenizer
+            items = _text_items(stream, source, tokenizer, spec.name if spec.pair else None)
         else:
             items = zip(split.sentences, split.second, strict=True) if spec.pair else split.sentences
         chunk = len(split) if split is not None else TEXT_CHUNK

@@ -35,6 +35,7 @@ from contextvec.tasks.models import (
 )
 from contextvec.tasks.readers import (
     DEV_SPLIT_SEED,
+    GLUE_FORMATS,
     STSB_RANGE,
     carve_dev,
     read_conll2003,
@@ -44,6 +45,7 @@ from contextvec.tasks.readers import (
 )
 from contextvec.tasks.schemes import tag_set
 from contextvec.tasks.split import Split
+from contextvec.text.tokenize import TokenizerName
 
 Reader = Callable[[str | os.PathLike, int | None], Split]
 
@@ -75,6 +77,8 @@ class TaskSpec:
     """The class whose F1 is reported (MRPC's paraphrases, ``"1"``); None: no F1."""
     label_range: tuple[float, float] | None = None
     """The range of a regression task's scores (the reader refuses a score outside it)."""
+    tokenizer: TokenizerName = TokenizerName.WHITESPACE
+    """How the reader tokenizes the task's text, so ``predict`` tokenizes new text the same way."""
 
     def model_settings(self, **given: object) -> ModelSettings:
         """The frozen-feature model's settings: those ``given`` (None: not given), this task's
@@ -164,10 +168,11 @@ def _read_trec(fine: bool, path: str | os.PathLike, max_sentences: int | None) -
 def _glue(name: str, summary: str, metric: str, **fields: object) -> TaskSpec:
     """A task of GLUE's TSVs (Wang et al. 2018) or of a user's own pairs in that shape: dev carved
     from train (GLUE's dev sets are held back), a sentence classifier or (``pair``) the pair model."""
+    tokenizer = TokenizerName.WHITESPACE if GLUE_FORMATS[name].tokenized else TokenizerName.MOSES
     return TaskSpec(name, summary, partial(read_glue, name), tagging=False, metric=metric,
                     model=PairModel if fields.get("pair") else SentenceClassifier,
                     fine_tune_head=BertForSequenceClassification, model_defaults=_CLASSIFIER, carves_dev=True,
-                    **fields)
+                    tokenizer=tokenizer, **fields)
 
 
 BCN_HIDDEN = 300
