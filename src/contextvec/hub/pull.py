@@ -21,9 +21,8 @@ import json
 import logging
 import os
 import shutil
-import time
+import threading
 from collections.abc import Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,6 +40,8 @@ RECORD_VERSION = 1
 # An archive unpacks to at most this many times its own size: model weights compress little,
 # so a larger ratio is a hostile archive, not a model.
 UNPACK_RATIO = 8
+# Bytes hashed at a time: the hashing changes hands (background thread, caller) between chunks.
+HASH_CHUNK = 1 << 20
 # What a Hugging Face checkpoint needs beside its weights (config, tokenizer, sentence pooling).
 HF_FILES = ("config.json", "vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
             "modules.json", "sentence_bert_config.json", "config_sentence_transformers.json",
@@ -84,26 +85,98 @@ class PullSettings:
             raise ValueError(f"force must be True or False, not {self.force!r}")
 
 
+class Verification:
+    """The SHA-256 of a pulled model's files compared with its record: begun on a thread at the
+    lowest CPU priority when made, so that it takes only the time no other thread wants (a load
+    beside it runs as fast as alone; the load's CPU threads are never slowed by a thread sharing
+    their core), and finished by :meth:`result` on the calling thread at its own priority (a busy
+    machine never leaves the check waiting for an idle core)."""
+
+    def __init__(self, name: str, root: Path, record: dict[str, Any]) -> None:
+        self._name = name
+        self._files = [(root / relative, entry.get("sha256")) for relative, entry in record["files"].items()]
+        self._done = 0
+        self._open: tuple[Any, Any] | None = None  # the file being hashed and its digest so far
+        self._error: str | None = None
+        self._buffer = memoryview(bytearray(HASH_CHUNK))
+        self._lock = threading.Lock()
+        self._taken = threading.Event()
+        threading.Thread(target=self._background, name="contextvec-verify", daemon=True).start()
+
+    def result(self) -> int:
+        """Hash what is left, here: the number of files whose SHA-256 is the recorded one.
+
+        Raises:
+            CorruptModelError: the first file that differs or cannot be read (one line).
+        """
+        self._taken.set()
+        with self._lock:
+            while self._step():
+                pass
+        if self._error is not None:
+            raise CorruptModelError(self._error)
+        logger.debug("%s: %d files match the sha256 recorded at the pull", self._name, self._done)
+        return self._done
+
+    def _background(self) -> None:
+        with contextlib.suppress(AttributeError, OSError):  # SCHED_IDLE: Linux; the calling thread alone
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        while not self._taken.is_set():
+            with self._lock:
+                if not self._step():
+                    return
+
+    def _step(self) -> bool:
+        """Hash the next chunk (the lock held): False once every file is done or one differs."""
+        if self._error is not None or self._done == len(self._files):
+            return False
+        path, expected = self._files[self._done]
+        again = f"run `contextvec pull {self._name} --force` to fetch it again"
+        try:
+            if self._open is None:
+                self._open = (open(path, "rb"), hashlib.sha256())  # noqa: SIM115 (open across chunks; _close)
+            file, digest = self._open
+            read = file.readinto(self._buffer)
+        except OSError as e:
+            self._close()
+            self._error = f"{self._name}: {path} cannot be read ({e.strerror or e}); {again}"
+            return False
+        if read:
+            digest.update(self._buffer[:read])  # hashlib lets go of the GIL on a chunk this size
+            return True
+        self._close()
+        if digest.hexdigest() != expected:
+            self._error = (f"{self._name}: {path} is not the file downloaded (its sha256 differs from the "
+                           f"record); {again}")
+            return False
+        self._done += 1
+        return True
+
+    def _close(self) -> None:
+        if self._open is not None:
+            self._open[0].close()
+            self._open = None
+
+
 @dataclass(frozen=True)
 class PulledModel:
     """A pulled model found in the cache, its files there with their recorded sizes, their
-    SHA-256 being computed on a thread of its own (the caller loads the model meanwhile).
+    SHA-256 under way (the caller loads the model meanwhile).
 
-    ``path`` is the directory ``contextvec.load`` receives; ``hashing`` gives the number of files
-    whose SHA-256 is the recorded one, or raises :class:`CorruptModelError`.
+    ``path`` is the directory ``contextvec.load`` receives; ``check`` the hashing of its files.
     """
 
     name: str
     path: Path
-    hashing: Future[int]
+    check: Verification
 
     def verified(self) -> int:
-        """Wait for the hashes: the number of files checked.
+        """Finish the hashing: the number of files checked.
 
         Raises:
             CorruptModelError: the first file whose SHA-256 differs from the record (one line).
         """
-        return self.hashing.result()
+        return self.check.result()
 
 
 @dataclass(frozen=True)
@@ -336,10 +409,9 @@ def _cached_path(key: str) -> Path | None:
     return _models_dir() / key / _record(key)["directory"]
 
 
-def check_files(name: str, root: Path, record: dict[str, Any]) -> Future[int]:
+def check_files(name: str, root: Path, record: dict[str, Any]) -> Verification:
     """Check the files under ``root`` against ``record``: every one there with its recorded size
-    now, then every one hashed and compared on a thread that ends when done (the returned
-    future: the number of files hashed, or :class:`CorruptModelError`).
+    now, then every one hashed and compared (the returned :class:`Verification`, under way).
 
     Raises:
         CorruptModelError: the first file that is missing or of another size (one line).
@@ -354,30 +426,7 @@ def check_files(name: str, root: Path, record: dict[str, Any]) -> Future[int]:
         if size != entry.get("size"):
             raise CorruptModelError(f"{name}: {path} has {size} bytes, not the {entry.get('size')} "
                                     f"downloaded; {again}")
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="contextvec-verify")
-    try:
-        return pool.submit(_hash_files, name, root, record, again)
-    finally:
-        pool.shutdown(wait=False)  # its one thread ends once the hashes are done
-
-
-def _hash_files(name: str, root: Path, record: dict[str, Any], again: str) -> int:
-    """Every file of ``record`` hashed (hashlib lets go of the GIL while it hashes, so a load
-    runs meanwhile); the number of files hashed."""
-    start = time.perf_counter()
-    for relative, entry in record["files"].items():
-        path = root / relative
-        try:
-            digest = _sha256(path)
-        except OSError as e:
-            raise CorruptModelError(f"{name}: {path} cannot be read ({e.strerror or e}); {again}") from None
-        if digest != entry.get("sha256"):
-            raise CorruptModelError(f"{name}: {path} is not the file downloaded (its sha256 differs "
-                                    f"from the record); {again}")
-    files = len(record["files"])
-    logger.debug("%s: %d files match the sha256 recorded at the pull (hashed in %.2f s)", name, files,
-                 time.perf_counter() - start)
-    return files
+    return Verification(name, root, record)
 
 
 def pulled_model(name: str, *, known: Mapping[str, PublishedModel] | None = None) -> PulledModel | None:
