@@ -223,10 +223,10 @@ def test_a_corrupted_file_that_breaks_the_load_is_named_as_corrupted(bilm_tf_fil
 
 def test_every_load_of_a_pulled_model_hashes_every_file(bilm_tf_files, tmp_path, monkeypatch, caplog):
     path = _pulled_elmo(bilm_tf_files, tmp_path, monkeypatch)
-    with caplog.at_level(logging.DEBUG, logger="contextvec.hub.pull"):
+    with caplog.at_level(logging.DEBUG, logger="contextvec.hub.record"):
         for _ in range(2):
             _same_layers(contextvec.load("elmo-test"), contextvec.load(path))
-    checks = [r.getMessage() for r in caplog.records if r.name == "contextvec.hub.pull"]
+    checks = [r.getMessage() for r in caplog.records if r.name == "contextvec.hub.record"]
     assert len(checks) == 2 and all(m.startswith("elmo-test: 2 files match the sha256") for m in checks)
     pulled = pulled_model("elmo-test")
     assert pulled.path == path and pulled.verified() == 2
