@@ -203,9 +203,10 @@ class TaskModelBase(nn.Module):
                      "gamma": round(float(mix.gamma), 6)} for mix in self.contextual.mixes]
 
 
-class _BiLSTMModel(TaskModelBase):
+class BiLSTMModel(TaskModelBase):
     """Token representation (+ input mix) -> biLSTM (+ output mix); each model adds its head over
-    ``labels`` (:meth:`_add_head`)."""
+    ``labels`` (:meth:`_add_head`, after the biLSTM: parameters keep their order and seeded runs
+    their initialisation)."""
 
     def _build(self) -> None:
         settings = self.settings
@@ -233,7 +234,7 @@ class _BiLSTMModel(TaskModelBase):
         return h
 
 
-class NerTagger(_BiLSTMModel):
+class NerTagger(BiLSTMModel):
     """biLSTM-CRF sequence tagger (see :mod:`contextvec.tasks.models`)."""
 
     def _add_head(self) -> None:
@@ -257,7 +258,7 @@ class NerTagger(_BiLSTMModel):
         return [[self.labels[i] for i in path] for path in paths]
 
 
-class SentenceClassifier(_BiLSTMModel):
+class SentenceClassifier(BiLSTMModel):
     """biLSTM, ``[max; mean]`` pooling over tokens, MLP (see :mod:`contextvec.tasks.models`)."""
 
     def _add_head(self) -> None:

@@ -28,9 +28,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from contextvec.tasks.models.bilstm import TaskModelBase
+from contextvec.tasks.models.bilstm import BiLSTMModel
 from contextvec.tasks.models.vocab import Batch, Encoded, Indexer
 
 
@@ -87,36 +86,19 @@ def _max_pool(h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return h.masked_fill(~mask.unsqueeze(-1), float("-inf")).max(dim=1).values
 
 
-class PairModel(TaskModelBase):
+class PairModel(BiLSTMModel):
     """Shared biLSTM, attention between the sentences, ``[u; v; |u-v|; u*v]``, MLP (see the module
-    docstring). ``labels`` empty: a regression model with one output."""
+    docstring). ``labels`` empty: a regression model with one output. :meth:`encode` is one
+    side's tokens -> ``(batch, time, output_dim)``: the biLSTM's states (+ the output mix)."""
 
-    def _build(self) -> None:
+    def _add_head(self) -> None:
         settings = self.settings
         self.regression = not self.labels
-        self.lstm = nn.LSTM(
-            self.tokens.output_dim + self.context_dim, settings.hidden, num_layers=settings.lstm_layers,
-            batch_first=True, bidirectional=True,
-            dropout=settings.dropout if settings.lstm_layers > 1 else 0.0,
-        )
-        self.output_dim = 2 * settings.hidden + (self.context_dim if settings.num_mixes == 2 else 0)
         pooled = 2 * self.output_dim  # [h; attended]
         self.mlp = nn.Sequential(
             nn.Linear(4 * pooled, settings.mlp_hidden), nn.ReLU(), nn.Dropout(settings.dropout),
             nn.Linear(settings.mlp_hidden, 1 if self.regression else len(self.labels)),
         )
-
-    def encode(self, batch: Batch) -> torch.Tensor:
-        """One side's tokens -> ``(batch, time, output_dim)``: the biLSTM's states (+ the output mix)."""
-        x, mixes = self.inputs(batch)
-        lengths = batch.mask.sum(1).cpu()
-        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-        h, _ = self.lstm(packed)
-        h, _ = pad_packed_sequence(h, batch_first=True, total_length=x.shape[1])
-        h = self.dropout(h)
-        if len(mixes) == 2:
-            h = torch.cat([h, mixes[1]], dim=-1)
-        return h
 
     def pooled(self, batch: PairBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """``(u, v)``, each ``(batch, 2 * output_dim)``: the first and the second sentence after
