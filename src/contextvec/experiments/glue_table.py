@@ -5,7 +5,6 @@ the output directory. Every figure of ours in ``results.md`` is computed from th
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,6 +22,7 @@ from contextvec.experiments.glue import (
     glue_plan,
 )
 from contextvec.experiments.plans import RunKind, RunSpec
+from contextvec.experiments.seed_scores import cell, mean, mean_difference
 from contextvec.experiments.store import ResultStore
 from contextvec.experiments.summary import FinishedRun
 from contextvec.experiments.tables import markdown_table, write_csv, write_text
@@ -51,17 +51,6 @@ DIRECTIONS = (
 """The papers' reported directions: the first configuration scores higher than the second."""
 
 
-def _mean(values: Sequence[float]) -> float:
-    return statistics.fmean(values)
-
-
-def _cell(values: Sequence[float] | None, note: str = "") -> str:
-    if not values:
-        return ""
-    std = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{_mean(values) * 100:.1f} ± {std * 100:.1f} (n={len(values)}{note})"
-
-
 def _lr_groups(records: Sequence[dict], task: str) -> dict[float, list[float]]:
     out: dict[float, list[float]] = {}
     for r in records:
@@ -74,7 +63,7 @@ def best_lr(records: Sequence[dict], task: str) -> float | None:
     """The fine-tuning learning rate of ``task`` with the best mean dev score (a tie: the larger
     rate, the first the paper lists), or None without fine-tune runs."""
     groups = _lr_groups(records, task)
-    return max(groups, key=lambda lr: (_mean(groups[lr]), lr)) if groups else None
+    return max(groups, key=lambda lr: (mean(groups[lr]), lr)) if groups else None
 
 
 def scores(records: Sequence[dict]) -> dict[tuple[str, str], list[float]]:
@@ -118,7 +107,7 @@ def _main_table(groups: dict, records: Sequence[dict], tasks: Sequence[str]) -> 
     rows = [[name, *(cells[t] for t in tasks)] for name, cells in PAPER_ROWS.items()]
     for config in (*ENCODERS, MAJORITY):
         if any(c == config for _, c in groups):
-            rows.append([ROW_NAMES[config], *(_cell(groups.get((t, config)), _lr_note(records, t, config))
+            rows.append([ROW_NAMES[config], *(cell(groups.get((t, config)), _lr_note(records, t, config))
                                               for t in tasks)])
     return markdown_table(["system", *(HEADINGS[t] for t in tasks)], ["---", *(["---:"] * len(tasks))], rows)
 
@@ -133,7 +122,7 @@ def _lr_lines(records: Sequence[dict], tasks: Sequence[str]) -> list[str]:
     for t in tasks:
         chosen = best_lr(records, t)
         for lr, values in sorted(_lr_groups(records, t).items(), reverse=True):
-            rows.append([t, f"{lr:g}", _cell(values), "chosen" if lr == chosen else ""])
+            rows.append([t, f"{lr:g}", cell(values), "chosen" if lr == chosen else ""])
     if not rows:
         return []
     return ["## Fine-tuning: dev score per learning rate", "",
@@ -152,9 +141,9 @@ def _direction_lines(groups: dict, tasks: Sequence[str]) -> list[str]:
     for better, worse, _ in DIRECTIONS:
         met, not_met = [], []
         for t in measured_tasks:
-            a, b = groups.get((t, better)), groups.get((t, worse))
-            if a and b:
-                (met if _mean(a) > _mean(b) else not_met).append(t)
+            diff = mean_difference(groups, t, better, worse)
+            if diff is not None:
+                (met if diff > 0 else not_met).append(t)
         if met or not_met:
             summary.append(f"- {ROW_NAMES[better]} > {ROW_NAMES[worse]}: met on {len(met)} of "
                            f"{len(met) + len(not_met)} tasks ({', '.join(met) or 'none'}); not met on "
@@ -163,14 +152,8 @@ def _direction_lines(groups: dict, tasks: Sequence[str]) -> list[str]:
 
 
 def _direction_row(groups: dict, tasks: Sequence[str], better: str, worse: str, source: str) -> list[str]:
-    cells = []
-    for t in tasks:
-        a, b = groups.get((t, better)), groups.get((t, worse))
-        if not a or not b:
-            cells.append("not run")
-            continue
-        diff = (_mean(a) - _mean(b)) * 100
-        cells.append(f"{diff:+.1f} ({'met' if _mean(a) > _mean(b) else 'not met'})")
+    diffs = [mean_difference(groups, t, better, worse) for t in tasks]
+    cells = ["not run" if d is None else f"{d:+.1f} ({'met' if d > 0 else 'not met'})" for d in diffs]
     return [f"{better} > {worse}", source, *cells]
 
 

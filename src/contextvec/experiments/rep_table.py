@@ -23,6 +23,7 @@ from contextvec.experiments.representations import (
     representation_of,
     representations_plan,
 )
+from contextvec.experiments.seed_scores import cell, mean, mean_difference
 from contextvec.experiments.store import ResultStore
 from contextvec.experiments.summary import FinishedRun
 from contextvec.experiments.tables import markdown_table, table_row, write_csv, write_text
@@ -56,17 +57,6 @@ def _configs(records: Sequence[dict]) -> list[str]:
 def _tasks(records: Sequence[dict]) -> list[str]:
     present = {r["task"] for r in records}
     return [t for t in TASKS if t in present]
-
-
-def _mean(values: Sequence[float]) -> float:
-    return statistics.fmean(values)
-
-
-def _cell(values: Sequence[float] | None) -> str:
-    if not values:
-        return ""
-    std = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{_mean(values) * 100:.1f} ± {std * 100:.1f} (n={len(values)})"
 
 
 CSV_FIELDS = ("task", "config", "representation", "classifier", "seed", "train_sentences", "dev_accuracy",
@@ -111,7 +101,7 @@ def results_markdown(records: Sequence[dict], header: dict) -> str:
              "representation that is best for the BCN on that task.", "",
              *_settings_lines(records, header), "",
              *markdown_table(["representation", *tasks], ["---", *(["---:"] * len(tasks))],
-                             [[c, *(_cell(groups.get((t, c))) for t in tasks)] for c in _configs(records)])]
+                             [[c, *(cell(groups.get((t, c))) for t in tasks)] for c in _configs(records)])]
     lines += _direction_lines(groups, tasks)
     lines += _pool_lines(records, groups, tasks)
     return "\n".join(lines)
@@ -127,11 +117,10 @@ def _direction_lines(groups: dict, tasks: Sequence[str]) -> list[str]:
     for better, worse in PAPER_DIRECTIONS:
         cells, agree, measured = [], [], 0
         for t in tasks:
-            a, b = groups.get((t, better)), groups.get((t, worse))
-            if not a or not b:
+            diff = mean_difference(groups, t, better, worse)
+            if diff is None:
                 cells.append("not run")
                 continue
-            diff = (_mean(a) - _mean(b)) * 100
             measured += 1
             if diff > 0:
                 agree.append(t)
@@ -153,11 +142,11 @@ def _pool_lines(records: Sequence[dict], groups: dict, tasks: Sequence[str]) -> 
         bcn = {c: v for (task, c), v in groups.items() if task == t and not c.startswith(POOL_PREFIX)}
         if t not in pools or not bcn:
             continue
-        best = max(bcn, key=lambda c: _mean(bcn[c]))
+        best = max(bcn, key=lambda c: mean(bcn[c]))
         pool = groups[(t, pools[t])]
         on = pools[t].removeprefix(POOL_PREFIX)
-        lines.append(table_row([t, best, _cell(bcn[best]), f"{_cell(pool)} on {on}",
-                           "yes" if _mean(bcn[best]) >= _mean(pool) else "no"]))
+        lines.append(table_row([t, best, cell(bcn[best]), f"{cell(pool)} on {on}",
+                           "yes" if mean(bcn[best]) >= mean(pool) else "no"]))
     return lines + [""]
 
 
@@ -174,7 +163,7 @@ def plot(records: Sequence[dict], path: Path) -> None:
             values = groups.get((task, config))
             if values:
                 xs.append(j + (k - (len(configs) - 1) / 2) * width)
-                means.append(_mean(values) * 100)
+                means.append(mean(values) * 100)
                 stds.append(statistics.stdev(values) * 100 if len(values) > 1 else 0.0)
         bars = ax.bar(xs, means, width, yerr=stds, capsize=2, label=config,
                       hatch="//" if config.startswith(POOL_PREFIX) else None)
