@@ -8,6 +8,7 @@ from pathlib import Path
 
 from contextvec.cli import common
 from contextvec.cli import task_options as opts
+from contextvec.cli.experiment_options import add_run_arguments, check_resume, run_table
 from contextvec.experiments import RunnerSettings
 from contextvec.experiments.glue import ENCODERS, GLUE_TASKS, LEARNING_RATES
 from contextvec.jobs.experiments import DEFAULT_COVE, GlueSettings, run_glue
@@ -73,16 +74,12 @@ def add_glue_parser(experiments: argparse._SubParsersAction) -> None:
                    help=f"stop after N epochs without a better dev score (default: {d.patience})")
     m.add_argument("--hidden", type=common.positive_int, default=100,
                    help="biLSTM units per direction (default: 100)")
-    p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
-    p.add_argument("--threads", type=common.thread_count, help="torch CPU threads (default: torch's choice)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars (default: shown)")
+    add_run_arguments(p, "torch CPU threads (default: torch's choice)")
     p.set_defaults(run=run)
 
 
 def settings(args: argparse.Namespace) -> GlueSettings:
-    if args.resume and args.overwrite:
-        raise ValueError("--resume reuses the finished runs in --output-dir, --overwrite discards them: "
-                         "give one")
+    check_resume(args)
     progress = not args.quiet
     return GlueSettings(
         args.data_dir,
@@ -98,11 +95,4 @@ def run(args: argparse.Namespace) -> None:
     job = settings(args)
     common.check_output(args.output_dir, inputs=[Path(args.data_dir)], overwrite=args.overwrite,
                         resume=args.resume, directory=True)
-    with opts.resumable_features(f"finished runs are kept in {args.output_dir}/results.json, rerun the same "
-                                 "command with --resume to continue"):
-        result = run_glue(job)
-    print(result.markdown)
-    rt = result.runtime_s
-    print(f"{result.trained} runs trained, {result.reused} reused from results.json; runtime: features "
-          f"{rt['features']:.1f} s, runs {rt['runs']:.1f} s, total {rt['total']:.1f} s")
-    print("wrote " + ", ".join(str(path) for path in result.files))
+    run_table(args.output_dir, lambda: run_glue(job))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from contextvec.cli import common
 from contextvec.cli import task_options as opts
+from contextvec.cli.experiment_options import add_run_arguments, check_resume, run_table
 from contextvec.experiments import REPRESENTATIONS, RunnerSettings
 from contextvec.experiments.workers import shared_gpu_hint
 from contextvec.io.word_vectors import FORMATS
@@ -84,17 +85,12 @@ def add_representations_parser(experiments: argparse._SubParsersAction) -> None:
                    help="stop after N epochs without a better dev score (default: 3)")
     m.add_argument("--jobs", type=common.positive_int, default=1,
                    help="runs trained at once, in worker processes of --threads threads each (default: 1)")
-    p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
-    p.add_argument("--threads", type=common.thread_count,
-                   help="torch CPU threads (per job with --jobs; default: torch's choice, 1 with --jobs)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars (default: shown)")
+    add_run_arguments(p, "torch CPU threads (per job with --jobs; default: torch's choice, 1 with --jobs)")
     p.set_defaults(run=run)
 
 
 def settings(args: argparse.Namespace) -> RepresentationsSettings:
-    if args.resume and args.overwrite:
-        raise ValueError("--resume reuses the finished runs in --output-dir, --overwrite discards them: "
-                         "give one")
+    check_resume(args)
     return RepresentationsSettings(
         args.task, TaskFiles(args.train, args.dev, args.test, args.max_sentences),
         RunnerSettings(Path(args.output_dir), cache_dir=args.cache_dir, feature_dtype=args.feature_dtype,
@@ -113,11 +109,4 @@ def run(args: argparse.Namespace) -> None:
                         directory=True)
     if hint := shared_gpu_hint(args.device, args.jobs):
         print(hint, file=sys.stderr)
-    with opts.resumable_features(f"finished runs are kept in {args.output_dir}/results.json, rerun the same "
-                                 "command with --resume to continue"):
-        result = run_representations(job)
-    print(result.markdown)
-    rt = result.runtime_s
-    print(f"{result.trained} runs trained, {result.reused} reused from results.json; runtime: features "
-          f"{rt['features']:.1f} s, runs {rt['runs']:.1f} s, total {rt['total']:.1f} s")
-    print("wrote " + ", ".join(str(path) for path in result.files))
+    run_table(args.output_dir, lambda: run_representations(job))
