@@ -44,6 +44,22 @@ class _Loopback(http.server.ThreadingHTTPServer):
 
 
 @contextlib.contextmanager
+def _on_loopback(handler: type[http.server.BaseHTTPRequestHandler], state: Files) -> Iterator[None]:
+    """Serve with ``handler`` on a free port of 127.0.0.1 (its URL into ``state.url``) on a daemon
+    thread, stopped when the block ends."""
+    server = _Loopback(("127.0.0.1", 0), handler)
+    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+@contextlib.contextmanager
 def serving(files: dict[str, bytes]) -> Iterator[Files]:
     """Serve ``files`` (``/path`` -> bytes) on 127.0.0.1; 404 for anything else."""
     state = Files(files=dict(files))
@@ -64,16 +80,8 @@ def serving(files: dict[str, bytes]) -> Iterator[Files]:
             self.end_headers()
             self.wfile.write(body)
 
-    server = _Loopback(("127.0.0.1", 0), Handler)
-    state.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with _on_loopback(Handler, state):
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
 
 
 def zip_of(directory: Path, top: str | None = None, extra: dict[str, bytes] | None = None) -> bytes:
@@ -166,13 +174,5 @@ def fake_hub(repos: dict[str, dict[str, bytes]]) -> Iterator[Files]:
         def do_HEAD(self) -> None:
             self._route(head=True)
 
-    server = _Loopback(("127.0.0.1", 0), Handler)
-    state.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with _on_loopback(Handler, state):
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
