@@ -8,8 +8,7 @@ from pathlib import Path
 
 from contextvec.cli import common
 from contextvec.cli import task_options as opts
-from contextvec.cli.experiment_options import add_run_arguments, check_resume, run_table
-from contextvec.experiments import RunnerSettings
+from contextvec.cli.experiment_options import add_run_arguments, run_table, runner_settings
 from contextvec.experiments.glue import ENCODERS, GLUE_TASKS, LEARNING_RATES
 from contextvec.jobs.experiments import DEFAULT_COVE, GlueSettings, run_glue
 from contextvec.tasks.finetune import FineTuneSettings
@@ -79,12 +78,10 @@ def add_glue_parser(experiments: argparse._SubParsersAction) -> None:
 
 
 def settings(args: argparse.Namespace) -> GlueSettings:
-    check_resume(args)
+    runner = runner_settings(args)
     progress = not args.quiet
     return GlueSettings(
-        args.data_dir,
-        RunnerSettings(Path(args.output_dir), cache_dir=args.cache_dir, feature_dtype=args.feature_dtype,
-                       progress=progress, overwrite=args.overwrite),
+        args.data_dir, runner,
         tuple(args.tasks), tuple(args.encoders), tuple(args.seeds), tuple(args.lrs), args.max_sentences,
         TrainSettings(epochs=args.epochs, patience=args.patience, device=args.device, progress=progress),
         FineTuneSettings(device=args.device, progress=progress), args.hidden, args.bert, args.elmo, args.cove,

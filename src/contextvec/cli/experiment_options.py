@@ -1,15 +1,16 @@
 """What the ``experiment`` commands that add runs to one table in --output-dir share (``glue``,
-``representations``): --device, --threads and --quiet, the one check of --resume against
---overwrite, and the job run with its finished runs kept, then what it did printed."""
+``representations``): --device, --threads and --quiet, the runner's settings (--resume checked
+against --overwrite), and the job run with its finished runs kept, then what it did printed."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from pathlib import Path
 
 from contextvec.cli import common
 from contextvec.cli import task_options as opts
-from contextvec.experiments.runner import ExperimentResult
+from contextvec.experiments.runner import ExperimentResult, RunnerSettings
 
 
 def add_run_arguments(p: argparse.ArgumentParser, threads_help: str) -> None:
@@ -19,11 +20,15 @@ def add_run_arguments(p: argparse.ArgumentParser, threads_help: str) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bars (default: shown)")
 
 
-def check_resume(args: argparse.Namespace) -> None:
-    """Refuse --resume with --overwrite (one keeps the finished runs, the other discards them)."""
+def runner_settings(args: argparse.Namespace, jobs: int = 1) -> RunnerSettings:
+    """How the runs are carried out, from --output-dir, the feature options, --quiet and
+    --overwrite; --resume with --overwrite is refused (one keeps the finished runs, the other
+    discards them)."""
     if args.resume and args.overwrite:
         raise ValueError("--resume reuses the finished runs in --output-dir, --overwrite discards them: "
                          "give one")
+    return RunnerSettings(Path(args.output_dir), cache_dir=args.cache_dir, feature_dtype=args.feature_dtype,
+                          jobs=jobs, progress=not args.quiet, overwrite=args.overwrite)
 
 
 def run_table(output_dir: str, job: Callable[[], ExperimentResult]) -> None:

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from contextvec.cli import common
 from contextvec.cli import task_options as opts
-from contextvec.cli.experiment_options import add_run_arguments, check_resume, run_table
-from contextvec.experiments import REPRESENTATIONS, RunnerSettings
+from contextvec.cli.experiment_options import add_run_arguments, run_table, runner_settings
+from contextvec.experiments import REPRESENTATIONS
 from contextvec.experiments.workers import shared_gpu_hint
 from contextvec.io.word_vectors import FORMATS
 from contextvec.jobs.choice import TaskFiles
@@ -90,11 +89,9 @@ def add_representations_parser(experiments: argparse._SubParsersAction) -> None:
 
 
 def settings(args: argparse.Namespace) -> RepresentationsSettings:
-    check_resume(args)
+    runner = runner_settings(args, jobs=args.jobs)
     return RepresentationsSettings(
-        args.task, TaskFiles(args.train, args.dev, args.test, args.max_sentences),
-        RunnerSettings(Path(args.output_dir), cache_dir=args.cache_dir, feature_dtype=args.feature_dtype,
-                       jobs=args.jobs, progress=not args.quiet, overwrite=args.overwrite),
+        args.task, TaskFiles(args.train, args.dev, args.test, args.max_sentences), runner,
         TrainSettings(epochs=args.epochs, patience=args.patience, lr=args.lr, batch_size=args.batch_size,
                       device=args.device, progress=not args.quiet),
         tuple(args.representations), tuple(args.seeds), args.hidden, args.dropout, args.max_train,
