@@ -14,7 +14,8 @@ LAYERS = {
     "encoders": 2,
     "api": 3, "embedder": 3,
     "bulk": 4, "files": 4, "engine": 4, "export": 4, "features": 4,
-    "tasks": 5, "training": 5, "allennlp": 5, "flair": 5, "distributed": 5,
+    "tasks": 5, "training": 5, "allennlp": 5, "flair": 5, "distributed": 5, "spacy": 5,
+    "sentence_transformers": 5,
     "probes": 6, "experiments": 6, "explore": 6, "jobs": 7,
     "client": 8, "server": 8, "cli": 9,
 }

@@ -20,6 +20,8 @@ EXTRAS: dict[str, str] = {
     "flair": "flair's ELMoEmbeddings (contextvec.flair)",
     "onnx": "exporting a model to ONNX (export)",
     "hub": "published models (pull, models, contextvec.load of a published name)",
+    "spacy": "the spaCy component (nlp.add_pipe(\"contextvec\")) and its training listener",
+    "sentence-transformers": "the sentence-transformers module (contextvec.sentence_transformers)",
 }
 """Extra -> what a user does with it (pyproject.toml lists each extra's packages)."""
 
