@@ -17,7 +17,7 @@ from packaging.utils import canonicalize_name
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 CI = ROOT / ".ci" / "run"
-SECOND_STEP = {"ray", "flair"}
+SECOND_STEP = {"ray", "flair", "spacy", "sentence-transformers"}
 """Extras .ci/run adds after the README's command: their tests skip without them."""
 
 
