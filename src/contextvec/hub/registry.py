@@ -3,7 +3,7 @@
 Every entry names the publisher's page or code its URLs were read from (``source``, with the
 commit read). A file's ``size`` and ``sha256`` are there only where the publisher states them;
 where it does not, the pull records what it downloaded and every later load is checked against
-that record (:mod:`contextvec.hub.pull`).
+that record (:mod:`contextvec.hub.record`).
 
 Besides the names here, ``hf:OWNER/NAME`` names any BERT-family checkpoint on the Hugging Face
 Hub (fetched by ``huggingface_hub``), and an ``http(s)`` URL of a ``.zip``/``.tar.gz`` archive (or
