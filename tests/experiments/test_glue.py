@@ -19,6 +19,7 @@ from contextvec.encoders.cove import MTLSTM, MTLSTMConfig, save_cove_encoder
 from contextvec.experiments import RunKind, RunSpec, split_identity
 from contextvec.experiments.baselines import majority_class
 from contextvec.experiments.glue_table import best_lr, results_markdown
+from contextvec.experiments.seed_scores import cell
 from contextvec.tasks.finetune import FineTuneSettings
 from contextvec.tasks.split import Split
 from contextvec.tasks.train import TrainSettings
@@ -199,3 +200,10 @@ def test_majority_class_ties_go_to_the_first_label():
     assert report.model_settings["label"] == "0" and report.dev["accuracy"] == 0.5
     with pytest.raises(ValueError, match="not stsb"):
         majority_class("stsb", Split([["a"]], [1.0]), Split([["b"]], [2.0]))
+
+
+def test_one_run_has_no_standard_deviation_in_its_cell():
+    """One seed printed as ``17.5 ± 0.0``: a sample std of one run is undefined, not zero."""
+    assert cell([0.175], ", lr 2e-05") == "17.5 (n=1, lr 2e-05)"
+    assert cell([0.1, 0.2]) == "15.0 ± 7.1 (n=2)"
+    assert cell([]) == ""

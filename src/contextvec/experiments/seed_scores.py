@@ -13,11 +13,13 @@ def mean(values: Sequence[float]) -> float:
 
 
 def cell(values: Sequence[float] | None, note: str = "") -> str:
-    """``mean ± sample std (n=runs{note})``, ×100; empty where there is no run."""
+    """``mean ± sample std (n=runs{note})``, ×100; one run has no std (``mean (n=1)``); empty where
+    there is no run."""
     if not values:
         return ""
-    std = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{mean(values) * 100:.1f} ± {std * 100:.1f} (n={len(values)}{note})"
+    if len(values) == 1:
+        return f"{values[0] * 100:.1f} (n=1{note})"
+    return f"{mean(values) * 100:.1f} ± {statistics.stdev(values) * 100:.1f} (n={len(values)}{note})"
 
 
 def mean_difference(groups: Mapping[tuple[str, str], Sequence[float]], task: str, better: str,
