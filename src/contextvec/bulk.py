@@ -1,40 +1,31 @@
 """Embedding a whole text file into an HDF5 file laid out like allennlp's former ``elmo`` command.
 
-Output: one float32 dataset per input line, keyed by the 0-based line index (or by the sentence
-with ``sentence_keys``), shaped ``(layers, tokens, dim)`` for ``"all"`` and ``(tokens, dim)``
-for ``"top"`` / ``"average"`` (with ``pool``, the token axis is pooled away); plus
-``sentence_to_index``, a one-element string dataset holding ``json.dumps({sentence: "index"})``,
-unless ``forget_sentences`` or ``sentence_keys``. The file's ``contextvec_run`` attribute records
-what made it (input hash, model fingerprint, settings), so a resume can check it.
+Output: one dataset per input line, the layout and storage (dtype, compression) of
+:mod:`contextvec.io.hdf5_vectors`; its ``contextvec_run`` attribute records what made it.
 
-How it stays safe on big inputs: the input is streamed in chunks of lines, each chunk sorted
-into length batches; every finished chunk is written atomically as a shard in
-``OUTPUT.parts/`` (:class:`~contextvec.io.shards.ShardDir`). A run that stops for any reason
-keeps its finished shards, and ``resume`` computes only the missing ones (after checking that
-the input, model and settings are the same). The shards are finally merged into ``OUTPUT`` by an
-atomic rename, so ``OUTPUT`` is either complete or absent. Peak disk use is about twice the
-output size during the merge.
+How it stays safe on big inputs: the input is streamed in chunks of lines; each finished chunk
+is written atomically as a shard in ``OUTPUT.parts/`` (:class:`~contextvec.io.shards.ShardDir`).
+A run that stops keeps its finished shards, and ``resume`` computes only the missing ones (after
+checking that the input, model and settings are the same). The shards are merged into ``OUTPUT``
+by an atomic rename: complete or absent (peak disk use: about twice the output's size).
 
-What survives: shards and the output are flushed to the disk before they count, so a power loss
-leaves whole shards; a resume opens every leftover shard and computes again, naming it, any that
-does not open or holds the wrong number of datasets. A disk that refuses a write (full, quota,
-I/O error) ends the run with one :class:`~contextvec.io.atomic.WriteFailed` naming the file, its
-temporary file removed and the finished shards kept. Ctrl-C (SIGINT, in the main thread) says at
-once what is kept, abandons the chunk in flight at its next length batch, keeps every finished
-shard and raises ``KeyboardInterrupt``; a second Ctrl-C interrupts at once.
+What survives: shards and the output are flushed to the disk before they count; a resume
+computes again, naming it, any leftover shard that does not open or is short. A disk that
+refuses a write ends the run with one :class:`~contextvec.io.atomic.WriteFailed` naming the file,
+the finished shards kept. Ctrl-C (SIGINT, main thread) says at once what is kept, abandons the
+chunk in flight at its next length batch and raises ``KeyboardInterrupt``; a second Ctrl-C
+interrupts at once.
 
-How it computes: through a :class:`~contextvec.engine.Engine` of its own (one per run, closed at
-its end, also when it fails or is interrupted), so that every forward pass runs on the engine's
-one torch thread. Each chunk is one call, cut into length batches on that thread as
-``Encoder.embed_batches`` cuts them, from the chunk alone, so the bytes written do not depend on
-timing, on earlier chunks, on a resume or on Ray (docs/engine.md says why the engine does not
-form them). A finished chunk's shard is written while the engine runs the next chunk.
+How it computes: through an :class:`~contextvec.engine.Engine` of its own (one per run, closed
+at its end, also when it fails or is interrupted): every forward pass runs on its one torch
+thread. Each chunk is one call, cut into length batches as ``Encoder.embed_batches`` cuts them,
+from the chunk alone, so the bytes written do not depend on timing, earlier chunks, a resume or
+Ray (docs/engine.md). A finished chunk's shard is written while the engine runs the next chunk.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import signal
@@ -45,7 +36,6 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
-import h5py
 import numpy as np
 from tqdm import tqdm
 
@@ -55,14 +45,15 @@ from contextvec.encoders.fingerprint import model_identity
 from contextvec.encoders.outputs import Layers, Pooling, as_layers, as_pooling, view_layers
 from contextvec.engine import Engine, EngineSettings
 from contextvec.engine.batcher import Job, Runner
+from contextvec.io import hdf5_vectors, vector_storage
 from contextvec.io.atomic import (
     WriteFailed,
-    atomic_file,
     output_lock,
     output_target,
     refuse_to_replace,
     remove_temporaries,
 )
+from contextvec.io.hdf5_vectors import check_finished, merge_shards, write_shard
 from contextvec.io.shards import ResumeError, ShardDir
 from contextvec.io.text_lines import (
     EmptyLines,
@@ -75,15 +66,9 @@ from contextvec.io.text_lines import (
     scan_lines,
 )
 
-SENTENCE_TO_INDEX = "sentence_to_index"
-RUN_ATTRIBUTE = "contextvec_run"
-
-MERGE_BAR_DELAY_S = 2.0
-"""The merge's progress bar appears only once the merge has run this long."""
-
 __all__ = [
     "BulkSettings", "ResumeError", "Stopped", "bulk_engine", "check_finished",
-    "embed_chunk", "embed_chunks", "embed_to_hdf5", "merge_shards", "shard_problem", "write_shard",
+    "embed_chunk", "embed_chunks", "embed_to_hdf5", "merge_shards", "write_shard",
 ]
 
 
@@ -108,9 +93,11 @@ class BulkSettings:
         resume: finish an interrupted run of the same input, model and settings.
         overwrite: replace an existing output (and discard an unfinished run's shards).
         progress: show progress bars.
+        dtype, compression, gzip_level: how each dataset is stored (``--dtype``,
+            ``--compression``, ``--gzip-level``): :class:`~contextvec.io.hdf5_vector_storage.VectorStorage`.
 
     Raises:
-        ValueError: a mode that is none of its choices, or a count below 1.
+        ValueError: a mode that is none of its choices, a count below 1, a gzip level not in 1-9.
     """
 
     layers: Layers = Layers.ALL
@@ -125,11 +112,16 @@ class BulkSettings:
     resume: bool = False
     overwrite: bool = False
     progress: bool = True
+    dtype: vector_storage.VectorDtype = vector_storage.VectorDtype.FLOAT32
+    compression: vector_storage.Compression = vector_storage.Compression.NONE
+    gzip_level: int | None = None
 
     def __post_init__(self) -> None:
+        storage = vector_storage.VectorStorage(self.dtype, self.compression, self.gzip_level)
         empty_lines, invalid_utf8 = as_policies(self.empty_lines, self.invalid_utf8)
         for name, value in (("layers", as_layers(self.layers)), ("pool", as_pooling(self.pool)),
-                            ("empty_lines", empty_lines), ("invalid_utf8", invalid_utf8)):
+                            ("empty_lines", empty_lines), ("invalid_utf8", invalid_utf8),
+                            ("dtype", storage.dtype), ("compression", storage.compression)):
             object.__setattr__(self, name, value)
         for name, value in (("batch_size", self.batch_size), ("chunk_lines", self.chunk_lines),
                             ("max_tokens", 1 if self.max_tokens is None else self.max_tokens)):
@@ -143,7 +135,12 @@ class BulkSettings:
         return {"layers": self.layers.value, "pool": None if self.pool is None else self.pool.value,
                 "sentence_keys": self.sentence_keys, "forget_sentences": self.forget_sentences,
                 "empty_lines": self.empty_lines.value, "invalid_utf8": self.invalid_utf8.value,
-                "chunk_lines": self.chunk_lines}
+                "chunk_lines": self.chunk_lines, **self.storage.record()}
+
+    @property
+    def storage(self) -> vector_storage.VectorStorage:
+        """How each dataset is written (dtype, compression)."""
+        return vector_storage.VectorStorage(self.dtype, self.compression, self.gzip_level)
 
     @property
     def index(self) -> bool:
@@ -160,10 +157,6 @@ def _chunks(path: Path, size: int) -> Iterator[list[tuple[int, str]]]:
             chunk = []
     if chunk:
         yield chunk
-
-
-Datasets = list[tuple[str, np.ndarray]]
-"""A shard's contents: ``(key, array)`` pairs."""
 
 
 def bulk_engine(encoder: Encoder) -> Engine:
@@ -210,15 +203,17 @@ def _chunk_runner(encoder: Encoder, settings: BulkSettings, stop: threading.Even
     return run
 
 
-def _datasets(job: Job, chunk: Lines, settings: BulkSettings) -> Datasets:
-    """The chunk's ``(key, array)`` in chunk order, sliced to the run's layers and pooling here."""
+def _datasets(job: Job, chunk: Lines, settings: BulkSettings) -> hdf5_vectors.Shard:
+    """The chunk's ``(key, array)`` in chunk order, sliced to the run's layers and pooling and
+    put in their stored form here."""
     arrays = job.future.result()
     keys = [text.strip() if settings.sentence_keys else str(i) for i, text in chunk]
-    return [(key, view_layers(array, settings.layers, settings.pool))
-            for key, array in zip(keys, arrays, strict=True)]
+    storage = settings.storage
+    return hdf5_vectors.Shard([(key, storage.encode(view_layers(array, settings.layers, settings.pool)))
+                  for key, array in zip(keys, arrays, strict=True)], storage)
 
 
-def embed_chunk(engine: Engine, chunk: Lines, settings: BulkSettings) -> Datasets:
+def embed_chunk(engine: Engine, chunk: Lines, settings: BulkSettings) -> hdf5_vectors.Shard:
     """``(key, array)`` for each ``(line index, text)`` of a chunk, in chunk order: the datasets
     of one shard, embedded through ``engine`` (made by :func:`bulk_engine`). Any engine that
     writes this output (local, Ray) embeds through here: the chunk starts from empty caches, so
@@ -236,7 +231,7 @@ def embed_chunk(engine: Engine, chunk: Lines, settings: BulkSettings) -> Dataset
 
 def embed_chunks(engine: Engine, chunks: Iterable[tuple[int, Lines]], settings: BulkSettings, *,
                  stop: threading.Event | None = None,
-                 progress: Progress | None = None) -> Iterator[tuple[int, Lines, Datasets]]:
+                 progress: Progress | None = None) -> Iterator[tuple[int, Lines, hdf5_vectors.Shard]]:
     """``(number, chunk, datasets)`` for each numbered chunk, in order, the datasets as
     :func:`embed_chunk` makes them; a chunk's are handed out once the next chunk is queued, so
     the engine computes while the caller writes the shard. Close the iterator
@@ -245,7 +240,7 @@ def embed_chunks(engine: Engine, chunks: Iterable[tuple[int, Lines]], settings: 
     ``progress`` is called on the engine's thread as each sentence's batch is done (sentences,
     tokens); once ``stop`` is set the chunk in flight is abandoned at its next length batch and
     :class:`Stopped` is raised (every chunk handed out before is whole)."""
-    finished: tuple[int, Lines, Datasets] | None = None
+    finished: tuple[int, Lines, hdf5_vectors.Shard] | None = None
     for number, chunk in chunks:
         job = engine.submit([text.split() for _, text in chunk], math.inf,
                             run=_chunk_runner(engine.encoder, settings, stop, progress))
@@ -258,26 +253,6 @@ def embed_chunks(engine: Engine, chunks: Iterable[tuple[int, Lines]], settings: 
             raise
     if finished is not None:
         yield finished
-
-
-def write_shard(path: Path, items: Datasets) -> None:
-    """One shard, written atomically and flushed to the disk: complete under its name or absent.
-    A disk that refuses the write raises :class:`~contextvec.io.atomic.WriteFailed` naming
-    ``path`` (HDF5 writes through a Python file: on a path of its own it crashes the process)."""
-    with atomic_file(path) as stream, h5py.File(stream, "w") as f:
-        for key, array in items:
-            f.create_dataset(key, data=array)
-
-
-def shard_problem(path: Path, datasets: int) -> str | None:
-    """Why the shard at ``path`` cannot be used (it does not open, or holds other than
-    ``datasets`` datasets: torn by a crash the disk did not survive), or None."""
-    try:
-        with h5py.File(path, "r") as f:
-            held = len(f)
-    except OSError as e:
-        return f"it cannot be read ({str(e).splitlines()[0]})"
-    return None if held == datasets else f"it holds {held} datasets, not {datasets}"
 
 
 def _notice(text: str) -> None:
@@ -313,12 +288,6 @@ class _StopOnInterrupt:
             signal.signal(signal.SIGINT, self._previous)
 
 
-def _kept(error: WriteFailed, chunks: str, parts: ShardDir, need: str = "") -> WriteFailed:
-    """``error`` saying which finished chunks are kept and how to go on."""
-    return WriteFailed(error.errno, f"{error.strerror}; {chunks} are kept in {parts.path}: free some "
-                                    f"space{need}, then rerun with --resume")
-
-
 class _Bar:
     """The embed bar, moved from the engine's one torch thread (each finished sentence); the
     main thread only writes lines above it, under tqdm's own lock."""
@@ -332,23 +301,6 @@ class _Bar:
         self._bar.set_postfix_str(
             f"{self._tokens / max(self._bar.format_dict['elapsed'], 1e-9):.0f} tok/s", refresh=False)
         self._bar.update(sentences)
-
-
-def check_finished(output: Path, parts: ShardDir) -> None:
-    """A complete output may be reused by ``resume`` only if the same run made it: else
-    :class:`ResumeError`, naming what differs (the run is recorded in ``contextvec_run``)."""
-    try:
-        with h5py.File(output, "r") as f:
-            recorded = f.attrs.get(RUN_ATTRIBUTE)
-    except OSError as e:
-        raise ResumeError(f"{output} exists but is not a readable HDF5 file ({e}); "
-                          "pass --overwrite to replace it") from e
-    if recorded is None:
-        raise ResumeError(f"{output} exists and does not record how it was made; "
-                          "pass --overwrite to replace it")
-    differ = parts.explain(json.loads(recorded))
-    if differ:
-        raise ResumeError(f"{output} was made by another run: {differ}; pass --overwrite to replace it")
 
 
 def embed_to_hdf5(
@@ -397,7 +349,7 @@ def embed_to_hdf5(
         def lines_of(number: int) -> int:
             return min(chunk_lines, scan.n_lines - number * chunk_lines)
 
-        done = _whole_shards(parts, n_chunks, lines_of)
+        done = hdf5_vectors.whole_shards(parts, n_chunks, lines_of, _notice)
         already = sum(lines_of(n) for n in done)
         if resumed:
             _notice(f"resuming {output_path}: {already:,} of {scan.n_lines:,} lines already embedded "
@@ -407,25 +359,10 @@ def embed_to_hdf5(
             merge_shards(parts, n_chunks, output_path, input_path, index=settings.index,
                          progress=settings.progress)
         except WriteFailed as e:
-            raise _kept(e, f"the {n_chunks} finished chunks", parts,
+            raise hdf5_vectors.kept(e, f"the {n_chunks} finished chunks", parts,
                         " (the merge needs about their size)") from None
         parts.remove()
         return output_path
-
-
-def _whole_shards(parts: ShardDir, n_chunks: int, lines_of: Callable[[int], int]) -> set[int]:
-    """The finished shards that open and hold their chunk's datasets; any other is removed,
-    named on standard error, and computed again."""
-    done = set()
-    for number in sorted(parts.done(n_chunks)):
-        problem = shard_problem(parts.shard(number), lines_of(number))
-        if problem is None:
-            done.add(number)
-        else:
-            parts.shard(number).unlink()
-            _notice(f"{parts.shard(number)} is damaged: {problem}; computing its "
-                    f"{lines_of(number):,} lines again")
-    return done
 
 
 def _embed_missing(encoder: Encoder, input_path: Path, parts: ShardDir, n_chunks: int, done: set[int],
@@ -457,33 +394,6 @@ def _embed_missing(encoder: Encoder, input_path: Path, parts: ShardDir, n_chunks
         except Stopped:
             pass
         except WriteFailed as e:
-            raise _kept(e, f"the {written} finished chunk(s) of {n_chunks}", parts) from None
+            raise hdf5_vectors.kept(e, f"the {written} finished chunk(s) of {n_chunks}", parts) from None
         if interrupt.interrupted:
             raise KeyboardInterrupt(REPORTED)
-
-
-def merge_shards(
-    parts: ShardDir, n_chunks: int, output: Path, input_path: Path, index: bool, progress: bool
-) -> None:
-    """Shards ``0..n_chunks-1`` -> ``output`` (atomically, flushed to the disk), with
-    ``sentence_to_index`` if ``index`` and the run's manifest as the ``contextvec_run`` attribute.
-    Its progress bar shows only on a merge longer than :data:`MERGE_BAR_DELAY_S`. A shard that
-    cannot be read is named (``OSError``); a disk that refuses the output raises
-    :class:`~contextvec.io.atomic.WriteFailed` naming it."""
-    with atomic_file(output) as stream, h5py.File(stream, "w") as out:
-        for number in tqdm(range(n_chunks), desc="merge", unit="shard", disable=not progress,
-                           delay=MERGE_BAR_DELAY_S):
-            path = parts.shard(number)
-            try:
-                shard = h5py.File(path, "r")
-            except OSError as e:
-                raise OSError(f"{path} cannot be read ({str(e).splitlines()[0]}); rerun with "
-                              "--resume to compute it again") from None
-            with shard:
-                for name in shard:
-                    shard.copy(shard[name], out, name=name)
-        if index:
-            sentence_to_index = {text.strip(): str(i) for i, text in read_lines(input_path)}
-            data = out.create_dataset(SENTENCE_TO_INDEX, (1,), dtype=h5py.string_dtype())
-            data[0] = json.dumps(sentence_to_index)
-        out.attrs[RUN_ATTRIBUTE] = json.dumps(parts.manifest, sort_keys=True)

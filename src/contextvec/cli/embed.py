@@ -20,11 +20,23 @@ from contextvec.cli.common import (
 )
 from contextvec.encoders.outputs import POOL_MODES
 from contextvec.io.text_lines import EMPTY_LINE_POLICIES, INVALID_UTF8_POLICIES, read_once
+from contextvec.io.vector_storage import COMPRESSIONS, DEFAULT_GZIP_LEVEL, DTYPES, GZIP_LEVELS
 
 if TYPE_CHECKING:  # the library loads only when the command runs (fast --help)
     from contextvec.bulk import BulkSettings
 
 ENGINES = ("local", "ray")
+
+
+def gzip_level(text: str) -> int:
+    """``--gzip-level``: an integer from 1 to 9 (zlib's levels)."""
+    try:
+        level = int(text)
+    except ValueError:
+        level = 0
+    if level not in GZIP_LEVELS:
+        raise argparse.ArgumentTypeError(f"expected an integer from 1 to 9, got {text!r}")
+    return level
 HELP = "embed a file of whitespace-tokenized sentences into HDF5 (allennlp `elmo` layout)"
 
 
@@ -63,6 +75,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="error (default): refuse, naming the lines; keep: a 0-token dataset")
     p.add_argument("--invalid-utf8", choices=INVALID_UTF8_POLICIES, default="error",
                    help="error (default): refuse, naming the lines; replace: decode with U+FFFD")
+    p.add_argument("--dtype", choices=DTYPES, default="float32",
+                   help="stored precision: float32 (default, allennlp's layout), float16 (half the "
+                        "bytes), bfloat16 (uint16 bits with a contextvec_dtype attribute)")
+    p.add_argument("--compression", choices=COMPRESSIONS, default="none",
+                   help="HDF5 filter of every dataset: none (default), gzip (any HDF5 reader), lzf "
+                        "(faster, h5py only)")
+    p.add_argument("--gzip-level", type=gzip_level, metavar="1-9",
+                   help=f"gzip's level (default: {DEFAULT_GZIP_LEVEL}); needs --compression gzip")
     p.add_argument("--chunk-lines", type=positive_int, default=2048,
                    help="lines per resumable shard (default: 2048); a resumed run keeps the first value")
     p.add_argument("--quiet", action="store_true",
@@ -88,6 +108,7 @@ def run(args: argparse.Namespace) -> None:
         sentence_keys=args.use_sentence_keys, forget_sentences=args.forget_sentences,
         empty_lines=args.empty_lines, invalid_utf8=args.invalid_utf8, chunk_lines=args.chunk_lines,
         resume=args.resume, overwrite=args.overwrite, progress=not args.quiet,
+        dtype=args.dtype, compression=args.compression, gzip_level=args.gzip_level,
     )
     if args.engine == "ray":
         return _run_ray(args, settings)
