@@ -58,6 +58,9 @@ class Encoder(InputModule):
         ValueError: an unknown ``layers``, ``tokenizer`` or ``precision``.
     """
 
+    # modules.json names a module by its class's module: the public path, so a saved model
+    # outlives a move of this file.
+    __module__ = "contextvec.sentence_transformers"
     config_keys = ["model", "layers", "tokenizer", "precision"]
     config_file_name = CONFIG_FILE
 
@@ -104,12 +107,11 @@ class Encoder(InputModule):
             1 at each word (and at the one zero-vector word of a text without words).
 
         Raises:
-            TypeError: an input that is not a string (named by its position in the batch).
+            TypeError: an input that is not a string.
         """
-        for index, text in enumerate(inputs):
+        for text in inputs:  # (named by value: sentence-transformers reorders the inputs)
             if not isinstance(text, str):
-                raise TypeError(f"input {index} of the batch is {type(text).__name__}, not str: "
-                                f"{text!r:.60}")
+                raise TypeError(f"each input must be a str, not {type(text).__name__}: {text!r:.60}")
         if prompt:
             inputs = self._prepend_prompt(inputs, prompt)
         words = [self.words(text) for text in inputs]
@@ -118,8 +120,15 @@ class Encoder(InputModule):
         return {"words": words, "attention_mask": mask.long()}
 
     def forward(self, features: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        """Adds ``token_embeddings`` ``(batch, words, dim)`` float32 to ``features`` (those of
-        :meth:`preprocess`): the ``layers`` chosen, zero past each text's end."""
+        """The word vectors of a batch.
+
+        Args:
+            features: what :meth:`preprocess` returned (``attention_mask`` ``(batch, words)``).
+
+        Returns:
+            ``features`` with ``token_embeddings`` ``(batch, words, dim)`` float32 added: the
+            ``layers`` chosen, zero past each text's end.
+        """
         words, mask = features["words"], features["attention_mask"]
         vectors = torch.zeros(*mask.shape, self.dim, device=mask.device)
         rows = [i for i, w in enumerate(words) if w]  # the encoder takes no empty sentence
