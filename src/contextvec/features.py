@@ -52,7 +52,11 @@ FORMAT_VERSION = 1
 
 
 class FeatureDtype(StrEnum):
-    """The dtype the cache stores layers in (``FeatureSettings.dtype``, ``--feature-dtype``)."""
+    """The dtype the cache stores layers in (``FeatureSettings.dtype``, ``--feature-dtype``):
+    the spellings of ``embed --dtype``
+    ([`VectorDtype`][contextvec.io.vector_storage.VectorDtype], whose members it takes too), of
+    which the cache stores these two. Not bfloat16: the cache's readers map its layers as
+    plain floats, and HDF5 has no bfloat16 type."""
 
     FLOAT32 = "float32"
     FLOAT16 = "float16"

@@ -10,6 +10,7 @@ from contextvec.api import load
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.outputs import Layers, Pooling
 from contextvec.io.text_lines import EmptyLines, InvalidUtf8, check_scan, read_lines, scan_lines
+from contextvec.io.vector_storage import VectorDtype, VectorStorage
 
 
 def embed_file(
@@ -22,6 +23,7 @@ def embed_file(
     max_tokens: int | None = 4096,
     empty_lines: EmptyLines | str = EmptyLines.ERROR,
     invalid_utf8: InvalidUtf8 | str = InvalidUtf8.ERROR,
+    dtype: VectorDtype | str = VectorDtype.FLOAT32,
 ) -> list[np.ndarray]:
     """Vectors for every line of a text file, in line order: what ``model.embed`` gives for them.
 
@@ -41,18 +43,24 @@ def embed_file(
         empty_lines: ``"error"`` (refuse the file, naming the lines) or ``"keep"`` (an empty
             line gives an array with 0 tokens).
         invalid_utf8: ``"error"`` (refuse the file, naming the lines) or ``"replace"`` (U+FFFD).
+        dtype: ``"float32"``, ``"float16"`` or ``"bfloat16"``: the values ``contextvec embed
+            --dtype`` stores and [`read_vectors`][contextvec.io.hdf5_vectors.read_vectors] reads
+            back (float16 arrays; bfloat16 as float32 arrays holding the rounded values).
 
     Returns:
-        One float32 array per line, ``(num_layers, tokens, dim)`` with ``layers="all"``,
-        ``(tokens, dim)`` with ``"top"``/``"average"``; with ``pool``, the tokens axis is
-        pooled away (``(num_layers, dim)`` or ``(dim,)``).
+        One array per line (float32, or float16 with ``dtype="float16"``),
+        ``(num_layers, tokens, dim)`` with ``layers="all"``, ``(tokens, dim)`` with
+        ``"top"``/``"average"``; with ``pool``, the tokens axis is pooled away
+        (``(num_layers, dim)`` or ``(dim,)``).
 
     Raises:
         ValueError: an empty line or invalid UTF-8 under the ``"error"`` policy, or an unknown
-            ``layers``, ``pool`` or policy.
+            ``layers``, ``pool``, policy or dtype.
         FileNotFoundError: no file at ``path``.
     """
+    storage = VectorStorage(dtype)
     check_scan(scan_lines(path), empty_lines, invalid_utf8)
     encoder = model if isinstance(model, Encoder) else load(model)
     sentences = [text for _, text in read_lines(path)]
-    return encoder.embed(sentences, batch_size, max_tokens, layers=layers, pool=pool)
+    arrays = encoder.embed(sentences, batch_size, max_tokens, layers=layers, pool=pool)
+    return arrays if storage.dtype is VectorDtype.FLOAT32 else [storage.values(a) for a in arrays]

@@ -28,7 +28,7 @@ from tqdm import tqdm
 from contextvec.io.atomic import WriteFailed, atomic_file
 from contextvec.io.shards import ResumeError, ShardDir
 from contextvec.io.text_lines import read_lines
-from contextvec.io.vector_storage import DTYPE_ATTRIBUTE, VectorDtype, VectorStorage
+from contextvec.io.vector_storage import DTYPE_ATTRIBUTE, VectorDtype, VectorStorage, bfloat16_values
 
 SENTENCE_TO_INDEX = "sentence_to_index"
 RUN_ATTRIBUTE = "contextvec_run"
@@ -47,7 +47,7 @@ def read_vectors(dataset: h5py.Dataset) -> np.ndarray:
     if kind != VectorDtype.BFLOAT16 or data.dtype != np.uint16:
         raise ValueError(f"{dataset.file.filename}: dataset {dataset.name} declares dtype {kind!r} over "
                          f"{data.dtype}; contextvec writes only bfloat16 over uint16")
-    return (data.astype(np.uint32) << np.uint32(16)).view(np.float32)
+    return bfloat16_values(data)
 
 
 @dataclass(frozen=True)

@@ -94,6 +94,12 @@ class VectorStorage:
             return bfloat16_bits(array)
         return array.astype(self.dtype.value, copy=False)
 
+    def values(self, array: np.ndarray) -> np.ndarray:
+        """What reading ``array`` back after writing it gives: float32 or float16 as stored,
+        bfloat16 as float32 holding the rounded values."""
+        stored = self.encode(array)
+        return bfloat16_values(stored) if self.dtype is VectorDtype.BFLOAT16 else stored
+
     def create(self, group: h5py.Group, name: str, stored: np.ndarray) -> h5py.Dataset:
         """Dataset ``name`` in ``group`` holding ``stored`` (made by :meth:`encode`)."""
         options: dict = {}
@@ -115,3 +121,8 @@ def bfloat16_bits(array: np.ndarray) -> np.ndarray:
     rounded = rounded.astype(np.uint16)
     rounded[np.isnan(array)] = 0x7FC0
     return rounded
+
+
+def bfloat16_values(bits: np.ndarray) -> np.ndarray:
+    """uint16 bfloat16 bits -> float32 of the same shape, exactly those values."""
+    return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
