@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -187,3 +188,12 @@ def test_an_input_that_is_no_string_is_named(own_tiny_dir):
     model = pipeline(own_tiny_dir)
     with pytest.raises(TypeError, match=r"^each input must be a str, not NoneType: None$"):
         model.encode(["the bank.", None])
+
+
+@pytest.mark.slow
+def test_the_guides_example_runs_as_written(tmp_path, monkeypatch):
+    guide = Path(__file__).resolve().parents[2] / "docs" / "sentence-transformers.md"
+    block = guide.read_text(encoding="utf-8").split("<!-- docs-test: run -->\n```python\n", 1)[1]
+    monkeypatch.chdir(tmp_path)  # it saves a model into the working directory
+    exec(compile(block.split("```", 1)[0], str(guide), "exec"), {})
+    assert (tmp_path / "elmo-sentences" / CONFIG_FILE).is_file()
