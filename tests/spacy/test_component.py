@@ -92,11 +92,14 @@ def test_token_and_span_extensions(own_tiny_dir):
     assert not doc[2:2]._.contextvec_vector.any()  # an empty span: zeros, not NaN
 
 
-def test_empty_docs_get_no_rows(own_tiny_dir):
-    nlp = _pipeline(own_tiny_dir, layers="average")
-    dim = nlp.get_pipe("contextvec").encoder.output_dim
+@pytest.mark.parametrize("layers", ["average", "all"])
+def test_empty_docs_get_no_rows(own_tiny_dir, layers):
+    nlp = _pipeline(own_tiny_dir, layers=layers)
+    component = nlp.get_pipe("contextvec")
+    dim = component.width
     doc = nlp("")
-    assert doc.tensor.shape == (0, dim) and doc._.contextvec_layers.shape == (3, 0, dim)
+    assert doc.tensor.shape == (0, dim)
+    assert doc._.contextvec_layers.shape == (3, 0, component.encoder.output_dim)
     docs = list(nlp.pipe(["", TEXTS[0], "   "]))
     assert docs[0].tensor.shape == (0, dim) and docs[1].tensor.shape == (len(docs[1]), dim)
     assert docs[2].tensor.shape == (1, dim)  # spaCy's one whitespace token

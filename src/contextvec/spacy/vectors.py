@@ -90,7 +90,8 @@ class VectorSettings:
     def combine(self, layers: np.ndarray) -> np.ndarray:
         """One doc's ``(num_layers, tokens, dim)`` -> its ``(tokens, width)`` float32 vectors."""
         if self.layers is Layers.ALL:  # token by token, layer 0 first
-            return np.ascontiguousarray(layers.transpose(1, 0, 2).reshape(layers.shape[1], -1))
+            n_layers, n_tokens, dim = layers.shape
+            return np.ascontiguousarray(layers.transpose(1, 0, 2).reshape(n_tokens, n_layers * dim))
         if isinstance(self.layers, Layers):
             return select_layers(layers, self.layers)
         weights = np.asarray(self.layers, dtype=np.float32)
