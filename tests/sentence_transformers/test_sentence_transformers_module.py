@@ -197,3 +197,15 @@ def test_the_guides_example_runs_as_written(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # it saves a model into the working directory
     exec(compile(block.split("```", 1)[0], str(guide), "exec"), {})
     assert (tmp_path / "elmo-sentences" / CONFIG_FILE).is_file()
+
+
+def test_a_prompt_is_left_out_of_the_sentence_vector_where_pooling_says(own_tiny_dir):
+    encoder = Encoder(own_tiny_dir)
+    model = SentenceTransformer(modules=[encoder, Pooling(encoder.get_embedding_dimension(),
+                                                          include_prompt=False)], device="cpu")
+    words = model.encode(TEXTS[:1], prompt="query : ", output_value="token_embeddings")[0]
+    assert len(words) == 2 + len(encoder.words(TEXTS[0]))
+    sentence = model.encode(TEXTS[:1], prompt="query : ")[0]
+    mean = words[2:].mean(0).numpy()
+    np.testing.assert_allclose(sentence, mean, rtol=0,
+                               atol=reorder_bound(mean, terms=len(words)) + FP32_EPS * abs(mean).max())

@@ -104,7 +104,8 @@ class Encoder(InputModule):
 
         Returns:
             ``words``: one list of words per text; ``attention_mask``: ``(batch, words)`` int64,
-            1 at each word (and at the one zero-vector word of a text without words).
+            1 at each word (and at the one zero-vector word of a text without words); with a
+            ``prompt``, ``prompt_length``: the prompt's words.
 
         Raises:
             TypeError: an input that is not a string.
@@ -112,12 +113,15 @@ class Encoder(InputModule):
         for text in inputs:  # (named by value: sentence-transformers reorders the inputs)
             if not isinstance(text, str):
                 raise TypeError(f"each input must be a str, not {type(text).__name__}: {text!r:.60}")
+        features: dict[str, Any] = {}
         if prompt:
             inputs = self._prepend_prompt(inputs, prompt)
+            # Its words, which Pooling(include_prompt=False) leaves out of the sentence vector.
+            features["prompt_length"] = len(self.words(prompt))
         words = [self.words(text) for text in inputs]
         counts = [max(len(w), 1) for w in words]
         mask = torch.arange(max(counts, default=1)).view(1, -1) < torch.tensor(counts).view(-1, 1)
-        return {"words": words, "attention_mask": mask.long()}
+        return {**features, "words": words, "attention_mask": mask.long()}
 
     def forward(self, features: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         """The word vectors of a batch.
