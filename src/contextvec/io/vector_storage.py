@@ -46,7 +46,7 @@ class Compression(StrEnum):
 DTYPES = spellings(VectorDtype)
 COMPRESSIONS = spellings(Compression)
 GZIP_LEVELS = range(1, 10)
-DEFAULT_GZIP_LEVEL = 4
+DEFAULT_GZIP_LEVEL = 1
 """gzip's level when none is given: the measured knee of bytes against write speed
 (docs/results/embed-storage.md)."""
 
