@@ -20,13 +20,16 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 # Every package each extra brings that contextvec imports (pyproject.toml's extras).
 PACKAGES = {
-    "tasks": ("seqeval", "conllu", "nltk", "matplotlib"),
+    "tasks": ("seqeval", "conllu", "nltk", "matplotlib", "sklearn", "scipy"),
     "mt": ("sacrebleu",),
     "word-vectors": ("gensim",),
     "server": ("fastapi", "uvicorn", "prometheus_client", "orjson", "pybase64"),
     "ray": ("ray",),
     "flair": ("flair",),
     "onnx": ("onnx",),
+    "hub": ("httpx", "huggingface_hub"),
+    "spacy": ("spacy", "thinc"),
+    "sentence-transformers": ("sentence_transformers",),
 }
 
 
@@ -60,6 +63,7 @@ def test_every_extra_is_listed():
     ("uvicorn", "server", ["serve", "--port", "1"]),
     ("ray", "ray", ["embed", "in.txt", "out.h5", "--top", "--engine", "ray"]),
     ("onnx", "onnx", ["export", "elmo-en-small", "out.onnx"]),
+    ("httpx", "hub", ["pull", "elmo-original"]),
 ])
 def test_a_command_without_its_extra_names_the_extra(tmp_path, module, extra, args):
     (tmp_path / "in.txt").write_text("a b\n", encoding="utf-8")
@@ -74,6 +78,7 @@ def test_a_command_without_its_extra_names_the_extra(tmp_path, module, extra, ar
 
 @pytest.mark.parametrize(("module", "extra", "code"), [
     ("flair", "flair", "import contextvec.flair"),
+    ("sentence_transformers", "sentence-transformers", "import contextvec.sentence_transformers"),
     ("nltk", "tasks", "from contextvec.probes.wordnet import WordNet\nWordNet('/nonexistent')"),
     ("matplotlib", "tasks", "import contextvec.experiments.plots"),
     ("orjson", "server", "import contextvec.server.app"),
