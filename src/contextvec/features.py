@@ -245,6 +245,10 @@ def cached_features(
                     continue
                 batch = [list(s) for s in sentences[number * chunk:(number + 1) * chunk]]
                 arrays: list[np.ndarray] = [np.empty(0)] * len(batch)
+                # Each chunk from empty encoder caches: a token vector's rounding depends on the
+                # tokens it was computed with, so a chunk's layers then never depend on what was
+                # embedded before it (a resumed run, a saved task model's prediction).
+                encoder.clear_caches()
                 for row, array in encoder.embed_batches(batch, settings.batch_size, settings.max_tokens):
                     arrays[row] = array
                     bar.update(1)

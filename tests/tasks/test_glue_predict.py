@@ -99,7 +99,7 @@ def _train(tmp_path: Path, task: str, *options: str) -> dict:
 
 
 @pytest.mark.parametrize("task, options", [("rte", []), ("rte", ["--feature-dtype", "float16"]),
-                                           ("stsb", ["--no-contextual"])])
+                                           ("stsb", ["--no-contextual"]), ("stsb", [])])
 def test_a_reloaded_pair_model_scores_exactly_as_training_reported(tmp_path, own_tiny_dir, capsys, task,
                                                                      options):
     contextual = "--no-contextual" not in options

@@ -96,6 +96,7 @@ class TaskModel:
         for start in range(0, len(sentences), FEATURE_CHUNK):
             chunk = sentences[start:start + FEATURE_CHUNK]
             arrays: list[np.ndarray] = [np.empty(0)] * len(chunk)
+            self.encoder.clear_caches()  # as the feature cache starts each chunk
             for row, array in self.encoder.embed_batches(chunk, embed_batch_size, MAX_TOKENS):
                 arrays[row] = task_layers(array.astype(dtype, copy=False), how)
             out += arrays
