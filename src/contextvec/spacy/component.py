@@ -175,8 +175,20 @@ class ContextvecComponent(Pipe):
 )
 def make_contextvec(nlp: Language, name: str, model: str, layers: str | list[float], batch_size: int,
                     max_tokens: int | None, precision: str, device: str) -> ContextvecComponent:
-    """The ``contextvec`` component (``nlp.add_pipe("contextvec", config={...})``); the config
-    keys are [`VectorSettings`][contextvec.spacy.vectors.VectorSettings]'s.
+    """The ``contextvec`` component (``nlp.add_pipe("contextvec", config={...})``).
+
+    Args:
+        nlp: the pipeline.
+        name: the component's name in it.
+        model: a contextvec model name or directory.
+        layers: ``"all"``, ``"top"``, ``"average"`` or a fixed mix, one weight per layer.
+        batch_size: sentences per forward pass.
+        max_tokens: padded tokens per forward pass; None for no limit.
+        precision: ``"fp32"``, ``"bf16"`` or ``"int8"``.
+        device: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+
+    Returns:
+        The component (see [`VectorSettings`][contextvec.spacy.vectors.VectorSettings]).
 
     Raises:
         ModelNotFoundError: no model at ``model`` (a ``FileNotFoundError``).

@@ -2,22 +2,27 @@
 contextvec vectors.
 
 The listener embeds the docs it is given itself, with its own frozen encoder, and learns only a
-linear projection of the configured layers to ``width``. It needs no ``contextvec`` component
-upstream (nor ``frozen_components``/``annotating_components`` in a ``spacy train`` config):
-the vectors are frozen, so there is no upstream model whose gradients it would have to pass on.
-A saved pipeline keeps the projection's weights and the config (the model's name or path).
+projection of the configured layers to ``width``: a maxout layer with layer normalization,
+spaCy's own reduction of embeddings (a plain linear map scored lower on CoNLL-2003). It needs
+no ``contextvec`` component upstream (nor ``frozen_components``/``annotating_components`` in a
+``spacy train`` config): the vectors are frozen, so there is no upstream model whose gradients
+it would have to pass on. A saved pipeline keeps the projection's weights and the config (the
+model's name or path).
 """
 
 from __future__ import annotations
 
 from spacy.tokens import Doc
 from spacy.util import registry
-from thinc.api import Linear, Model, chain, with_array
+from thinc.api import Maxout, Model, chain, with_array
 from thinc.types import Floats2d
 
 from contextvec.api import DEFAULT_MODEL
 from contextvec.encoders.base import Encoder
 from contextvec.spacy.vectors import VectorSettings, embed_docs
+
+MAXOUT_PIECES = 3
+"""Pieces of the projection's maxout units (spaCy's ``MultiHashEmbed`` reduces with 3)."""
 
 
 def _frozen_vectors(encoder: Encoder, settings: VectorSettings) -> Model[list[Doc], list[Floats2d]]:
@@ -39,9 +44,13 @@ def build_listener(width: int, model: str = DEFAULT_MODEL, layers: str | list[fl
 
     Args:
         width: the output width (``nO``) the component on top reads.
-        model, layers, batch_size, max_tokens, precision, device: the contextvec component's
-            settings ([`VectorSettings`][contextvec.spacy.vectors.VectorSettings]); ``"all"``
-            (the default) hands the projection every layer, so it learns its own mix.
+        model: a contextvec model name or directory.
+        layers: ``"all"`` (the default: the projection sees every layer and learns its own
+            mix), ``"top"``, ``"average"`` or a fixed mix, one weight per layer.
+        batch_size: sentences per forward pass.
+        max_tokens: padded tokens per forward pass; None for no limit.
+        precision: ``"fp32"``, ``"bf16"`` or ``"int8"``.
+        device: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
 
     Returns:
         A thinc model: docs -> one ``(tokens, width)`` array per doc.
@@ -58,4 +67,5 @@ def build_listener(width: int, model: str = DEFAULT_MODEL, layers: str | list[fl
                               device=device)
     encoder = settings.load_encoder()
     vectors = _frozen_vectors(encoder, settings)
-    return chain(vectors, with_array(Linear(nO=width, nI=vectors.get_dim("nO"))))
+    projection = Maxout(nO=width, nI=vectors.get_dim("nO"), nP=MAXOUT_PIECES, normalize=True)
+    return chain(vectors, with_array(projection))
