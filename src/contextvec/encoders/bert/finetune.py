@@ -42,7 +42,6 @@ from contextvec.encoders.bert.qa import BertForQuestionAnswering, SpanLogits, be
 from contextvec.encoders.bert.rows import WordPieceRows, pad_rows, truncated_rows, word_rows
 from contextvec.encoders.bert.tokenizer import WordPieces
 from contextvec.encoders.bert.with_head import TOKENIZER_FILES, BertWithHead
-from contextvec.io.atomic import atomic_path
 from contextvec.io.hf_bert import CONFIG_NAME, BertCheckpointError
 
 __all__ = [
@@ -99,17 +98,9 @@ class BertForSequenceClassification(BertWithHead):
         model.regression = regression
         return model
 
-    def save_pretrained(
-        self, directory: str | os.PathLike, tokenizer_dir: str | os.PathLike | None = None
-    ) -> Path:
-        """As :meth:`BertWithHead.save_pretrained`, with HF's ``problem_type`` in ``config.json``
-        (so ``transformers`` trains and scores a regression head with MSE)."""
-        directory = super().save_pretrained(directory, tokenizer_dir)
-        config = json.loads((directory / CONFIG_NAME).read_text(encoding="utf-8"))
-        config["problem_type"] = REGRESSION if self.regression else CLASSIFICATION
-        with atomic_path(directory / CONFIG_NAME) as tmp:
-            tmp.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-        return directory
+    def config_extras(self) -> dict:
+        """HF's ``problem_type``, so ``transformers`` trains and scores a regression head with MSE."""
+        return {"problem_type": REGRESSION if self.regression else CLASSIFICATION}
 
 
 def _stored_regression(config_path: Path) -> bool:

@@ -216,6 +216,11 @@ class BertWithHead(nn.Module):
                 "id2label": {str(i): label for i, label in enumerate(self.labels)},
                 "label2id": {label: i for i, label in enumerate(self.labels)},
             }
+        config |= self.config_extras()
         with atomic_path(directory / CONFIG_NAME) as tmp:
             tmp.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
         return directory
+
+    def config_extras(self) -> dict:
+        """What a head adds to the saved ``config.json`` beyond the encoder's settings and labels."""
+        return {}
