@@ -16,6 +16,7 @@ import contextvec  # noqa: E402
 from contextvec.api import ModelNotFoundError  # noqa: E402
 from contextvec.encoders.bilm import ElmoBiLM, ElmoEncoder  # noqa: E402
 from contextvec.encoders.bilm.config import PRESETS  # noqa: E402
+from contextvec.spacy import VectorSettings  # noqa: E402
 
 TEXTS = ["The bank was robbed on Monday .", "We sat on the river bank  and watched the boats .",
          "Colorless green ideas sleep furiously ."]
@@ -144,6 +145,8 @@ def test_a_missing_model_is_one_clear_error(tmp_path):
 @pytest.mark.parametrize(("config", "message"), [
     ({"layers": "bottom"}, "layers must be one of all, top, average, not 'bottom'"),
     ({"layers": [1.0, 2.0]}, "a mix needs one weight per layer, 3 for"),
+    ({"layers": []}, "or a list of finite weights, one per layer, not"),
+    ({"max_tokens": -5}, "max_tokens must be a whole number of at least 1, not -5"),
     ({"batch_size": 0}, "batch_size must be a whole number of at least 1, not 0"),
     ({"precision": "fp8"}, "precision must be one of"),
 ])
@@ -151,3 +154,9 @@ def test_bad_settings_are_one_line_errors(own_tiny_dir, config, message):
     with pytest.raises(ValueError, match=message) as caught:
         _pipeline(own_tiny_dir, **config)
     assert "\n" not in str(caught.value)
+
+
+def test_a_mix_of_other_than_finite_numbers_is_refused_when_the_settings_are_made():
+    for weights in ([1.0, float("nan"), 1.0], [1.0, True]):
+        with pytest.raises(ValueError, match="or a list of finite weights, one per layer, not"):
+            VectorSettings(model="elmo-en-small", layers=weights)

@@ -12,6 +12,7 @@ from spacy.util import fix_random_seed  # noqa: E402
 from thinc.api import Adam  # noqa: E402
 
 import contextvec  # noqa: E402
+from contextvec.spacy import build_listener  # noqa: E402
 
 TAGGED = [
     ("The bank was robbed .", ["DET", "NOUN", "AUX", "VERB", "PUNCT"]),
@@ -62,3 +63,10 @@ def test_a_tagger_trains_on_the_listener_and_its_loss_falls(own_tiny_dir, tmp_pa
     loaded = spacy.load(tmp_path / "pipeline")
     texts = [text for text, _ in TAGGED]
     assert [t.tag_ for d in loaded.pipe(texts) for t in d] == [t.tag_ for d in nlp.pipe(texts) for t in d]
+
+
+@pytest.mark.parametrize(("width", "message"), [(0, "width must be a whole number of at least 1, not 0"),
+                                                (None, "width must be a whole number of at least 1")])
+def test_a_bad_width_is_one_line(own_tiny_dir, width, message):
+    with pytest.raises(ValueError, match=message):
+        build_listener(width=width, model=str(own_tiny_dir))
