@@ -194,7 +194,6 @@ def make_contextvec(nlp: Language, name: str, model: str, layers: str | list[flo
         ModelNotFoundError: no model at ``model`` (a ``FileNotFoundError``).
         ValueError: a setting out of range, or a mix without one weight per layer.
     """
-    settings = VectorSettings(model=model, layers=layers if isinstance(layers, str) else tuple(layers),
-                              batch_size=batch_size, max_tokens=max_tokens, precision=precision,
-                              device=device)
+    settings = VectorSettings(model=model, layers=layers, batch_size=batch_size, max_tokens=max_tokens,
+                              precision=precision, device=device)
     return ContextvecComponent(nlp, name, settings)

@@ -62,9 +62,8 @@ def build_listener(width: int, model: str = DEFAULT_MODEL, layers: str | list[fl
     """
     if isinstance(width, bool) or not isinstance(width, int) or width < 1:
         raise ValueError(f"width must be a whole number of at least 1, not {width!r}")
-    settings = VectorSettings(model=model, layers=layers if isinstance(layers, str) else tuple(layers),
-                              batch_size=batch_size, max_tokens=max_tokens, precision=precision,
-                              device=device)
+    settings = VectorSettings(model=model, layers=layers, batch_size=batch_size, max_tokens=max_tokens,
+                              precision=precision, device=device)
     encoder = settings.load_encoder()
     vectors = _frozen_vectors(encoder, settings)
     projection = Maxout(nO=width, nI=vectors.get_dim("nO"), nP=MAXOUT_PIECES, normalize=True)

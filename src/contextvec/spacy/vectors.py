@@ -32,7 +32,8 @@ class VectorSettings:
     Attributes:
         model: a contextvec model name or directory (as ``contextvec.load`` takes it).
         layers: ``"all"`` (every layer, concatenated per token: ``num_layers * dim`` wide),
-            ``"top"``, ``"average"``, or a fixed mix: one weight per layer.
+            ``"top"``, ``"average"``, or a fixed mix: one weight per layer (any sequence; kept
+            as a tuple).
         batch_size: sentences per forward pass.
         max_tokens: padded tokens per forward pass; None for no limit.
         precision: ``"fp32"``, ``"bf16"`` or ``"int8"`` (``contextvec.load``'s).
