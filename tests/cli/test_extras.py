@@ -79,6 +79,7 @@ def test_a_command_without_its_extra_names_the_extra(tmp_path, module, extra, ar
 @pytest.mark.parametrize(("module", "extra", "code"), [
     ("flair", "flair", "import contextvec.flair"),
     ("sentence_transformers", "sentence-transformers", "import contextvec.sentence_transformers"),
+    ("spacy", "spacy", "import contextvec.spacy"),
     ("nltk", "tasks", "from contextvec.probes.wordnet import WordNet\nWordNet('/nonexistent')"),
     ("matplotlib", "tasks", "import contextvec.experiments.plots"),
     ("orjson", "server", "import contextvec.server.app"),
