@@ -121,23 +121,28 @@ def minilm_dir() -> Path:
     return Path(spec.submodule_search_locations[0]) / "model"
 
 
-@pytest.fixture(scope="session")
-def own_tiny_bert_dir(tmp_path_factory) -> Path:
-    """A tiny BERT (seeded random weights, letters as pieces) as an HF directory: needs no ../shared."""
+def write_tiny_bert(directory: Path, vocab: list[str]) -> Path:
+    """A tiny BERT (seeded random weights, 2 layers of 16, 64 positions) over ``vocab`` as an HF
+    directory at ``directory`` (created)."""
     import json
 
     from safetensors.torch import save_file
     from transformers import BertConfig, BertModel
 
-    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)]
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *letters, ".", ",", *(f"##{c}" for c in letters)]
     config = BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=32, max_position_embeddings=64)
     torch.manual_seed(0)
     state = BertModel(config).state_dict()
-    directory = tmp_path_factory.mktemp("own-tiny-bert") / "model"
     directory.mkdir()
     (directory / "config.json").write_text(json.dumps(config.to_dict()))
     (directory / "vocab.txt").write_text("\n".join(vocab) + "\n")
     save_file({k: v.contiguous() for k, v in state.items()}, str(directory / "model.safetensors"))
     return directory
+
+
+@pytest.fixture(scope="session")
+def own_tiny_bert_dir(tmp_path_factory) -> Path:
+    """A tiny BERT (seeded random weights, letters as pieces) as an HF directory: needs no ../shared."""
+    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)]
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *letters, ".", ",", *(f"##{c}" for c in letters)]
+    return write_tiny_bert(tmp_path_factory.mktemp("own-tiny-bert") / "model", vocab)

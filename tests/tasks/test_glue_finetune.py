@@ -10,12 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import SHARED, need_shared
-from safetensors.torch import save_file
+from conftest import SHARED, need_shared, write_tiny_bert
 from tolerance import assert_reordered_close, bert_terms
 
 from contextvec.cli.main import main
-from contextvec.encoders.bert import BertCheckpointError, BertConfig, BertModel
+from contextvec.encoders.bert import BertCheckpointError
 from contextvec.encoders.bert.finetune import BertForSequenceClassification, longest_first, pair_rows
 from contextvec.encoders.bert.tokenizer import WordPieceTokenizer
 from contextvec.tasks import load_task_model
@@ -37,16 +36,7 @@ def _one_thread():
 @pytest.fixture(scope="module")
 def bert_dir(tmp_path_factory) -> Path:
     """A tiny random BERT with letters as pieces: GLUE pairs overflow its 64 positions."""
-    config = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=64)
-    torch.manual_seed(0)
-    state = BertModel(config).state_dict()
-    directory = tmp_path_factory.mktemp("tiny-bert") / "model"
-    directory.mkdir()
-    (directory / "config.json").write_text(json.dumps(config.to_dict()))
-    (directory / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
-    save_file({k: v.contiguous() for k, v in state.items()}, str(directory / "model.safetensors"))
-    return directory
+    return write_tiny_bert(tmp_path_factory.mktemp("tiny-bert") / "model", VOCAB)
 
 
 # ---------------------------------------------------------------- pair rows
