@@ -10,9 +10,11 @@ from contextvec.cli import common
 from contextvec.cli import task_options as opts
 from contextvec.features import FeatureSettings
 from contextvec.jobs.choice import EncoderChoice, TaskFiles
+from contextvec.jobs.qa import QAFiles, TrainQASettings, run_train_qa
 from contextvec.jobs.train_task import TrainMode, TrainTaskSettings, run_train_task
 from contextvec.tasks.finetune import FineTuneSettings
 from contextvec.tasks.models import ModelSettings
+from contextvec.tasks.qa.windows import WindowSettings
 from contextvec.tasks.spec import TASK_SPECS, TASKS, TaskSpec, get_task
 from contextvec.tasks.train import TrainSettings
 
@@ -24,12 +26,18 @@ layers at the biLSTM input (and output), computed once per dataset through the f
 Sentence-pair tasks (mrpc, rte, stsb, wnli) train a pair model: a shared biLSTM over both
 sentences, attention between them, an MLP over [u; v; |u-v|; u*v]; stsb predicts a score.
 --fine-tune instead trains the whole BERT of --model with a token (ner) or sequence classification
-head."""
+head.
+squad: SQuAD v1.1 JSON (--dev optional: 15% of train's articles); --fine-tune trains BERT with
+a span head on [CLS] question [SEP] context window [SEP] rows, otherwise a span model over the frozen
+encoder's layers (or, --no-contextual, over its own word embeddings); scored with SQuAD's official
+exact match and F1."""
+
+QA_TASK = "squad"
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("train-task", help=HELP, description=DESCRIPTION)
-    p.add_argument("task", choices=TASKS, help="the task")
+    p.add_argument("task", choices=(*TASKS, QA_TASK), help="the task")
     opts.add_data_arguments(p, "test file: scored once with the best-on-dev model")
     common.add_model_arguments(p)
     opts.add_contextual_arguments(p)
@@ -57,6 +65,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help=f"gradient-norm clipping (default: {d.clip}; --fine-tune: {ft.clip})")
     t.add_argument("--train-fraction", type=opts.fraction, default=1.0,
                    help="train on a seeded random fraction of the training sentences (default: 1.0)")
+    q = p.add_argument_group("question answering (squad)")
+    w = WindowSettings()
+    q.add_argument("--max-length", type=common.positive_int, default=w.max_length,
+                   help=f"pieces per BERT row, [CLS] question [SEP] window [SEP] (default: {w.max_length})")
+    q.add_argument("--stride", type=common.positive_int, default=w.stride,
+                   help=f"pieces from one context window's start to the next's (default: {w.stride})")
+    q.add_argument("--max-query", type=common.positive_int, default=w.max_query,
+                   help=f"a question's pieces kept (default: {w.max_query})")
+    q.add_argument("--max-answer-length", type=common.positive_int, default=w.max_answer_length,
+                   help=f"the longest answer decoded, in pieces (default: {w.max_answer_length})")
     opts.add_output_arguments(p)
     p.add_argument("--save-model", metavar="DIR",
                    help="write the trained model (best on dev) here for `contextvec predict` and "
@@ -113,14 +131,30 @@ def settings(args: argparse.Namespace) -> TrainTaskSettings:
         args.word_vectors, args.word_vectors_format, args.save_model, args.threads)
 
 
+def qa_settings(args: argparse.Namespace) -> TrainQASettings:
+    """The question-answering job's settings (``train-task squad``)."""
+    if not args.fine_tune:
+        raise ValueError("squad trains with --fine-tune (BERT with a span head)")
+    if args.test:
+        raise ValueError("squad scores --dev; score another file with contextvec predict --score")
+    windows = WindowSettings(args.max_length, args.stride, args.max_query, args.max_answer_length)
+    mode = TrainMode.FINE_TUNE
+    return TrainQASettings(QAFiles(args.train, args.dev, args.max_sentences), mode,
+                           EncoderChoice(args.model, args.options_file, args.weight_file, args.device,
+                                         precision=args.precision),
+                           _training(args), windows, args.save_model, args.threads)
+
+
 def run(args: argparse.Namespace) -> None:
     inputs = opts.check_inputs(args, "train", "dev", "test", "word_vectors")
     opts.check_outputs(args, inputs, args.output)
     if args.save_model is not None:  # "" too: refused, never skipped
         common.check_output(args.save_model, inputs=[args.model], overwrite=args.overwrite, directory=True)
-    job = settings(args)
-    with opts.resumable_features():
-        result = run_train_task(job)
+    if args.task == QA_TASK:
+        result = run_train_qa(qa_settings(args))
+    else:
+        with opts.resumable_features():
+            result = run_train_task(settings(args))
     print("\n".join(result.lines()))
     if args.output:
         opts.write_json(args.output, result.report.to_dict())

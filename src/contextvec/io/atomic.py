@@ -21,6 +21,7 @@ import errno
 import io
 import os
 import re
+import shutil
 import stat
 import threading
 from collections.abc import Iterable, Iterator
@@ -195,6 +196,31 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         raise
     finally:
         tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield an empty folder beside ``path``; when the block succeeds, it becomes ``path`` (an
+    existing folder there is replaced; a link's target is what is replaced), so readers find the
+    whole folder or none. The folder is removed if the block raises."""
+    target = output_target(path, directory=True)
+    tmp = _temporary(target)
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    old = target.with_name(f".{target.name}.old{os.getpid()}")
+    try:
+        yield tmp
+        if target.exists():
+            target.rename(old)
+        tmp.rename(target)
+        fsync(target.parent)
+    except OSError as e:
+        if e.errno in DISK_ERRORS and not isinstance(e, WriteFailed):
+            raise write_failed(e, target) from None
+        raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
 
 
 class _Recorded(io.FileIO):
