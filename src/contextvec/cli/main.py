@@ -42,6 +42,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train-task": ("train_task", "train a task model (NER, SST, TREC, GLUE's tasks, your sentence pairs) "
                                  "with or without contextual vectors, or fine-tune BERT"),
     "predict": ("predict", "run a task model saved by train-task --save-model on new text or a task file"),
+    "answer": ("answer",
+               "answer a question on a context with a question-answering model saved by train-task squad"),
     "experiment": ("experiment",
                    "the ELMo paper's analyses: last layer vs all layers, placement, sample efficiency"),
     "train-wordpiece": ("train_wordpiece",
