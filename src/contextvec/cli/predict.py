@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,7 +35,9 @@ chunks; a task file is predicted as one split, exactly as train-task scored it. 
 -: stdout) gets JSON lines ({"tokens", "label"}, {"tokens", "tags"}; pairs add "second", STS-B
 gives "score"), for NER with --output-format conll IOB2 "token TAG" lines, or for a GLUE task with
 --output-format glue GLUE's submission rows ("index<TAB>prediction"). --score prints the task's
-metrics against a labelled task file."""
+metrics against a labelled task file. A question-answering model (train-task squad) reads a SQuAD
+v1.1 JSON file and writes the official predictions file ({question_id: answer}); --score prints the
+official exact match and F1 against the file's answers."""
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -56,8 +59,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--score", action="store_true",
                    help="print the task's metrics against INPUT's labels (needs --format task)")
     p.add_argument("--max-sentences", type=common.positive_int,
-                   help="--format task: only the first N sentences, as train-task --max-sentences "
-                   "(default: all)")
+                   help="--format task: only the first N sentences (SQuAD: questions), as train-task "
+                   "--max-sentences (default: all)")
     p.add_argument("--batch-size", type=common.positive_int,
                    help="items per task-model batch (default: the batch training evaluated with)")
     p.add_argument("--embed-batch-size", type=common.positive_int,
@@ -97,7 +100,31 @@ def _check(args: argparse.Namespace) -> str | None:
     return output
 
 
+def _run_qa(args: argparse.Namespace) -> None:
+    """A saved question-answering model: INPUT is SQuAD JSON, OUTPUT the official predictions file."""
+    from contextvec.jobs.qa import PredictQASettings, run_predict_qa
+
+    if args.format != "text" or args.tokenizer or args.output_format != "jsonl" or args.embed_batch_size:
+        raise ValueError("a question-answering model reads SQuAD JSON and writes its predictions file: "
+                         "drop --format, --tokenizer, --output-format and --embed-batch-size")
+    job = PredictQASettings(args.model_dir, args.input, args.score, args.max_sentences, args.batch_size,
+                            args.device, args.threads)
+    output = _check(args)
+    result = run_predict_qa(job)
+    with _opened_output(output) as out:
+        if out is not None:
+            out.write(json.dumps(result.predictions, ensure_ascii=False) + "\n")
+    print(result.timing_line(), file=sys.stderr)
+    if args.score:
+        print(result.score_line(), file=sys.stderr if output == "-" else sys.stdout)
+
+
 def run(args: argparse.Namespace) -> None:
+    from contextvec.tasks.qa.record import is_qa_model
+
+    if is_qa_model(args.model_dir):
+        _run_qa(args)
+        return
     job = PredictSettings(args.model_dir, args.input, args.format, args.tokenizer, args.output_format,
                           args.score, args.max_sentences, args.batch_size, args.embed_batch_size,
                           args.device, args.threads, not args.quiet)

@@ -180,7 +180,8 @@ class PredictQAResult:
 def run_predict_qa(settings: PredictQASettings) -> PredictQAResult:
     """Answer every question of the input file; score them when asked."""
     from contextvec.tasks.qa.metric import squad_scores
-    from contextvec.tasks.qa.saved import load_qa_model, read_record
+    from contextvec.tasks.qa.record import read_record
+    from contextvec.tasks.qa.saved import load_qa_model
 
     if settings.threads:
         torch.set_num_threads(settings.threads)
