@@ -21,10 +21,12 @@ from contextvec.logs import LOG_LEVELS, LogLevel
 from contextvec.text.tokenize import LINE_TOKENIZERS
 
 HELP = "serve contextual vectors over HTTP (/v1/embed, OpenAI-compatible /v1/embeddings)"
+DESCRIPTION = HELP + (", and with --task-model a saved question-answering model's answers "
+                      "(/v1/answer)")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("serve", help=HELP, description=HELP)
+    p = subparsers.add_parser("serve", help=HELP, description=DESCRIPTION)
     add_model_arguments(p)
     p.add_argument("--model-name", help="id in responses and /v1/models (default: the model's name)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1: this machine only)")
@@ -81,6 +83,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="unit-length vectors (a sentence-transformers model that declares it is always)")
     openai.add_argument("--openai-max-inputs", type=positive_int, default=2048,
                         help="texts per request (as OpenAI; more: 422)")
+    answer = p.add_argument_group(
+        "/v1/answer (question answering)",
+        "A model saved by train-task squad --save-model, served beside the model above: its "
+        "questions share the worker thread and the batching of the other endpoints.")
+    answer.add_argument("--task-model", metavar="DIR",
+                        help="a saved question-answering model's directory (default: none; /v1/answer "
+                             "then answers 404)")
+    answer.add_argument("--max-context-chars", type=positive_int, default=20_000,
+                        help="characters of a /v1/answer context (more: 422)")
     explore = p.add_argument_group(
         "explorer page (at /)",
         "A page that shows what the layers make of a word: its occurrences compared layer by "
@@ -143,12 +154,12 @@ def run(args: argparse.Namespace) -> None:
         openai_layers=args.openai_layers, openai_gamma=args.openai_gamma,
         openai_pool=args.openai_pool, openai_normalize=args.openai_normalize,
         openai_max_inputs=args.openai_max_inputs, allowed_hosts=args.allowed_hosts,
-        cors_origins=args.cors_origins,
+        cors_origins=args.cors_origins, max_context_chars=args.max_context_chars,
     )
     settings = ServeSettings(
         model=spec, server=server, host=args.host, port=args.port, ui=not args.no_ui,
         explore=ExploreSettings(args.explore_corpus, tuple(args.explore_report)),
-        explore_model=args.explore_model, grace_period=args.grace_period,
+        explore_model=args.explore_model, task_model=args.task_model, grace_period=args.grace_period,
         start_timeout=args.start_timeout, header_timeout=args.header_timeout,
         idle_timeout=args.idle_timeout, access_log=args.access_log, log_level=args.log_level,
     )
@@ -157,7 +168,8 @@ def run(args: argparse.Namespace) -> None:
 
     def ready(started: Started) -> None:
         page = f" (explorer page: {started.url}/)" if started.explorer else ""
-        print(f"contextvec serve: {started.model_name} loaded and warmed in {started.seconds:.1f} s; "
+        task = f" and {started.task_model} (/v1/answer)" if started.task_model else ""
+        print(f"contextvec serve: {started.model_name}{task} loaded and warmed in {started.seconds:.1f} s; "
               f"serving on {started.url}{page}", file=sys.stderr, flush=True)
 
     stopped = serve(settings, on_ready=ready)

@@ -15,6 +15,7 @@ from starlette.types import ASGIApp
 from contextvec.encoders.base import Encoder
 from contextvec.engine.worker import WorkerThread
 from contextvec.server import schemas
+from contextvec.server.answer import Answerer, ServedTask
 from contextvec.server.errors import APIError, install_error_handlers
 from contextvec.server.explore import Explorer, ExploreSettings
 from contextvec.server.explore_routes import bound_schema, install_explorer
@@ -55,10 +56,10 @@ async def _health(body: None, call: Call) -> bytes:
 def create_app(encoder: Encoder, settings: ServerSettings | None = None,
                is_stopping: Callable[[], bool] = lambda: False, grace_period: float = 30.0,
                worker: WorkerThread | None = None, explore: ExploreSettings | None = None,
-               compare: Sequence[tuple[str, Encoder]] = ()) -> ASGIApp:
+               compare: Sequence[tuple[str, Encoder]] = (), task: ServedTask | None = None) -> ASGIApp:
     """The ASGI app serving ``encoder``: ``/v1/embed``, ``/v1/embeddings``, ``/v1/models``,
     ``/health``, ``/ready``, ``/metrics`` and ``/openapi.json``; with ``explore``, the explorer
-    page at ``/`` and its ``/v1/explore`` endpoints too.
+    page at ``/`` and its ``/v1/explore`` endpoints too; with ``task``, ``/v1/answer``.
 
     Args:
         encoder: the model to serve, loaded, in eval mode and warmed by the caller.
@@ -71,6 +72,9 @@ def create_app(encoder: Encoder, settings: ServerSettings | None = None,
             Its corpus is embedded here, by every model, before the app is returned.
         compare: ``(id, encoder)`` of other models the explorer shows beside ``encoder``
             (loaded and warmed on ``worker`` by the caller).
+        task: a question-answering model ``/v1/answer`` answers with (loaded and warmed on
+            ``worker`` by the caller; its questions run there too, through the engine). None:
+            ``/v1/answer`` answers 404.
 
     Returns:
         The ASGI application; its lifespan starts and stops the engine, so run it under an
@@ -134,12 +138,28 @@ def create_app(encoder: Encoder, settings: ServerSettings | None = None,
         """Prometheus text format (not JSON)."""
         return Response(service.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
+    hot_routes = {("POST", "/v1/embed"): HotRoute(schemas.EmbedRequest, service.embed),
+                  ("POST", "/v1/embeddings"): HotRoute(schemas.EmbeddingsRequest, service.embeddings),
+                  ("GET", "/health"): HotRoute(None, _health)}
+    if task is not None:
+        answerer = Answerer(task, service)
+        hot_routes["POST", "/v1/answer"] = HotRoute(schemas.AnswerRequest, answerer.answer)
+
+        @app.post("/v1/answer", response_model=schemas.AnswerResponse, responses=errors(400, *keyed, *WORK))
+        async def answer(body: schemas.AnswerRequest, request: Request) -> Response:
+            """The question-answering model's answers: spans of the context (``context[start:end]``),
+            best first, with their scores."""
+            return _json(await answerer.answer(body, Call.of(request)))
+    else:
+        @app.post("/v1/answer", include_in_schema=False)
+        async def no_answer() -> Response:
+            raise APIError(404, "no question-answering model: start the server with --task-model DIR "
+                                "(a model saved by train-task squad --save-model)")
+
     if explorer is not None:
         install_explorer(app, explorer, errors, keyed, WORK)
     app.openapi = lambda: _openapi(app, service, settings, explorer)
-    hot = HotRoutes(app, {("POST", "/v1/embed"): HotRoute(schemas.EmbedRequest, service.embed),
-                          ("POST", "/v1/embeddings"): HotRoute(schemas.EmbeddingsRequest, service.embeddings),
-                          ("GET", "/health"): HotRoute(None, _health)})
+    hot = HotRoutes(app, hot_routes)
     wrapped = BodyReader(hot, settings.max_body_bytes, settings.request_timeout)
     if settings.api_key:
         wrapped = ApiKey(wrapped, settings.api_key)
@@ -170,6 +190,8 @@ def _openapi(app: FastAPI, service: Service, settings: ServerSettings, explorer:
         texts["maxItems"] = settings.openai_max_inputs
         integer = next(b for b in openai["dimensions"]["anyOf"] if b.get("type") == "integer")
         integer.update(minimum=service.openai_dim, maximum=service.openai_dim)
+        if "AnswerRequest" in models:
+            models["AnswerRequest"]["properties"]["context"]["maxLength"] = settings.max_context_chars
         if explorer is not None:
             bound_schema(schema, explorer, settings)
         error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}

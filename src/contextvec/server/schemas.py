@@ -119,6 +119,41 @@ class EmbeddingsResponse(BaseModel):
     usage: Usage
 
 
+MAX_QUESTION_CHARS = 2000
+"""Characters of a question: a model reads only its first ``max_query`` word pieces."""
+MAX_N_BEST = 20
+"""Answers a request may ask for (the spans each window keeps while decoding)."""
+
+
+class AnswerRequest(BaseModel):
+    """``POST /v1/answer``: one question on one context, answered with spans of the context."""
+
+    model_config = Strict
+    question: NonBlank = Field(
+        max_length=MAX_QUESTION_CHARS,
+        description="the question; a model reads its first max_query word pieces (64 by default)")
+    context: NonBlank = Field(
+        description="the text to answer from; at most --max-context-chars characters (a long one is "
+        "read in overlapping windows)")
+    n_best: Integer = Field(1, ge=1, le=MAX_N_BEST,
+                            description="answers to give, best first (fewer if the context has fewer spans)")
+
+
+class AnswerSpan(BaseModel):
+    """An answer: ``context[start:end]`` (offsets in characters, as Python counts them) and its
+    score (the model's: BERT's start and end logits summed, a span model's log-probabilities)."""
+
+    text: str
+    start: int
+    end: int
+    score: float
+
+
+class AnswerResponse(BaseModel):
+    model: str
+    answers: list[AnswerSpan]
+
+
 class ModelCard(BaseModel):
     id: str
     object: Literal["model"] = "model"

@@ -30,10 +30,13 @@ from contextvec.engine.worker import WorkerThread
 from contextvec.extras import needs
 from contextvec.io.sentence_transformers import SentencePipelineError, SentencePooling, read_sentence_pooling
 from contextvec.logs import LogLevel
+from contextvec.server.answer import ServedTask
+from contextvec.server.answer import warm_up as warm_up_task
 from contextvec.server.app import create_app
 from contextvec.server.explore import ExploreSettings
 from contextvec.server.protocol import header_deadline
 from contextvec.server.settings import ServerSettings, host_name
+from contextvec.tasks.qa.saved import load_qa_model
 
 with needs("server"):  # the package checks the app's packages; serving needs uvicorn too
     import uvicorn
@@ -56,6 +59,9 @@ class ServeSettings:
         explore: the explorer's corpus and reports (with ``ui`` only).
         explore_model: a second model (bundled name or directory) the explorer shows beside
             the served one (with ``ui`` only).
+        task_model: a question-answering model's directory (``train-task squad
+            --save-model``) that ``/v1/answer`` answers with, beside the served model; its id
+            in responses is the directory's name.
         grace_period: seconds to finish in-flight work on SIGTERM or SIGINT.
         start_timeout: seconds to load and warm up the model(s) before giving up.
         header_timeout: seconds a client has to send a request's line and headers, from the
@@ -79,6 +85,7 @@ class ServeSettings:
     ui: bool = True
     explore: ExploreSettings = field(default_factory=ExploreSettings)
     explore_model: str | None = None
+    task_model: str | None = None
     grace_period: float = 30.0
     start_timeout: float = 300.0
     header_timeout: float = 10.0
@@ -112,12 +119,14 @@ class ServeSettings:
 @dataclass(frozen=True)
 class Started:
     """What :func:`serve` tells ``on_ready`` once it listens: the served model's id, the seconds
-    loading and warming took, the base URL, and whether the explorer page is at ``url/``."""
+    loading and warming took, the base URL, whether the explorer page is at ``url/``, and the
+    id of the question-answering model of ``/v1/answer`` (None: none)."""
 
     model_name: str
     seconds: float
     url: str
     explorer: bool
+    task_model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -197,7 +206,7 @@ def serve(settings: ServeSettings, on_ready: Callable[[Started], None] = lambda 
     start = time.perf_counter()
     # Loading, warm-up and every forward on one thread: one OpenMP team (engine/worker.py).
     worker = WorkerThread()
-    encoder, compare = _load_within(worker, settings)
+    encoder, compare, task = _load_within(worker, settings)
     server_settings = dataclasses.replace(
         settings.server, openai_sentence=sentence_pooling(settings, encoder),
         allowed_hosts=(*settings.server.allowed_hosts, host_name(settings.host)))
@@ -206,14 +215,16 @@ def serve(settings: ServeSettings, on_ready: Callable[[Started], None] = lambda 
     server: uvicorn.Server | None = None
     explore = settings.explore if settings.ui else None
     app = create_app(encoder, server_settings, is_stopping=lambda: bool(server and server.should_exit),
-                     grace_period=settings.grace_period, worker=worker, explore=explore, compare=compare)
+                     grace_period=settings.grace_period, worker=worker, explore=explore, compare=compare,
+                     task=task)
     config = uvicorn.Config(app, log_level=settings.log_level.value, access_log=settings.access_log,
                             timeout_graceful_shutdown=int(settings.grace_period), lifespan="on",
                             http=header_deadline(settings.header_timeout),
                             timeout_keep_alive=settings.idle_timeout)
     server = uvicorn.Server(config)
     url = f"http://{host_name(host)}:{port}"
-    on_ready(Started(server_settings.model_name, time.perf_counter() - start, url, explore is not None))
+    on_ready(Started(server_settings.model_name, time.perf_counter() - start, url, explore is not None,
+                     None if task is None else task.name))
     stopped_by: list[int] = []
     # uvicorn re-raises the signal that stopped it once it has shut down gracefully; these
     # handlers receive it, so a SIGTERM ends the process with status 0, not -15.
@@ -235,13 +246,14 @@ def _is_loopback(host: str) -> bool:
         return host == "localhost"
 
 
-def _load_within(worker: WorkerThread, settings: ServeSettings) -> tuple[Encoder, list[tuple[str, Encoder]]]:
-    """The model (and ``explore_model``), loaded and warmed up on ``worker`` within
-    ``start_timeout`` seconds (a load that hangs, on a stalled network disk say, ends the
+def _load_within(worker: WorkerThread, settings: ServeSettings
+                 ) -> tuple[Encoder, list[tuple[str, Encoder]], ServedTask | None]:
+    """The model (and ``explore_model``, and ``task_model``), loaded and warmed up on ``worker``
+    within ``start_timeout`` seconds (a load that hangs, on a stalled network disk say, ends the
     call instead of hanging it; the worker is a daemon thread, so the process can exit while
     it is stuck)."""
 
-    def load_all() -> tuple[Encoder, list[tuple[str, Encoder]]]:
+    def load_all() -> tuple[Encoder, list[tuple[str, Encoder]], ServedTask | None]:
         encoder = settings.model.load()
         warm_up(encoder)
         compare = []
@@ -249,7 +261,12 @@ def _load_within(worker: WorkerThread, settings: ServeSettings) -> tuple[Encoder
             other = load(settings.explore_model, device=settings.model.device)
             warm_up(other)
             compare.append((Path(settings.explore_model).name or settings.explore_model, other))
-        return encoder, compare
+        task = None
+        if settings.task_model:
+            model = load_qa_model(settings.task_model, settings.model.device)
+            warm_up_task(model)
+            task = ServedTask(Path(settings.task_model).resolve().name, model)
+        return encoder, compare, task
 
     try:
         return worker.submit(load_all).result(timeout=settings.start_timeout)

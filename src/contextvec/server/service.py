@@ -207,10 +207,10 @@ class Service:
         return self.tokenizers[name]
 
     async def vectors(self, call: Call, sentences: list[list], run: Runner | None = None,
-                      kind: Hashable = None) -> list[np.ndarray]:
+                      kind: Hashable = None, field: str = "sentences") -> list[np.ndarray]:
         """Each sentence's (num_layers, tokens, dim) array (or what ``run`` makes of each item),
         through the engine, within the deadline; calls of the same ``kind`` share forward
-        passes (see ``Engine.submit``)."""
+        passes (see ``Engine.submit``). Items the model refuses are a 422 naming ``field``."""
         if self.is_stopping():
             raise APIError(503, "the server is shutting down")
         timeout = self.settings.request_timeout
@@ -221,12 +221,12 @@ class Service:
                            headers={"Retry-After": "1"}) from None
         except ShuttingDown:
             raise APIError(503, "the server is shutting down") from None
-        result = await _wait(job, call, timeout)
+        result = await _wait(job, call, timeout, field)
         self.metrics.tokens.inc(sum(len(s) for s in sentences))
         return result
 
 
-async def _wait(job: Job, call: Call, timeout: float) -> list[np.ndarray]:
+async def _wait(job: Job, call: Call, timeout: float, field: str) -> list[np.ndarray]:
     """The job's result; 504 past the deadline; the job is dropped if the client goes away."""
     future = job.future
     gone = not future.done() and await _until_settled(future, call.receive, timeout)
@@ -234,7 +234,7 @@ async def _wait(job: Job, call: Call, timeout: float) -> list[np.ndarray]:
         try:
             return future.result()
         except (ValueError, TypeError, UnicodeError) as e:
-            raise APIError(422, f"sentences: {e}", "sentences") from None
+            raise APIError(422, f"{field}: {e}", field) from None
         except Exception as e:
             logger.error("request %s: encoder failed", call.request_id, exc_info=e)
             raise APIError(500, f"internal error (request id {call.request_id})") from None

@@ -81,6 +81,8 @@ class ServerSettings:
             other is refused (400), so a web page cannot reach the server by DNS rebinding.
         cors_origins: the browser origins (``https://app.example.com``) whose pages may call
             the API and read its answers; none: no CORS headers (browsers keep other pages out).
+        max_context_chars: characters of a ``/v1/answer`` context (more: 422, the schema's
+            ``maxLength``).
 
     Raises:
         ValueError: a ``tokenizer``, ``openai_layers`` or ``openai_pool`` that is none of the
@@ -108,8 +110,13 @@ class ServerSettings:
     openai_sentence: SentencePooling | None = None
     allowed_hosts: tuple[str, ...] = ()
     cors_origins: tuple[str, ...] = ()
+    max_context_chars: int = 20_000
 
     def __post_init__(self) -> None:
+        if isinstance(self.max_context_chars, bool) or not isinstance(self.max_context_chars, int) \
+                or self.max_context_chars < 1:
+            raise ValueError(f"max_context_chars must be a whole number of at least 1, "
+                             f"not {self.max_context_chars!r}")
         object.__setattr__(self, "allowed_hosts", tuple(_host_pattern(h) for h in self.allowed_hosts))
         object.__setattr__(self, "cors_origins", tuple(_origin(o) for o in self.cors_origins))
         object.__setattr__(self, "tokenizer", as_tokenizer_name(self.tokenizer, one_per_line=True))
