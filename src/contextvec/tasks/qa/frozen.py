@@ -70,7 +70,7 @@ from contextvec.tasks.models.vocab import Encoded
 from contextvec.tasks.predictor import FEATURE_CHUNK, MAX_TOKENS
 from contextvec.tasks.qa.decode import SpanAnswer, window_spans
 from contextvec.tasks.qa.metric import squad_scores
-from contextvec.tasks.qa.saved import QARecord, read_record, write_record
+from contextvec.tasks.qa.record import QARecord, read_record, write_record
 from contextvec.tasks.qa.span_model import SpanBatch, SpanModel, SpanSettings
 from contextvec.tasks.qa.squad import Question, SquadData
 from contextvec.tasks.qa.tokens import SquadTokens, tokenize_squad
@@ -224,13 +224,11 @@ class SpanReader:
         return self.answer_questions([Question("q", question, context, ())], n_best)[0]
 
 
-def _sample(data: SquadData, fraction: float, seed: int) -> SquadData:
-    """A seeded ``fraction`` of the questions (at least one), in file order."""
+def _sample(size: int, fraction: float, seed: int) -> list[int]:
+    """A seeded ``fraction`` of ``range(size)`` (at least one), in order."""
     if fraction >= 1:
-        return data
-    keep = sorted(random.Random(seed).sample(range(len(data)), max(1, round(fraction * len(data)))))
-    return SquadData(tuple(data.questions[i] for i in keep), tuple(data.articles[i] for i in keep),
-                     f"{data.source} (fraction {fraction})", data.version)
+        return list(range(size))
+    return sorted(random.Random(seed).sample(range(size), max(1, round(fraction * size))))
 
 
 def _cached_layers(encoder: Encoder, tokens: SquadTokens, settings: SpanTrainSettings,
@@ -285,11 +283,14 @@ def train_span_model(train: SquadData, dev: SquadData, encoder: Encoder | None,
     _check_encoder(model_settings, encoder)
     started = time.perf_counter()
     seed_everything(fit_settings.seed)
-    full_train = len(train)
-    train = _sample(train, fit_settings.train_fraction, fit_settings.seed)
     tokenizer = Tokenizer(TOKENIZER)
     train_tokens, dev_tokens = tokenize_squad(train, tokenizer), tokenize_squad(dev, tokenizer)
-    sentences = [c.tokens for c in train_tokens.contexts] + [q.tokens for q in train_tokens.questions]
+    # A fraction of the questions trains, after the features of all are cached: every fraction
+    # and seed shares one cache entry.
+    keep = _sample(len(train), fit_settings.train_fraction, fit_settings.seed)
+    kept_contexts = sorted({train_tokens.context_of[i] for i in keep})
+    sentences = ([train_tokens.contexts[c].tokens for c in kept_contexts]
+                 + [train_tokens.questions[i].tokens for i in keep])
     words, chars, _ = build_vocabularies(sentences)
     ngrams = ngram_vocabulary(sentences) if model_settings.char_ngram_dim else None
     model = _build(words, chars, ngrams, model_settings, settings.span, encoder)
@@ -309,12 +310,12 @@ def train_span_model(train: SquadData, dev: SquadData, encoder: Encoder | None,
         return squad_scores(dev, {q.id: a[0].text for q, a in zip(dev.questions, answers, strict=True)})
 
     def loss(ids: list[int]) -> torch.Tensor:
-        batch = prepared_train.batch(reader.indexer, ids, device, True)
+        batch = prepared_train.batch(reader.indexer, [keep[i] for i in ids], device, True)
         return model.loss(batch) + model.mix_penalty(fit_settings.l2)
 
     trainable = [p for p in model.parameters() if p.requires_grad]
     result = fit(
-        model, lengths=prepared_train.context_lengths,
+        model, lengths=[prepared_train.context_lengths[i] for i in keep],
         objective=Objective(loss, lambda: dev_scores()["f1"] / 100, "f1"),
         optimisation=Optimisation(torch.optim.Adam(trainable, lr=fit_settings.lr), trainable),
         settings=fit_settings, patience=fit_settings.patience, frozen_prefix=ENCODER_PREFIX,
@@ -323,23 +324,25 @@ def train_span_model(train: SquadData, dev: SquadData, encoder: Encoder | None,
     scores = dev_scores()
     eval_seconds = time.perf_counter() - evaluated
     reader.reported = {"exact_match": scores["exact_match"], "f1": scores["f1"]}
-    context_tokens = sum(prepared_train.context_lengths)
-    question_tokens = sum(len(q) for q in train_tokens.questions)
+    lengths = prepared_train.context_lengths
+    tokens = sum(lengths[i] + len(train_tokens.questions[i]) for i in keep)
     n_mix = sum(p.numel() for p in model.contextual.mixes.parameters()) if model.contextual else 0
-    runtime = runtime_summary(context_tokens + question_tokens, len(train), result, eval_seconds)
+    runtime = runtime_summary(tokens, len(keep), result, eval_seconds)
     report = TaskReport(
         task="squad", metric="f1", best_epoch=result.best_epoch, dev=scores, test=None, curve=result.curve,
         mixes=model.mix_summary(), labels=[],
-        splits={name: {"source": s.source, "questions": len(s), "articles": s.num_articles,
-                       "contexts": len(t.contexts)}
-                for name, s, t in (("train", train, train_tokens), ("dev", dev, dev_tokens))},
+        splits={"train": {"source": train.source, "questions": len(keep),
+                          "articles": len({train.articles[i] for i in keep}), "contexts": len(kept_contexts)},
+                "dev": {"source": dev.source, "questions": len(dev), "articles": dev.num_articles,
+                        "contexts": len(dev_tokens.contexts)}},
         parameters={"trainable": sum(p.numel() for p in trainable), "mixes": n_mix,
                     "word_vocabulary": len(words), "char_vocabulary": len(chars)},
         model_settings={"mode": "features", **asdict(model_settings), "span": asdict(settings.span),
                         "tokenizer": TOKENIZER},
         train_settings=asdict(fit_settings),
         runtime_s={**runtime, "features": round(features_s, 3)},
-        extra={"inexact_answers": train_tokens.inexact, "train_questions_before_fraction": full_train},
+        extra={"inexact_answers": sum(not train_tokens.exact[i] for i in keep),
+               "train_questions_before_fraction": len(train)},
     )
     return report, reader
 

@@ -119,14 +119,19 @@ class SquadTokens:
     """A :class:`~contextvec.tasks.qa.squad.SquadData` tokenized: each distinct context once
     (``contexts``, in order of first use; ``context_of[i]`` is question ``i``'s), each question,
     and for labelled data each question's first answer as ``(first, last)`` context tokens
-    (``answers``, else None) with ``inexact`` the number of answers that do not begin and end
-    at token boundaries."""
+    (``answers``, else None) with ``exact[i]``: whether that answer begins and ends at token
+    boundaries."""
 
     contexts: tuple[TokenizedText, ...]
     context_of: tuple[int, ...]
     questions: tuple[TokenizedText, ...]
     answers: tuple[tuple[int, int], ...] | None
-    inexact: int
+    exact: tuple[bool, ...] | None
+
+    @property
+    def inexact(self) -> int:
+        """How many answers do not begin and end at token boundaries."""
+        return sum(not e for e in self.exact or ())
 
 
 def tokenize_squad(data: SquadData, tokenizer: Tokenizer | None = None) -> SquadTokens:
@@ -142,7 +147,7 @@ def tokenize_squad(data: SquadData, tokenizer: Tokenizer | None = None) -> Squad
     contexts: list[TokenizedText] = []
     context_of, questions = [], []
     answers: list[tuple[int, int]] | None = [] if data.labeled else None
-    inexact = 0
+    exacts: list[bool] = []
     for q in data.questions:
         where = f"{data.source}, question {q.id!r}"
         if q.context not in index:
@@ -163,6 +168,7 @@ def tokenize_squad(data: SquadData, tokenizer: Tokenizer | None = None) -> Squad
             except ValueError as error:
                 raise ValueError(f"{where}: answer {answer.text!r}: {error}") from None
             answers.append((first, last))
-            inexact += not exact
-    return SquadTokens(tuple(contexts), tuple(context_of), tuple(questions),
-                       None if answers is None else tuple(answers), inexact)
+            exacts.append(exact)
+    if answers is None:
+        return SquadTokens(tuple(contexts), tuple(context_of), tuple(questions), None, None)
+    return SquadTokens(tuple(contexts), tuple(context_of), tuple(questions), tuple(answers), tuple(exacts))
