@@ -225,3 +225,19 @@ def test_serve_task_model_answers_over_http(own_tiny_bert_dir, qa_dir):
         assert status == 200 and body["model"] == "qa"
         assert_same_answers(body["answers"], model.answer("what did tom read", LONG, 3), model, LONG)
         assert call({"question": "who", "context": "a " * 151})[0] == 422
+
+
+def test_a_task_model_directory_that_is_none_stops_the_start_in_one_line(own_tiny_bert_dir, capsys):
+    from contextvec.cli.main import main
+
+    code = main(["serve", "--model", str(own_tiny_bert_dir), "--task-model", str(own_tiny_bert_dir),
+                 "--threads", "1", "--no-ui", "--port", "0"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err[-1] == (f"contextvec: error: {own_tiny_bert_dir} is not a saved model: "
+                                     "task.json is missing")
+
+
+@pytest.mark.parametrize("limit", [0, -5, True, 2.5])
+def test_max_context_chars_must_be_a_positive_whole_number(limit):
+    with pytest.raises(ValueError, match="max_context_chars must be a whole number of at least 1"):
+        ServerSettings(max_context_chars=limit)
