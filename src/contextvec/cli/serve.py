@@ -90,7 +90,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     answer.add_argument("--task-model", metavar="DIR",
                         help="a saved question-answering model's directory (default: none; /v1/answer "
                              "then answers 404)")
-    answer.add_argument("--max-context-chars", type=positive_int, default=20_000,
+    answer.add_argument("--max-context-chars", type=positive_int, default=20_000, metavar="N",
                         help="characters of a /v1/answer context (more: 422)")
     explore = p.add_argument_group(
         "explorer page (at /)",
