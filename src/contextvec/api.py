@@ -19,10 +19,13 @@ from contextvec.encoders.family import Family, Form
 from contextvec.encoders.fingerprint import model_identity
 from contextvec.encoders.precision import (
     PRECISIONS,
+    Int8Role,
+    PacksWeights,
     Precision,
     apply_precision,
     as_precision,
     check_precision,
+    precision_of,
 )
 from contextvec.encoders.registry import family_of, family_saving, not_a_model, refuse_conversion
 from contextvec.encoders.threads import in_passing_thread
@@ -284,10 +287,11 @@ def _int8_for(path: InferencePath, encoder: Encoder) -> InferencePath:
     modules = list(encoder.modules())
     engine, reason = path.engine.partition("; ")[0], path.reason  # "; ..." names ELMo's token encoder
     kept, library = path.kept_precision, path.int8_library
-    if not any(getattr(m, "int8_recurrent", False) for m in modules):
+    roles = {m.int8_role for m in modules if isinstance(m, PacksWeights)}
+    if Int8Role.RECURRENT not in roles:
         engine, reason = engine.replace(f" (LSTMs: {library})", ""), _LSTM_CLAUSE.sub("", reason)
         library = None
-    if any(getattr(m, "int8_sensitive", False) for m in modules):
+    if Int8Role.KEPT in roles:
         engine += f"; its character CNN in {kept}"
     else:
         kept = None
@@ -322,7 +326,7 @@ def save(encoder: Encoder, directory: str | os.PathLike) -> Path:
         ValueError: a bf16 or int8 encoder (its rounded weights are not the model).
         TypeError: an encoder of a family contextvec cannot save.
     """
-    precision = getattr(encoder, "precision", "fp32")
+    precision = precision_of(encoder)
     if precision != "fp32":
         raise ValueError(f"cannot save a {precision} encoder: load the model in fp32 to save it")
     family = family_saving(encoder)

@@ -40,6 +40,9 @@ class Encoder(nn.Module, ABC):
     transformer layers, CoVe's GloVe and MT-LSTM layers."""
     output_dim: int
     """The width ``dim`` of every layer's vectors."""
+    precision: str
+    """``"bf16"`` or ``"int8"`` once :func:`~contextvec.encoders.precision.apply_precision` has
+    prepared the encoder in that precision (``contextvec.load(precision=...)``); unset in fp32."""
     token_layer: ClassVar[str] = "layer 0"
     """What layer 0 is, in words ("char-CNN"), for :meth:`layer_names`."""
     upper_layers: ClassVar[str] = "layer"

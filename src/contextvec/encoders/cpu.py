@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import functools
 import os
-import warnings
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
 import torch
+
+from contextvec.encoders import torch_private
+from contextvec.encoders.torch_private import fbgemm_available, fbgemm_prepack
 
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 """CPU flags of native bf16 matmuls: any one of them is enough."""
@@ -152,48 +154,18 @@ def int8_sums_exact() -> bool:
     times weights of +127 or -127, for one row and for 32 (oneDNN picks kernels by shape). A
     kernel without VNNI or AMX adds u8 x s8 pairs in saturating int16 and gets it wrong.
     """
-    if not torch.backends.mkldnn.is_available():
+    if not torch.backends.mkldnn.is_available() or not torch_private.supported():
         return False
     weight = _extreme_weight()
     outputs, columns = weight.shape
-    packed = torch.ops.onednn.qlinear_prepack(weight, None)
+    packed = torch_private.qlinear_prepack(weight)
     for rows in (1, 32):
         codes = torch.full((rows, columns), 255, dtype=torch.uint8)
-        out = torch.ops.onednn.qlinear_pointwise(
-            codes, 1.0, 128, packed, torch.ones(outputs), torch.zeros(outputs, dtype=torch.long),
-            None, 1.0, 0, torch.float32, "none", [], "",
-        )
+        out = torch_private.qlinear(codes, 1.0, 128, packed, torch.ones(outputs),
+                                    torch.zeros(outputs, dtype=torch.long))
         if not torch.equal(out.double(), (codes.double() - 128) @ weight.double().T):
             return False
     return True
-
-
-@functools.cache
-def fbgemm_available() -> bool:
-    """Whether this torch has fbgemm's int8 linears (x86 builds do): the dynamic one, and the one
-    given its input's scale."""
-    return ("fbgemm" in torch.backends.quantized.supported_engines
-            and hasattr(torch.ops.quantized, "linear_dynamic")
-            and hasattr(torch.ops.quantized, "linear_with_input_q_dq_qweight_dq_output_fp32"))
-
-
-def fbgemm_prepack(codes: torch.Tensor, scales: torch.Tensor) -> torch.ScriptObject:
-    """fbgemm's packed copy of the int8 ``codes (out, in)`` with their row ``scales (out,)``."""
-    # fbgemm takes its weights as a quantized tensor, a type torch deprecates as a user-facing
-    # quantization API: here it is only the kernel's input format, made once per matrix, so its
-    # warning would tell the user nothing they could act on.
-    # linear_prepack packs for torch's global quantized engine, which a caller may have set to
-    # another: this path is fbgemm's.
-    engine = torch.backends.quantized.engine
-    try:
-        torch.backends.quantized.engine = "fbgemm"
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="torch.quantize_per_tensor, torch.quantize_per_channel")
-            weight = torch._make_per_channel_quantized_tensor(
-                codes, scales.double(), torch.zeros(len(scales), dtype=torch.long), 0)
-            return torch.ops.quantized.linear_prepack(weight, None)
-    finally:
-        torch.backends.quantized.engine = engine
 
 
 @functools.cache
@@ -211,7 +183,7 @@ def fbgemm_sums_exact(bits: int) -> bool:
     packed = fbgemm_prepack(weight, torch.ones(outputs))
     for rows in (1, FEW_ROWS):
         codes = torch.full((rows, columns), float(half))
-        out = torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32(codes, 1.0, half + 1, packed)
+        out = torch_private.fbgemm_linear_with_scale()(codes, 1.0, half + 1, packed)
         if not torch.equal(out.double(), codes.double() @ weight.double().T):
             return False
     return True

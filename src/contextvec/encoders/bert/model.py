@@ -26,7 +26,7 @@ from torch import nn
 
 from contextvec.encoders.bert.config import BertConfig
 from contextvec.encoders.bert.packing import RowLayout, packed_positions
-from contextvec.encoders.precision import PackedFloatWeights, run_linear
+from contextvec.encoders.precision import Int8Role, PackedFloatWeights, run_linear
 
 if TYPE_CHECKING:
     from contextvec.encoders.precision import Pack
@@ -120,6 +120,10 @@ def short_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
 class BertSelfAttention(nn.Module):
     """Multi-head scaled dot-product attention over the whole sequence (no causal mask)."""
+
+    int8_role = Int8Role.PLAIN
+    """Query, key and value packed as one matrix (:meth:`pack_weights`), int8 on oneDNN: hidden
+    states' magnitudes differ too much between tokens for one activation scale per product."""
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from contextvec.encoders.bilm.config import BiLMConfig
-from contextvec.encoders.precision import Pack, PackedFloatWeights, run_linear
+from contextvec.encoders.precision import Int8Role, Pack, PackedFloatWeights, run_linear
 from contextvec.text.chars import PAD_CHAR
 
 _PAD_ID = PAD_CHAR + 1  # in-word padding at inference (0 is a padded token)
@@ -58,7 +58,7 @@ class CharCNN(nn.Module):
     ``project=False``: its projection also reads word embeddings, outside this module.
     """
 
-    int8_sensitive = True
+    int8_role = Int8Role.KEPT
     """``precision="int8"`` leaves this module in bf16 (or fp32): the LSTMs amplify its rounding
     more than any other matrix's, and it runs once per distinct token, not once per step."""
     min_group = 64

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
-from contextvec.encoders.precision import Pack, PackedFloatWeights
+from contextvec.encoders.precision import Int8Role, Pack, PackedFloatWeights
 
 # Gate blocks of the packed weights, in bilm-tf (TensorFlow LSTMCell) order.
 GATE_I, GATE_J, GATE_F, GATE_O = range(4)
@@ -67,7 +67,7 @@ class ProjectedLSTMLayer(nn.Module):
     Merity et al.'s AWD-LSTM): it regularizes the recurrence yet keeps the fused kernel.
     """
 
-    int8_recurrent = True
+    int8_role = Int8Role.RECURRENT
     """``precision="int8"`` runs this layer's matrices on the int8 path's kernels for
     recurrences (:func:`contextvec.encoders.precision.apply_precision`): a step multiplies a
     few rows by each matrix, which some CPUs' int8 kernels do slower than fp32."""
@@ -181,10 +181,7 @@ class ProjectedLSTMLayer(nn.Module):
         if per_direction:
             first = directions.start
             if self.packed is not None and directions.stop - first == 1:
-                product = self.packed[name][first]
-                if product.precision == "int8":
-                    return product.kernel()
-                return lambda x, add=None: product(x, add=add)
+                return self.packed[name][first].step()
             return lambda x, add=None: self._matmul(name, x, weight, True, add=add, first=first)
         w = self._onednn.transposed(name, weight)[directions]
         return lambda x, add=None: _bmm(x, w, add=add)
