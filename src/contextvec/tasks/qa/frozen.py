@@ -19,7 +19,7 @@ the way the feature cache computes them (chunks of ``FEATURE_CHUNK`` sentences, 
 batches, the cache's dtype), so a reloaded model scores dev exactly as training reported.
 
 **Saved models** (:func:`save_span_model`, :func:`load_span_model`): ``task.json`` is the
-question-answering record of :mod:`contextvec.tasks.qa.saved` (kind ``features``);
+question-answering record of :mod:`contextvec.tasks.qa.record` (kind ``features``);
 ``span_model.json`` holds this model's own record (format ``contextvec-span-model`` and its
 version, the model and span settings, the word-embedding width, the feature dtype and encoder
 batch size, and the encoder as :func:`~contextvec.tasks.saved.encoder_reference` names it with
@@ -429,7 +429,7 @@ def load_span_model(directory: str | os.PathLike, record: QARecord | None = None
 
     Args:
         directory: the saved model's directory.
-        record: its ``task.json`` already read (:func:`~contextvec.tasks.qa.saved.read_record`).
+        record: its ``task.json`` already read (:func:`~contextvec.tasks.qa.record.read_record`).
         device: where to run the model (and load its encoder).
         encoder: the frozen encoder, if already loaded (its fingerprint is checked); by default
             the one ``span_model.json`` names is loaded.
