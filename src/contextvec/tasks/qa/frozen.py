@@ -62,6 +62,7 @@ from contextvec.tasks.models import (
     Indexer,
     ModelSettings,
     TokenEmbedder,
+    Vocabulary,
     build_vocabularies,
     contextual_embedder,
     ngram_vocabulary,
@@ -244,8 +245,8 @@ def _cached_layers(encoder: Encoder, tokens: SquadTokens, settings: SpanTrainSet
     return splits[0].features, splits[1].features
 
 
-def _build(words, chars, ngrams, settings: ModelSettings, span: SpanSettings, encoder: Encoder | None,
-           pretrained: np.ndarray | None = None) -> SpanModel:
+def _build(words: Vocabulary, chars: Vocabulary, ngrams: Vocabulary | None, settings: ModelSettings,
+           span: SpanSettings, encoder: Encoder | None, pretrained: np.ndarray | None = None) -> SpanModel:
     tokens = TokenEmbedder(words, chars, settings, pretrained, ngrams)
     contextual = contextual_embedder(encoder, settings) if settings.num_mixes else None
     return SpanModel(tokens, [], settings, contextual, span=span)
