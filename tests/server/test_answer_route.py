@@ -165,19 +165,18 @@ def test_concurrent_questions_share_a_call_and_get_their_own_answers(own_tiny_be
     ({"question": "who", "context": "a" * (MAX_CONTEXT_CHARS + 1)}, 422, "context",
      f"over the limit of {MAX_CONTEXT_CHARS} (--max-context-chars)"),
     ({"question": "who", "context": "\u200b\u200b"}, 422, "context", "its context has no word pieces"),
-    ({"question": "who", "context": SHORT, "n_best": 0}, 422, None, "must be >= 1"),
-    ({"question": "who", "context": SHORT, "n_best": 21}, 422, None, "must be <= 20"),
-    ({"question": "who", "context": SHORT, "n_best": "2"}, 422, None, "valid integer"),
-    ({"question": "who"}, 422, None, "field required"),
-    ({"question": "who", "context": SHORT, "top_k": 2}, 422, None, "unknown field 'top_k'"),
+    ({"question": "who", "context": SHORT, "n_best": 0}, 422, "n_best", "n_best: must be >= 1"),
+    ({"question": "who", "context": SHORT, "n_best": 21}, 422, "n_best", "n_best: must be <= 20"),
+    ({"question": "who", "context": SHORT, "n_best": "2"}, 422, "n_best", "valid integer"),
+    ({"question": "who"}, 422, "context", "context: field required"),
+    ({"question": "who", "context": SHORT, "top_k": 2}, 422, "body", "unknown field 'top_k'"),
 ])
 def test_bad_requests_are_one_json_error(served, body, status, param, says):
     app, _, _ = served
     got, payload = post(app, body)
     error = payload["error"]
     assert (got, error["code"]) == (status, status) and says in error["message"]
-    if param is not None:
-        assert error["param"] == param
+    assert error["param"] == param
 
 
 def test_a_lone_surrogate_is_refused(served):

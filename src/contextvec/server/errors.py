@@ -29,7 +29,8 @@ ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "
 # branch tags ("str", "list[str]", "ScalarMixSpec", ...) are removed.
 FIELDS = {"sentences", "layers", "pool", "encoding", "tokenizer", "weights", "gamma", "input",
           "model", "encoding_format", "dimensions", "user",
-          "word", "sentence", "position", "top_k", "ignore_case"}
+          "word", "sentence", "position", "top_k", "ignore_case",
+          "question", "context", "n_best"}
 
 WRONG_TYPE = {"literal_error", "model_type", "model_attributes_type", "dict_type", "list_type",
               "string_type", "int_type", "float_type", "bool_type"}
