@@ -122,6 +122,19 @@ class Client:
         reply = self._post("/v1/embed", body)
         return [_decode(e["vectors"], e["shape"]) for e in reply["embeddings"]]
 
+    def answer(self, question: str, context: str, n_best: int = 1) -> list[dict]:
+        """The answers of the server's question-answering model (``serve --task-model``).
+
+        Returns:
+            Up to ``n_best`` dicts ``{"text", "start", "end", "score"}``, best first, where
+            ``context[start:end] == text``.
+
+        Raises:
+            ServerError: the server refused the request (404: it serves no such model).
+        """
+        reply = self._post("/v1/answer", {"question": question, "context": context, "n_best": n_best})
+        return reply["answers"]
+
     def models(self) -> list[dict]:
         """The server's model, as ``/v1/models`` lists it.
 

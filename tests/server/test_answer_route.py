@@ -223,6 +223,7 @@ def test_serve_task_model_answers_over_http(own_tiny_bert_dir, qa_dir):
         status, body = call({"question": "what did tom read", "context": LONG, "n_best": 3})
         assert status == 200 and body["model"] == "qa"
         assert_same_answers(body["answers"], model.answer("what did tom read", LONG, 3), model, LONG)
+        assert contextvec.Client(server.url).answer("what did tom read", LONG, 3) == body["answers"]
         assert call({"question": "who", "context": "a " * 151})[0] == 422
 
 
