@@ -82,9 +82,7 @@ class PacksWeights(Protocol):
 
     int8_role: ClassVar[Int8Role]
 
-    def pack_weights(self, pack: Pack) -> None:
-        """Replace the module's float matrices by ``pack(matrix)``; biases stay float."""
-        ...
+    def pack_weights(self, pack: Pack) -> None: ...  # float matrices -> pack(matrix); biases stay
 
 
 def check_precision(precision: str, device: torch.device | str = "cpu") -> str:
@@ -160,8 +158,7 @@ class LowPrecisionWeight(nn.Module):
             return x.new_zeros(*x.shape[:-1], self.out_features, dtype=torch.float32)
         return self._kernel(x, bias, gelu, float_output, add)
 
-    def step(self) -> StepProduct:
-        """An LSTM step's product, settled once."""
+    def step(self) -> StepProduct:  # an LSTM step's product, settled once
         return self._kernel.step()
 
     def kernel(self) -> StepProduct:  # int8's step; a ValueError for bf16
@@ -176,7 +173,6 @@ class LowPrecisionWeight(nn.Module):
 
 class LowPrecisionLinear(nn.Module):
     """``nn.Linear`` with its weight in bf16 or int8 and its bias in float32."""
-
     def __init__(self, linear: nn.Linear, precision: str) -> None:
         super().__init__()
         self.weight_packed = LowPrecisionWeight(linear.weight, precision)
@@ -248,7 +244,6 @@ def apply_precision(module: nn.Module, precision: str, *, check_cpu: bool = True
 
 
 def precision_of(module: nn.Module) -> Precision:
-    """The precision :func:`apply_precision` gave ``module``: int8 where any matrix is int8 (an
-    int8 model keeps some in bf16), else bf16 where any is, else fp32."""
+    """What :func:`apply_precision` gave ``module``: int8 if any matrix is, else bf16 if any is."""
     found = {sub.precision for sub in module.modules() if isinstance(sub, LowPrecisionWeight)}
     return next((Precision(p) for p in ("int8", "bf16") if p in found), Precision.FP32)

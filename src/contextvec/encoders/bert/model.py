@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from contextvec.encoders import torch_private
 from contextvec.encoders.bert.config import BertConfig
 from contextvec.encoders.bert.packing import RowLayout, packed_positions
 from contextvec.encoders.precision import Int8Role, PackedFloatWeights, run_linear
@@ -122,8 +123,7 @@ class BertSelfAttention(nn.Module):
     """Multi-head scaled dot-product attention over the whole sequence (no causal mask)."""
 
     int8_role = Int8Role.PLAIN
-    """Query, key and value packed as one matrix (:meth:`pack_weights`), int8 on oneDNN: hidden
-    states' magnitudes differ too much between tokens for one activation scale per product."""
+    """int8 on oneDNN: hidden states differ too much in size for one scale per product."""
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
@@ -146,7 +146,7 @@ class BertSelfAttention(nn.Module):
         tensors = [t for linear in linears for t in (linear.weight, linear.bias)]
         if torch.is_grad_enabled():
             return torch.cat(tensors[0::2]), torch.cat(tensors[1::2])
-        key = tuple((t.data_ptr(), 0 if t.is_inference() else t._version) for t in tensors)
+        key = tuple((t.data_ptr(), torch_private.tensor_version(t)) for t in tensors)
         fused = self._fused
         if fused is None or fused[0] != key:
             fused = (key, torch.cat(tensors[0::2]), torch.cat(tensors[1::2]))

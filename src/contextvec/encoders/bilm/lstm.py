@@ -90,11 +90,11 @@ class ProjectedLSTMLayer(nn.Module):
     def pack_weights(self, pack: Pack) -> None:
         """Replace the float matrices by ``pack(matrix)`` per direction, for lower-precision
         inference (:func:`contextvec.encoders.precision.apply_precision`); the bias stays float."""
-        names = ("input_weight", "state_weight") + (("projection",) if self.projection is not None else ())
-        self.packed = nn.ModuleDict(
-            {name: nn.ModuleList(pack(w) for w in getattr(self, name)) for name in names}
-        )
-        for name in names:
+        matrices = {"input_weight": self.input_weight, "state_weight": self.state_weight}
+        if self.projection is not None:
+            matrices["projection"] = self.projection
+        self.packed = nn.ModuleDict({name: nn.ModuleList(map(pack, m)) for name, m in matrices.items()})
+        for name in matrices:
             setattr(self, name, None)
         self._fused = []
 
