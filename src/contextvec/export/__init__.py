@@ -67,6 +67,7 @@ def export_onnx(
     from contextvec.encoders.bilm import ElmoEncoder
     from contextvec.encoders.cove import CoveEncoder
     from contextvec.encoders.fingerprint import model_identity
+    from contextvec.encoders.precision import Precision, precision_of
     from contextvec.export.contract import bert_manifest, cove_manifest, elmo_manifest
     from contextvec.io.atomic import atomic_path
 
@@ -74,8 +75,8 @@ def export_onnx(
     if not isinstance(encoder, ElmoEncoder | CoveEncoder | BertEncoder):
         raise ValueError(f"ONNX export supports ELMo, CoVe and BERT models; "
                          f"this model is a {type(encoder).__name__}")
-    if getattr(encoder, "precision", "fp32") != "fp32":
-        raise ValueError(f"the model is loaded in {encoder.precision}; export loads it in fp32 "
+    if (precision := precision_of(encoder)) is not Precision.FP32:
+        raise ValueError(f"the model is loaded in {precision.value}; export loads it in fp32 "
                          "(precision='fp32')")
     if isinstance(encoder, BertEncoder) and encoder.subword_pooling != "first":
         raise ValueError("ONNX export gives BERT's words their first piece's vectors; "
