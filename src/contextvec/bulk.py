@@ -16,22 +16,22 @@ the finished shards kept. Ctrl-C (SIGINT, main thread) says at once what is kept
 chunk in flight at its next length batch and raises ``KeyboardInterrupt``; a second Ctrl-C
 interrupts at once.
 
-How it computes: through an :class:`~contextvec.engine.Engine` of its own (one per run, closed
-at its end, also when it fails or is interrupted): every forward pass runs on its one torch
-thread. Each chunk is one call, cut into length batches as ``Encoder.embed_batches`` cuts them,
+How it computes: on a torch thread of its own (:class:`BulkEngine`, one per run, closed at its
+end, also when it fails or is interrupted; the engine's ``WorkerThread``): every forward pass runs
+there. Each chunk is one call, cut into length batches as ``Encoder.embed_batches`` cuts them,
 from the chunk alone, so the bytes written do not depend on timing, earlier chunks, a resume or
-Ray (docs/engine.md). A finished chunk's shard is written while the engine runs the next chunk.
+Ray (docs/engine.md). A finished chunk's shard is written while the thread runs the next chunk.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import signal
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,8 +43,7 @@ from contextvec.api import ModelSpec
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.fingerprint import model_identity
 from contextvec.encoders.outputs import Layers, Pooling, as_layers, as_pooling, view_layers
-from contextvec.engine import Engine, EngineSettings
-from contextvec.engine.batcher import Job, Runner
+from contextvec.engine.worker import WorkerThread
 from contextvec.io import hdf5_vectors, vector_storage
 from contextvec.io.atomic import (
     WriteFailed,
@@ -67,7 +66,7 @@ from contextvec.io.text_lines import (
 )
 
 __all__ = [
-    "BulkSettings", "ResumeError", "Stopped", "bulk_engine", "check_finished",
+    "BulkEngine", "BulkSettings", "ResumeError", "Stopped", "bulk_engine", "check_finished",
     "embed_chunk", "embed_chunks", "embed_to_hdf5", "merge_shards", "write_shard",
 ]
 
@@ -159,13 +158,6 @@ def _chunks(path: Path, size: int) -> Iterator[list[tuple[int, str]]]:
         yield chunk
 
 
-def bulk_engine(encoder: Encoder) -> Engine:
-    """The engine a bulk run embeds through (one per run, one per Ray worker; close it when done).
-    Each chunk is one call, run on the engine's torch thread by the chunk's own runner (see
-    :func:`embed_chunk`): batching across calls and a token budget would cut other batches."""
-    return Engine(encoder, EngineSettings(max_batch_tokens=None, batching=False, max_queue=2))
-
-
 #: The argument of a ``KeyboardInterrupt`` whose line was already printed (the command line adds none).
 REPORTED = "reported"
 
@@ -178,21 +170,35 @@ Progress = Callable[[int, int], None]
 """Called on the engine's torch thread as sentences are done, with (sentences, tokens)."""
 
 
-def _chunk_runner(encoder: Encoder, settings: BulkSettings, stop: threading.Event | None,
-                  progress: Progress | None) -> Runner:
-    """What the engine's torch thread runs for one chunk: the chunk's length batches as
-    ``Encoder.embed_batches`` cuts them, from empty caches, each sentence's layers in chunk order.
-    The whole chunk is one call, so the thread that calls the engine never waits on a forward
-    pass between batches, and the caches are cleared where no other forward pass runs. Between
-    batches it reports each finished sentence to ``progress`` and raises :class:`Stopped` once
-    ``stop`` is set (a batch's sentences come out together, after its forward pass)."""
+class BulkEngine(WorkerThread):
+    """The torch thread a bulk run embeds on (one per run, one per Ray worker; leave its ``with``
+    block when done): each chunk is one call (:func:`embed_chunk`), never batched with another,
+    so the engine's batching would only cut other batches."""
 
-    def run(sentences: list[Sequence]) -> list[np.ndarray]:
-        encoder.clear_caches()
+    def __init__(self, encoder: Encoder) -> None:
+        super().__init__("contextvec-batcher")
+        self.encoder = encoder
+
+    def embed(self, chunk: Lines, settings: BulkSettings, stop: threading.Event | None = None,
+              progress: Progress | None = None) -> Future[list[np.ndarray]]:
+        """Queue a chunk; its future gets each line's layers in chunk order (cancelled: a chunk
+        not yet started is dropped)."""
+        sentences = [text.split() for _, text in chunk]
+        return self.submit(lambda: self._run(sentences, settings, stop, progress))
+
+    def _run(self, sentences: list[Sequence], settings: BulkSettings, stop: threading.Event | None,
+             progress: Progress | None) -> list[np.ndarray]:
+        """On the thread: the chunk's length batches as ``Encoder.embed_batches`` cuts them, from
+        empty caches, each sentence's layers in chunk order. The whole chunk is one call, so the
+        caller never waits on a forward pass between batches, and the caches are cleared where no
+        other forward pass runs. Between batches it reports each finished sentence to
+        ``progress`` and raises :class:`Stopped` once ``stop`` is set (a batch's sentences come
+        out together, after its forward pass)."""
+        self.encoder.clear_caches()
         arrays: list[np.ndarray] = [np.empty(0)] * len(sentences)
         if stop is not None and stop.is_set():
             raise Stopped
-        for row, array in encoder.embed_batches(sentences, settings.batch_size, settings.max_tokens):
+        for row, array in self.encoder.embed_batches(sentences, settings.batch_size, settings.max_tokens):
             arrays[row] = array
             if progress is not None:
                 progress(1, len(sentences[row]))
@@ -200,36 +206,32 @@ def _chunk_runner(encoder: Encoder, settings: BulkSettings, stop: threading.Even
                 raise Stopped
         return arrays
 
-    return run
+
+bulk_engine = BulkEngine  # the name Ray workers and callers of earlier releases use
 
 
-def _datasets(job: Job, chunk: Lines, settings: BulkSettings) -> hdf5_vectors.Shard:
+def _datasets(future: Future, chunk: Lines, settings: BulkSettings) -> hdf5_vectors.Shard:
     """The chunk's ``(key, array)`` in chunk order, sliced to the run's layers and pooling and
     put in their stored form here."""
-    arrays = job.future.result()
+    arrays = future.result()
     keys = [text.strip() if settings.sentence_keys else str(i) for i, text in chunk]
     storage = settings.storage
     return hdf5_vectors.Shard([(key, storage.encode(view_layers(array, settings.layers, settings.pool)))
                   for key, array in zip(keys, arrays, strict=True)], storage)
 
 
-def embed_chunk(engine: Engine, chunk: Lines, settings: BulkSettings) -> hdf5_vectors.Shard:
+def embed_chunk(engine: BulkEngine, chunk: Lines, settings: BulkSettings) -> hdf5_vectors.Shard:
     """``(key, array)`` for each ``(line index, text)`` of a chunk, in chunk order: the datasets
-    of one shard, embedded through ``engine`` (made by :func:`bulk_engine`). Any engine that
-    writes this output (local, Ray) embeds through here: the chunk starts from empty caches, so
-    its bytes do not depend on earlier chunks, and it is cut into the batches
+    of one shard, embedded on ``engine``'s thread. Any engine that writes this output (local,
+    Ray) embeds through here: the chunk starts from empty caches, so its bytes do not depend on
+    earlier chunks, and it is cut into the batches
     ``Encoder.embed_batches(sentences, batch_size, max_tokens)`` runs, so they do not depend on
     timing either."""
-    job = engine.submit([text.split() for _, text in chunk], math.inf,
-                        run=_chunk_runner(engine.encoder, settings, None, None))
-    try:
-        return _datasets(job, chunk, settings)
-    except BaseException:
-        job.cancel()
-        raise
+    [(_, _, shard)] = embed_chunks(engine, [(0, chunk)], settings)
+    return shard
 
 
-def embed_chunks(engine: Engine, chunks: Iterable[tuple[int, Lines]], settings: BulkSettings, *,
+def embed_chunks(engine: BulkEngine, chunks: Iterable[tuple[int, Lines]], settings: BulkSettings, *,
                  stop: threading.Event | None = None,
                  progress: Progress | None = None) -> Iterator[tuple[int, Lines, hdf5_vectors.Shard]]:
     """``(number, chunk, datasets)`` for each numbered chunk, in order, the datasets as
@@ -242,14 +244,13 @@ def embed_chunks(engine: Engine, chunks: Iterable[tuple[int, Lines]], settings: 
     :class:`Stopped` is raised (every chunk handed out before is whole)."""
     finished: tuple[int, Lines, hdf5_vectors.Shard] | None = None
     for number, chunk in chunks:
-        job = engine.submit([text.split() for _, text in chunk], math.inf,
-                            run=_chunk_runner(engine.encoder, settings, stop, progress))
+        future = engine.embed(chunk, settings, stop, progress)
         try:
             if finished is not None:
                 yield finished
-            finished = number, chunk, _datasets(job, chunk, settings)
+            finished = number, chunk, _datasets(future, chunk, settings)
         except BaseException:  # the caller gave up (or writing failed): drop the queued chunk
-            job.cancel()
+            future.cancel()
             raise
     if finished is not None:
         yield finished
@@ -381,7 +382,7 @@ def _embed_missing(encoder: Encoder, input_path: Path, parts: ShardDir, n_chunks
     with _StopOnInterrupt(say) as interrupt, contextlib.ExitStack() as stack:
         bar = stack.enter_context(tqdm(total=n_lines, initial=already, unit="sent", desc="embed",
                                        disable=not settings.progress))
-        engine = stack.enter_context(bulk_engine(encoder))
+        engine = stack.enter_context(BulkEngine(encoder))
         # closed first: a failed write does not wait for the chunk in flight, which is dropped
         stack.callback(interrupt.stop.set)
         embedded = stack.enter_context(closing(embed_chunks(

@@ -52,7 +52,7 @@ def test_a_lone_request_does_not_wait_for_partners():
     encoder = Recording()
     b = batcher(encoder, max_wait_ms=2000)
     start = time.monotonic()
-    result = b.submit([["ab", "c"]], time.monotonic() + 10).future.result(5)
+    result = b.submit([["ab", "c"]], time.monotonic() + 10).result(5)
     assert time.monotonic() - start < 1.0
     assert result[0].shape == (2, 2, 3) and result[0][0, :, 0].tolist() == [2, 1]
     b.close(5)
@@ -66,8 +66,8 @@ def test_queued_requests_share_a_forward_and_get_their_own_rows():
     time.sleep(0.2)
     jobs = [b.submit([["a" * (i + 1)] * (i + 1)], time.monotonic() + 10) for i in range(4)]
     encoder.gate.set()
-    results = [job.future.result(5) for job in jobs]
-    first.future.result(5)
+    results = [job.result(5) for job in jobs]
+    first.result(5)
     assert len(encoder.calls) == 2 and len(encoder.calls[1]) == 4
     for i, result in enumerate(results):
         assert result[0].shape == (2, i + 1, 3) and (result[0] == i + 1).all()
@@ -85,7 +85,7 @@ def _busy_forward(b: Engine, encoder: Recording, partners: int) -> None:
     for i in range(partners):
         b.submit([["p" * (i + 1)]], time.monotonic() + 10)
     encoder.gate.set()
-    first.future.result(5)
+    first.result(5)
 
 
 def test_the_clients_a_forward_answered_are_waited_for_and_no_longer():
@@ -96,7 +96,7 @@ def test_the_clients_a_forward_answered_are_waited_for_and_no_longer():
     assert len(encoder.calls) == 1             # 3 queued: the fourth client is expected back
     start = time.monotonic()
     last = b.submit([["back"]], time.monotonic() + 10)
-    last.future.result(5)
+    last.result(5)
     assert time.monotonic() - start < 1.0      # all 4 back: no waiting out max_wait_ms
     assert len(encoder.calls) == 2 and len(encoder.calls[1]) == 4
     b.close(5)
@@ -110,7 +110,7 @@ def test_a_request_to_an_idle_server_runs_at_once_after_a_busy_forward():
     time.sleep(1.3)
     assert len(encoder.calls) == 2
     start = time.monotonic()
-    b.submit([["alone"]], time.monotonic() + 10).future.result(5)
+    b.submit([["alone"]], time.monotonic() + 10).result(5)
     assert time.monotonic() - start < 0.25
     b.close(5)
 
@@ -125,7 +125,7 @@ def test_budget_splits_a_large_request_and_queue_bound_gives_queue_full():
     with pytest.raises(QueueFull):
         b.submit([["y"]], time.monotonic() + 10)
     encoder.gate.set()
-    assert len(big.future.result(5)) == 5
+    assert len(big.result(5)) == 5
     assert [len(c) for c in encoder.calls[1:]] == [2, 2, 1]
     b.close(5)
 
@@ -142,11 +142,11 @@ def test_dead_jobs_are_dropped_and_a_failing_job_does_not_fail_its_partners():
     bad = b.submit([["BAD"]], time.monotonic() + 10)
     good = b.submit([["fine", "words"]], time.monotonic() + 10)
     encoder.gate.set()
-    assert good.future.result(5)[0].shape == (2, 2, 3)
+    assert good.result(5)[0].shape == (2, 2, 3)
     with pytest.raises(ValueError, match="BAD"):
-        bad.future.result(5)
+        bad.result(5)
     seen = [token for call in encoder.calls for sentence in call for token in sentence]
-    assert "late" not in seen and "gone" not in seen and not expired.future.done()
+    assert "late" not in seen and "gone" not in seen and not expired.done()
     b.close(5)
 
 
@@ -170,7 +170,7 @@ def test_forwards_run_on_the_worker_that_loaded_the_model():
     b = batcher(encoder, worker=worker)
     jobs = [b.submit([["a", "bb"]], time.monotonic() + 10) for _ in range(3)]
     for job in jobs:
-        job.future.result(5)
+        job.result(5)
     assert encoder.threads == {loader}
     b.close(5)
     assert not b.accepting
@@ -187,7 +187,7 @@ def test_without_a_budget_or_batching_each_call_is_one_forward_as_given():
     cut = [["t2", "u"] * 300, ["b", "c", "d"], ["a", "a", "a"], ["z", "y"], ["q", "r"], ["k"]]
     jobs = [b.submit(cut, time.monotonic() + 10), b.submit([["s"]] * 3, time.monotonic() + 10)]
     encoder.gate.set()
-    assert [len(job.future.result(5)) for job in jobs] == [6, 3]
+    assert [len(job.result(5)) for job in jobs] == [6, 3]
     assert encoder.calls[1:] == [cut, [["s"]] * 3]
     b.close(5)
 
@@ -196,9 +196,9 @@ def test_an_engine_ends_the_thread_it_made_and_keeps_the_one_it_was_given():
     given = WorkerThread("test-given")
     before = set(threading.enumerate())
     own = batcher(Recording())
-    own.submit([["a"]], time.monotonic() + 10).future.result(5)
+    own.submit([["a"]], time.monotonic() + 10).result(5)
     shared = batcher(Recording(), worker=given)
-    shared.submit([["a"]], time.monotonic() + 10).future.result(5)
+    shared.submit([["a"]], time.monotonic() + 10).result(5)
     own.close(5)
     shared.close(5)
     own.start()  # a closed engine stays closed
@@ -233,11 +233,24 @@ def test_jobs_of_one_kind_share_a_forward_whatever_their_run_object():
     time.sleep(0.2)
     jobs = [b.submit([[1] * (i + 1)], time.monotonic() + 10, runner.embed, kind="pieces") for i in range(4)]
     other = b.submit([[7, 7]], time.monotonic() + 10, runner.embed, kind="other")
-    alone = b.submit([[8]], time.monotonic() + 10, runner.embed)   # no kind: its own
+    alone = b.submit([[8]], time.monotonic() + 10, runner.embed, kind="alone")
     encoder.gate.set()
-    results = [job.future.result(5) for job in jobs]
-    first.future.result(5)
-    assert other.future.result(5)[0].tolist() == [2, 2] and alone.future.result(5)[0].tolist() == [1, 1]
+    results = [job.result(5) for job in jobs]
+    first.result(5)
+    assert other.result(5)[0].tolist() == [2, 2] and alone.result(5)[0].tolist() == [1, 1]
     assert runner.calls == [[[1], [1, 1], [1, 1, 1], [1, 1, 1, 1]], [[7, 7]], [[8]]]
     assert [r[0].tolist() for r in results] == [[i + 1, i + 1] for i in range(4)]
+    b.close(5)
+
+
+def test_a_run_needs_a_hashable_kind_and_a_kind_its_run():
+    """Calls group by their kind, never by the identity of their run object."""
+    b = batcher(Recording())
+    with pytest.raises(ValueError, match="a run needs the kind"):
+        b.submit([[1]], time.monotonic() + 10, Pieces().embed)
+    with pytest.raises(ValueError, match="a kind its run"):
+        b.submit([["a"]], time.monotonic() + 10, kind="pieces")
+    with pytest.raises(TypeError, match="unhashable"):
+        b.submit([[1]], time.monotonic() + 10, Pieces().embed, kind=["pieces"])
+    assert b.depth == 0
     b.close(5)

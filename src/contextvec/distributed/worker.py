@@ -1,6 +1,6 @@
 """The work of one Ray actor: load the model once, then embed blocks into shards.
 
-Each actor embeds through its own engine (:func:`contextvec.bulk.bulk_engine`), made once with
+Each actor embeds on its own torch thread (:class:`contextvec.bulk.BulkEngine`), made once with
 the model, as a local run does; its worker thread is a daemon that ends with the actor's process.
 
 This module does not import Ray: :func:`contextvec.distributed.engine.embed_ray` wraps
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from contextvec.allocator import keep_freed_memory
 from contextvec.api import ModelSpec
-from contextvec.bulk import BulkSettings, bulk_engine, embed_chunk, write_shard
+from contextvec.bulk import BulkEngine, BulkSettings, embed_chunk, write_shard
 from contextvec.encoders.fingerprint import model_identity
 from contextvec.io.text_lines import Lines
 
@@ -53,7 +53,7 @@ class EmbedWorker:
         try:
             self.encoder = spec.load()
             self.identity = model_identity(self.encoder)
-            self.engine = bulk_engine(self.encoder)
+            self.engine = BulkEngine(self.encoder)
             self.error: Exception | None = None
         except Exception as e:  # noqa: BLE001 - reported on the first call, see the docstring
             self.error = e

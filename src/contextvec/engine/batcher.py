@@ -18,7 +18,7 @@ The worker's rule:
 With ``batching=False`` the worker takes one job at a time (one call = one forward when it
 fits the budget): the baseline of ``benchmarks/serve_load.py`` and ``benchmarks/engine_threads.py``.
 With no budget as well, every job is one forward pass of exactly its sentences (or one call of
-its ``run``: ``contextvec embed`` runs each chunk so, cut into its own length batches).
+its ``run``).
 
 The worker loop runs on a :class:`~contextvec.engine.worker.WorkerThread`: the one thread for
 torch work, which in a server also loaded and warmed the model (see that module for why).
@@ -59,12 +59,12 @@ Runner = Callable[[list[Sequence]], list[np.ndarray]]
 @dataclass(eq=False)
 class Job:
     """One request's sentences; ``future`` gets the list of (num_layers, tokens, dim) arrays,
-    or of what ``run`` makes of each item (None: the encoder's layers).
+    or of what ``run`` makes of each item (None: the encoder's layers). The caller holds only
+    the future: cancelling it drops the sentences not yet run.
 
     ``kind`` says which jobs may share a forward pass: those of equal kinds (a batch runs the
-    ``run`` of its first job, so jobs of one kind must have runs that do the same work). None
-    with no ``run``: the encoder's layers; a job given a ``run`` and no kind has the run as its
-    kind (a function made per call, as bulk embedding's, batches with no other).
+    ``run`` of its first job, so jobs of one kind must have runs that do the same work). None,
+    with no ``run``: the encoder's layers.
     """
 
     sentences: list[Sequence]
@@ -76,14 +76,10 @@ class Job:
     results: list[np.ndarray | None] = field(default_factory=list)
     pending: list[int] = field(default_factory=list)   # sentence indices not yet taken
     remaining: int = 0                                  # sentences without a result
-    cancelled: bool = False
-
-    def cancel(self) -> None:
-        """The client is gone or timed out: its sentences not yet run are dropped."""
-        self.cancelled = True
 
     def dead(self, now: float) -> bool:
-        return self.cancelled or now >= self.deadline or self.future.done()
+        """Its caller cancelled the future (gone, timed out), or its deadline passed."""
+        return now >= self.deadline or self.future.done()
 
 
 BatchObserver = Callable[[int, int, float], None]
@@ -138,15 +134,19 @@ class Batcher:
         return not self._closing and self._running is not None and not self._running.done()
 
     def submit(self, sentences: list[Sequence], deadline: float, run: Runner | None = None,
-               kind: Hashable = None) -> Job:
-        """Queue a job; raises :class:`QueueFull` or :class:`ShuttingDown`.
+               kind: Hashable = None) -> Future:
+        """Queue a job; its future. Raises :class:`QueueFull` or :class:`ShuttingDown`.
 
         ``run``: what to run on a batch of its items instead of the encoder's layers; it runs
         every item, where the encoder's empty layers for an empty sentence are made without a
-        forward. ``kind``: items of other jobs join the batch only if their job's kind is equal
-        (None: ``run`` itself, so a run made per call batches with no other).
+        forward. ``kind``: items of other jobs join the batch only if their job's kind is equal;
+        a ``run`` needs one (and a kind needs its ``run``).
         """
-        job = Job(sentences, deadline, run, run if kind is None else kind)
+        if (run is None) != (kind is None):
+            raise ValueError("run and kind go together: a run needs the kind of work it does "
+                             "(calls of equal kinds share forward passes), and a kind its run")
+        hash(kind)  # a kind that cannot be a key is refused here, not on the worker thread
+        job = Job(sentences, deadline, run, kind)
         job.results = [None] * len(sentences)
         empty = np.zeros((self.encoder.num_layers, 0, self.encoder.output_dim), dtype=np.float32)
         for i, tokens in enumerate(sentences):
@@ -157,7 +157,7 @@ class Batcher:
         job.remaining = len(job.pending)
         if not job.pending:
             job.future.set_result(job.results)
-            return job
+            return job.future
         with self._cond:
             if not self.accepting:
                 raise ShuttingDown("the engine is closed: it takes no new calls")
@@ -168,7 +168,7 @@ class Batcher:
             self._queue.append(job)
             self._queued_sentences += len(job.pending)
             self._cond.notify()
-        return job
+        return job.future
 
     def close(self, timeout: float | None = None) -> None:
         """Stop accepting; the worker finishes the queued jobs, then exits (waits ``timeout``)."""

@@ -4,9 +4,7 @@ Each call's sentences join a queue; the engine's one worker thread takes queued 
 every caller into one forward pass under a budget of padded tokens, then answers each caller
 with its own vectors (the rule: :mod:`contextvec.engine.batcher`). An encoder is stateless, so
 the vectors are those ``Encoder.embed`` gives each sentence, up to float rounding. With batching
-off and no budget, each call is one forward pass of exactly its sentences (bulk embedding hands
-each chunk over as one call that cuts its own batches, for the bytes ``Encoder.embed_batches``
-gives).
+off and no budget, each call is one forward pass of exactly its sentences.
 """
 
 from __future__ import annotations
@@ -15,7 +13,8 @@ import asyncio
 import math
 import threading
 import time
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -23,7 +22,7 @@ import numpy as np
 
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.outputs import Layers, Pooling, as_layers, as_pooling, view_layers
-from contextvec.engine.batcher import Batcher, BatchObserver, Job, Runner
+from contextvec.engine.batcher import Batcher, BatchObserver
 from contextvec.engine.worker import WorkerThread
 from contextvec.text.tokenize import Sentence, as_sentences
 
@@ -163,13 +162,13 @@ class Engine:
             ShuttingDown: the engine is closed (or was never started).
             TimeoutError: not done within ``timeout``.
         """
-        job = self._submit(sentences, layers, pool, timeout)
+        future = self._submit(sentences, layers, pool, timeout)
         try:
-            arrays = job.future.result(timeout)
+            arrays = future.result(timeout)
         except TimeoutError:
-            if job.future.done():  # the encoder's own TimeoutError, not this call's
+            if future.done():  # the encoder's own TimeoutError, not this call's
                 raise
-            job.cancel()
+            future.cancel()
             raise TimeoutError(f"the sentences were not embedded within {timeout:g} s") from None
         return _view(arrays, layers, pool)
 
@@ -177,30 +176,36 @@ class Engine:
                      pool: Pooling | str | None = None, timeout: float | None = None) -> list[np.ndarray]:
         """[`embed`][contextvec.engine.Engine.embed] for coroutines: awaits without blocking
         the event loop; a cancelled call's sentences not yet run are dropped."""
-        job = self._submit(sentences, layers, pool, timeout)
+        future = self._submit(sentences, layers, pool, timeout)
         try:
-            arrays = await asyncio.wait_for(asyncio.wrap_future(job.future), timeout)
+            arrays = await asyncio.wait_for(asyncio.wrap_future(future), timeout)
         except TimeoutError:
-            if job.future.done() and not job.future.cancelled():  # the encoder's own
+            if future.done() and not future.cancelled():  # the encoder's own
                 raise
-            job.cancel()
+            future.cancel()
             raise TimeoutError(f"the sentences were not embedded within {timeout:g} s") from None
         except asyncio.CancelledError:
-            job.cancel()
+            future.cancel()
             raise
         return _view(arrays, layers, pool)
 
-    def submit(self, sentences: list[Sequence], deadline: float, run: Runner | None = None,
-               kind: Hashable = None) -> Job:
-        """The call below ``embed``: queue token lists, get the job whose ``future`` gets each
-        sentence's ``(num_layers, tokens, dim)`` array (or what ``run`` makes of each item).
-        Items join other jobs' forward passes only when their ``kind`` is equal: give the same
-        kind to every call whose ``run`` does the same work (a bound method made per call is a
-        new object each time); None: ``run`` itself. Past ``deadline``
-        (``time.monotonic()``) or after ``job.cancel()`` the sentences not yet run are dropped.
+    def submit(self, sentences: list[Sequence], deadline: float,
+               run: Callable[[list[Sequence]], list] | None = None, kind: Hashable = None) -> Future:
+        """The call below ``embed``: queue token lists, get a future of the list of each
+        sentence's ``(num_layers, tokens, dim)`` array. Past ``deadline`` (``time.monotonic()``)
+        or once the future is cancelled the sentences not yet run are dropped.
+
+        Work other than the encoder's layers: ``run`` gets a batch of items (any sized objects:
+        ``len`` counts against the budget) on the worker thread and returns one result per item,
+        in order; ``kind`` (hashable) names the work it does. Calls share a forward pass only
+        when their kinds are equal, and the batch runs its first call's ``run``, so give every
+        call whose ``run`` does the same work the same kind (a bound method made per call is a
+        new object each time, and no kind of its own).
 
         Raises:
-            QueueFull: ``max_queue`` jobs are already waiting.
+            ValueError: a ``run`` without a ``kind``, or a ``kind`` without a ``run``.
+            TypeError: a ``kind`` that is not hashable.
+            QueueFull: ``max_queue`` calls are already waiting.
             ShuttingDown: the engine is closed (or was never started).
         """
         return self._batcher.submit(sentences, deadline, run, kind)
@@ -217,7 +222,7 @@ class Engine:
         self.close()
 
     def _submit(self, sentences: Iterable[Sentence], layers: Layers | str, pool: Pooling | str | None,
-                timeout: float | None) -> Job:
+                timeout: float | None) -> Future:
         tokenized = as_sentences(sentences)
         as_layers(layers), as_pooling(pool)  # refused before the call queues
         deadline = math.inf if timeout is None else time.monotonic() + timeout

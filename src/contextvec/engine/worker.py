@@ -16,7 +16,7 @@ import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import TypeVar
+from typing import Self, TypeVar
 
 T = TypeVar("T")
 
@@ -45,11 +45,21 @@ class WorkerThread:
         """Run ``fn()`` on the thread and wait for its result (its exception is raised here)."""
         return self.submit(fn).result()
 
-    def close(self) -> None:
-        """End the thread once what was submitted before has run; its OpenMP team ends with it
-        (a process that makes and drops engines keeps no idle teams behind)."""
+    def close(self, wait: bool = False) -> None:
+        """End the thread once what was submitted before has run (a cancelled future's callable
+        is skipped); its OpenMP team ends with it (a process that makes and drops engines keeps no
+        idle teams behind). ``wait``: return once it has ended."""
         self._closed = True
         self._tasks.put(None)
+        if wait:
+            self._thread.join()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Leaving a ``with`` block closes the thread and waits for it to end."""
+        self.close(wait=True)
 
     def _loop(self) -> None:
         while (task := self._tasks.get()) is not None:

@@ -8,7 +8,7 @@ same worker thread: one queue and one OpenMP team for all torch work). The numbe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
@@ -17,7 +17,6 @@ import anyio
 import numpy as np
 
 from contextvec.encoders.base import Encoder
-from contextvec.engine.batcher import Runner
 from contextvec.engine.worker import WorkerThread
 from contextvec.explore.contexts import ContextIndex, sense_separation, word_across_contexts
 from contextvec.explore.layer_report import read_layer_report
@@ -74,7 +73,7 @@ def read_explore_corpus(path: str | None, tokenizer: str) -> tuple[str, list[lis
     return source, sentences
 
 
-def _runner(encoder: Encoder, max_batch_tokens: int) -> Runner:
+def _runner(encoder: Encoder, max_batch_tokens: int) -> Callable[[Sequence[list[str]]], list[np.ndarray]]:
     """A batch of token lists -> each one's layers, on ``encoder`` (a model besides the engine's)."""
     def run(sentences: Sequence[list[str]]) -> list[np.ndarray]:
         arrays: list[np.ndarray] = [np.empty(0)] * len(sentences)
@@ -99,7 +98,12 @@ class ExploreModel:
     id: str
     encoder: Encoder
     index: ContextIndex
-    run: Runner | None
+    run: Callable[[Sequence[list[str]]], list[np.ndarray]] | None
+
+    @property
+    def kind(self) -> Hashable:
+        """The engine's kind of its work: its calls share forward passes (None: the engine's own)."""
+        return None if self.run is None else ("explore", self.id)
 
 
 class Explorer:
@@ -163,7 +167,7 @@ class Explorer:
             raise APIError(422, f"senses: {len(body.senses)} for {len(body.sentences)} sentences: "
                                 "give one sense per sentence", "senses")
         sentences = await self.service.atokenize(body.sentences, body.tokenizer, "sentences")
-        arrays = await self.service.vectors(call, sentences, model.run)
+        arrays = await self.service.vectors(call, sentences, model.run, model.kind)
         out = {"model": model.id, "word": body.word, "separation": None, "summary": None}
         try:
             result = word_across_contexts(arrays, sentences, body.word, body.ignore_case,
@@ -199,7 +203,7 @@ class Explorer:
             raise APIError(422, f"position: {body.position} is past the sentence's {len(tokens)} "
                                 f"tokens (0..{len(tokens) - 1})", "position")
         word = tokens[body.position]
-        array = (await self.service.vectors(call, [tokens], model.run))[0]
+        array = (await self.service.vectors(call, [tokens], model.run, model.kind))[0]
         out = {"model": model.id, "tokens": tokens, "position": body.position, "word": word,
                "occurrences": model.index.count(word, body.ignore_case), "layers": []}
         try:

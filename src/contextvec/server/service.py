@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 
@@ -25,7 +25,6 @@ from contextvec.encoders.base import Encoder
 from contextvec.encoders.bert.encoder import BertEncoder
 from contextvec.encoders.bert.sentence import BertSentenceEncoder
 from contextvec.engine import Engine, EngineSettings, QueueFull, ShuttingDown
-from contextvec.engine.batcher import Job, Runner
 from contextvec.engine.worker import WorkerThread
 from contextvec.server import schemas
 from contextvec.server.errors import APIError, validation_message
@@ -206,8 +205,9 @@ class Service:
             self.tokenizers.setdefault(name, Tokenizer(name))
         return self.tokenizers[name]
 
-    async def vectors(self, call: Call, sentences: list[list], run: Runner | None = None,
-                      kind: Hashable = None, field: str = "sentences") -> list[np.ndarray]:
+    async def vectors(self, call: Call, sentences: list[Sequence],
+                      run: Callable[[list[Sequence]], list] | None = None, kind: Hashable = None,
+                      field: str = "sentences") -> list:
         """Each sentence's (num_layers, tokens, dim) array (or what ``run`` makes of each item),
         through the engine, within the deadline; calls of the same ``kind`` share forward
         passes (see ``Engine.submit``). Items the model refuses are a 422 naming ``field``."""
@@ -215,20 +215,20 @@ class Service:
             raise APIError(503, "the server is shutting down")
         timeout = self.settings.request_timeout
         try:
-            job = self.engine.submit(sentences, time.monotonic() + timeout, run, kind)
+            future = self.engine.submit(sentences, time.monotonic() + timeout, run, kind)
         except QueueFull:
             raise APIError(429, f"the queue is full ({self.settings.max_queue} requests); retry later",
                            headers={"Retry-After": "1"}) from None
         except ShuttingDown:
             raise APIError(503, "the server is shutting down") from None
-        result = await _wait(job, call, timeout, field)
+        result = await _wait(future, call, timeout, field)
         self.metrics.tokens.inc(sum(len(s) for s in sentences))
         return result
 
 
-async def _wait(job: Job, call: Call, timeout: float, field: str) -> list[np.ndarray]:
-    """The job's result; 504 past the deadline; the job is dropped if the client goes away."""
-    future = job.future
+async def _wait(future: Future, call: Call, timeout: float, field: str) -> list:
+    """The engine call's result; 504 past the deadline; the call is dropped (its future
+    cancelled) if the client goes away."""
     gone = not future.done() and await _until_settled(future, call.receive, timeout)
     if future.done():
         try:
@@ -238,7 +238,6 @@ async def _wait(job: Job, call: Call, timeout: float, field: str) -> list[np.nda
         except Exception as e:
             logger.error("request %s: encoder failed", call.request_id, exc_info=e)
             raise APIError(500, f"internal error (request id {call.request_id})") from None
-    job.cancel()
     future.cancel()
     if gone:
         raise APIError(499, "client closed the request")
