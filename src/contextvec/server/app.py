@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 import anyio
 from fastapi import FastAPI, Request
@@ -15,7 +16,6 @@ from starlette.types import ASGIApp
 from contextvec.encoders.base import Encoder
 from contextvec.engine.worker import WorkerThread
 from contextvec.server import schemas
-from contextvec.server.answer import Answerer, ServedTask
 from contextvec.server.errors import APIError, install_error_handlers
 from contextvec.server.explore import Explorer, ExploreSettings
 from contextvec.server.explore_routes import bound_schema, install_explorer
@@ -23,6 +23,9 @@ from contextvec.server.hot import HotRoute, HotRoutes
 from contextvec.server.middleware import OPEN_PATHS, ApiKey, BodyReader, HostCheck, RequestContext
 from contextvec.server.service import Call, Service
 from contextvec.server.settings import LOOPBACK_HOSTS, ServerSettings
+
+if TYPE_CHECKING:  # /v1/answer's module needs the tasks extra: imported only with a task model
+    from contextvec.server.answer import ServedTask
 
 HEALTH = b'{"status":"ok"}'
 
@@ -142,6 +145,8 @@ def create_app(encoder: Encoder, settings: ServerSettings | None = None,
                   ("POST", "/v1/embeddings"): HotRoute(schemas.EmbeddingsRequest, service.embeddings),
                   ("GET", "/health"): HotRoute(None, _health)}
     if task is not None:
+        from contextvec.server.answer import Answerer
+
         answerer = Answerer(task, service)
         hot_routes["POST", "/v1/answer"] = HotRoute(schemas.AnswerRequest, answerer.answer)
 

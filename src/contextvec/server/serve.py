@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from contextvec.api import DEFAULT_MODEL, ModelSpec, load
 from contextvec.encoders.base import Encoder
@@ -30,13 +31,13 @@ from contextvec.engine.worker import WorkerThread
 from contextvec.extras import needs
 from contextvec.io.sentence_transformers import SentencePipelineError, SentencePooling, read_sentence_pooling
 from contextvec.logs import LogLevel
-from contextvec.server.answer import ServedTask
-from contextvec.server.answer import warm_up as warm_up_task
 from contextvec.server.app import create_app
 from contextvec.server.explore import ExploreSettings
 from contextvec.server.protocol import header_deadline
 from contextvec.server.settings import ServerSettings, host_name
-from contextvec.tasks.qa.saved import load_qa_model
+
+if TYPE_CHECKING:  # /v1/answer's module needs the tasks extra: imported only with --task-model
+    from contextvec.server.answer import ServedTask
 
 with needs("server"):  # the package checks the app's packages; serving needs uvicorn too
     import uvicorn
@@ -263,6 +264,10 @@ def _load_within(worker: WorkerThread, settings: ServeSettings
             compare.append((Path(settings.explore_model).name or settings.explore_model, other))
         task = None
         if settings.task_model:
+            from contextvec.server.answer import ServedTask
+            from contextvec.server.answer import warm_up as warm_up_task
+            from contextvec.tasks.qa.saved import load_qa_model
+
             model = load_qa_model(settings.task_model, settings.model.device)
             warm_up_task(model)
             task = ServedTask(Path(settings.task_model).resolve().name, model)
