@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
-from typing import ClassVar, NamedTuple
+from typing import ClassVar, NamedTuple, Protocol
 
 import numpy as np
 import torch
@@ -24,6 +24,24 @@ class EncoderOutput(NamedTuple):
     another dtype), zero past each sentence's end; ``time`` is the longest sentence's tokens."""
     mask: torch.Tensor
     """``(batch, time)`` bool, True at real tokens."""
+
+
+class SentenceVectors(Protocol):
+    """A model's own sentence vectors, made from its word pieces (BERT's sentence-transformers
+    pooling): what :func:`contextvec.encoders.registry.sentence_vectors` gives for a model that
+    has them."""
+
+    max_pieces: int
+    """The most pieces a row may have, its boundary pieces included (a longer text is refused,
+    never cut)."""
+    output_dim: int
+    """The width of a sentence vector."""
+
+    def pieces(self, sentences: Sequence[Sequence[str]]) -> list[list[int]]:
+        """Each sentence's row of piece ids, boundary pieces included."""
+
+    def embed_pieces(self, rows: Sequence[Sequence[int]]) -> list[np.ndarray]:
+        """One float32 ``(output_dim,)`` vector per row; rows of any callers batch together."""
 
 
 class Encoder(nn.Module, ABC):
@@ -50,6 +68,9 @@ class Encoder(nn.Module, ABC):
     token_layer_context_free: ClassVar[bool] = False
     """Whether layer 0 gives a word the same vector in any sentence (ELMo's char-CNN does; BERT's
     embeddings add the word's position)."""
+    sentence_layers: ClassVar[Layers] = Layers.AVERAGE
+    """The layers a sentence vector pools unless asked otherwise (``contextvec serve``'s
+    ``/v1/embeddings``): ELMo's and CoVe's average, BERT's top (sentence-transformers' layer)."""
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         """Every subclass's ``forward`` refuses a bare string (``TypeError``, as ``embed``):

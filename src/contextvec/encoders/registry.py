@@ -9,14 +9,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from contextvec.encoders.base import Encoder
+from contextvec.encoders.base import Encoder, SentenceVectors
+from contextvec.encoders.bert.encoder import BertEncoder
 from contextvec.encoders.bert.loader import HF_BERT
+from contextvec.encoders.bert.sentence import BertSentenceEncoder
 from contextvec.encoders.bilm.loader import BILM_TF, NATIVE_ELMO
 from contextvec.encoders.bilm.tf_loader import TF_ELMO
 from contextvec.encoders.cove.loader import COVE
 from contextvec.encoders.family import Family, Form
 from contextvec.encoders.manylangs.loader import MANYLANGS, MANYLANGS_NATIVE
 from contextvec.io.native import NativeFormatError, is_native_dir, read_meta
+from contextvec.io.sentence_transformers import SentencePooling
 
 # bilm-tf files win over a native model in the same directory, as they always have.
 FAMILIES: tuple[Family, ...] = (BILM_TF, TF_ELMO, HF_BERT, COVE, NATIVE_ELMO, MANYLANGS, MANYLANGS_NATIVE)
@@ -83,3 +86,10 @@ def family_saving(encoder: Encoder) -> Family | None:
         if family.saves is not None and isinstance(encoder, family.saves):
             return family
     return None
+
+
+def sentence_vectors(encoder: Encoder, pooling: SentencePooling | None = None) -> SentenceVectors | None:
+    """``encoder``'s own sentence vectors, pooled as ``pooling`` (a sentence-transformers
+    checkpoint's declared pooling; None: the mean of the pieces) says: a BERT's; None for a
+    model without them (ELMo, CoVe: a sentence vector then pools the word vectors)."""
+    return BertSentenceEncoder(encoder, pooling) if isinstance(encoder, BertEncoder) else None

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from contextvec.api import DEFAULT_MODEL, ModelSpec, load
 from contextvec.encoders.base import Encoder
-from contextvec.encoders.bert.encoder import BertEncoder
+from contextvec.encoders.registry import sentence_vectors
 from contextvec.engine.worker import WorkerThread
 from contextvec.extras import needs
 from contextvec.io.sentence_transformers import SentencePipelineError, SentencePooling, read_sentence_pooling
@@ -148,12 +148,13 @@ def default_model_name(model: ModelSpec) -> str:
 
 
 def sentence_pooling(settings: ServeSettings, encoder: Encoder) -> SentencePooling | None:
-    """A BERT model directory's declared sentence-transformers pooling, when ``/v1/embeddings``
-    uses the model's own sentence vector (neither ``openai_layers`` nor ``openai_pool`` set)."""
+    """The model directory's declared sentence-transformers pooling, when ``/v1/embeddings``
+    uses the model's own sentence vector (neither ``openai_layers`` nor ``openai_pool`` set) and
+    the model has one (a BERT)."""
     server, model = settings.server, settings.model.model
     if server.openai_layers is not None or server.openai_pool is not None:
         return None
-    if not isinstance(encoder, BertEncoder) or not model or not Path(model).is_dir():
+    if sentence_vectors(encoder) is None or not model or not Path(model).is_dir():
         return None
     try:
         return read_sentence_pooling(model)

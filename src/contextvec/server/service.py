@@ -21,9 +21,8 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import Receive
 
-from contextvec.encoders.base import Encoder
-from contextvec.encoders.bert.encoder import BertEncoder
-from contextvec.encoders.bert.sentence import BertSentenceEncoder
+from contextvec.encoders.base import Encoder, SentenceVectors
+from contextvec.encoders.registry import sentence_vectors
 from contextvec.engine import Engine, EngineSettings, QueueFull, ShuttingDown
 from contextvec.engine.worker import WorkerThread
 from contextvec.server import schemas
@@ -43,8 +42,8 @@ INLINE_CHARACTERS = 65_536
 the thread's hop costs more than splitting on whitespace)."""
 
 SENTENCE_VECTORS = "sentence-vectors"
-"""The engine kind of ``/v1/embeddings``' BERT sentence vectors: every request's pieces run
-through the one ``BertSentenceEncoder.embed_pieces``, so they share forward passes."""
+"""The engine kind of ``/v1/embeddings``' model's own sentence vectors: every request's pieces
+run through the one ``SentenceVectors.embed_pieces``, so they share forward passes."""
 
 
 @dataclass(frozen=True)
@@ -75,14 +74,15 @@ class Service:
                              start=False)
         self.tokenizers: dict[TokenizerName, Tokenizer] = {}
         self.started = int(time.time())
-        bert = isinstance(encoder, BertEncoder)
-        self.sentence_encoder: BertSentenceEncoder | None = None
+        # The model's own sentence vector unless the layers or pooling to use are given.
+        own = settings.openai_layers is None and settings.openai_pool is None
+        self.sentence_encoder: SentenceVectors | None = (
+            sentence_vectors(encoder, settings.openai_sentence) if own else None)
         self.openai_view: LayerView | None = None
-        if bert and settings.openai_layers is None and settings.openai_pool is None:
-            self.sentence_encoder = BertSentenceEncoder(encoder, settings.openai_sentence)
+        if self.sentence_encoder is not None:
             self.openai_dim = self.sentence_encoder.output_dim
         else:
-            layers = settings.openai_layers or ("top" if bert else "average")
+            layers = settings.openai_layers or encoder.sentence_layers.value
             if not isinstance(layers, str):
                 try:
                     layers = schemas.ScalarMixSpec(weights=list(layers), gamma=settings.openai_gamma)

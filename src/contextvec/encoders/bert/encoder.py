@@ -24,6 +24,7 @@ import torch
 from contextvec.encoders.base import Encoder, EncoderOutput
 from contextvec.encoders.bert.model import BertModel
 from contextvec.encoders.bert.tokenizer import WordPieceTokenizer
+from contextvec.encoders.outputs import Layers
 
 SUBWORD_POOLING = ("first", "mean")
 
@@ -65,6 +66,7 @@ class BertEncoder(Encoder):
 
     # The embeddings layer adds each piece's position: not the same vector in every sentence.
     token_layer, upper_layers, token_layer_context_free = "embeddings", "transformer", False
+    sentence_layers = Layers.TOP
 
     def __init__(
         self,
