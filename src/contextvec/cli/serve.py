@@ -140,6 +140,7 @@ def host_list(text: str) -> tuple[str, ...]:
 
 
 def run(args: argparse.Namespace) -> None:
+    from contextvec.engine import EngineSettings
     from contextvec.server.explore import ExploreSettings
     from contextvec.server.serve import ServeSettings, Started, default_model_name, serve
     from contextvec.server.settings import ServerSettings
@@ -147,8 +148,9 @@ def run(args: argparse.Namespace) -> None:
     spec = model_spec(args)
     server = ServerSettings(
         model_name=args.model_name or default_model_name(spec), api_key=args.api_key or None,
-        max_batch_tokens=args.max_batch_tokens, max_wait_ms=args.max_wait_ms,
-        batching=args.batching, max_queue=args.max_queue, request_timeout=args.request_timeout,
+        engine=EngineSettings(max_batch_tokens=args.max_batch_tokens, max_wait_ms=args.max_wait_ms,
+                              max_queue=args.max_queue, batching=args.batching),
+        request_timeout=args.request_timeout,
         max_sentences=args.max_sentences, max_sentence_tokens=args.max_sentence_tokens,
         max_body_bytes=args.max_body_bytes, tokenizer=args.tokenizer,
         openai_layers=args.openai_layers, openai_gamma=args.openai_gamma,

@@ -73,7 +73,11 @@ def read_explore_corpus(path: str | None, tokenizer: str) -> tuple[str, list[lis
     return source, sentences
 
 
-def _runner(encoder: Encoder, max_batch_tokens: int) -> Callable[[Sequence[list[str]]], list[np.ndarray]]:
+Run = Callable[[Sequence[list[str]]], list[np.ndarray]]
+"""A compared model's forward passes on the engine's thread: a batch of token lists -> each one's layers."""
+
+
+def _runner(encoder: Encoder, max_batch_tokens: int | None) -> Run:
     """A batch of token lists -> each one's layers, on ``encoder`` (a model besides the engine's)."""
     def run(sentences: Sequence[list[str]]) -> list[np.ndarray]:
         arrays: list[np.ndarray] = [np.empty(0)] * len(sentences)
@@ -98,7 +102,7 @@ class ExploreModel:
     id: str
     encoder: Encoder
     index: ContextIndex
-    run: Callable[[Sequence[list[str]]], list[np.ndarray]] | None
+    run: Run | None
 
     @property
     def kind(self) -> Hashable:
@@ -137,7 +141,7 @@ class Explorer:
         for k, (name, encoder) in enumerate(models):
             index = worker.run(lambda e=encoder, n=name: ContextIndex.build(
                 e, sentences, settings.cache_dir, settings.progress, f"{source} ({n})"))
-            run = None if k == 0 else _runner(encoder, service.settings.max_batch_tokens)
+            run = None if k == 0 else _runner(encoder, service.settings.engine.max_batch_tokens)
             built.append(ExploreModel(name, encoder, index, run))
         return cls(service, built, source, reports)
 

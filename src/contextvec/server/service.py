@@ -23,7 +23,7 @@ from starlette.types import Receive
 
 from contextvec.encoders.base import Encoder, SentenceVectors
 from contextvec.encoders.registry import sentence_vectors
-from contextvec.engine import Engine, EngineSettings, QueueFull, ShuttingDown
+from contextvec.engine import Engine, QueueFull, ShuttingDown
 from contextvec.engine.worker import WorkerThread
 from contextvec.server import schemas
 from contextvec.server.errors import APIError, validation_message
@@ -67,10 +67,8 @@ class Service:
                  is_stopping: Callable[[], bool], worker: WorkerThread | None = None) -> None:
         self.encoder, self.settings, self.is_stopping = encoder, settings, is_stopping
         self.metrics = Metrics(queue_depth=lambda: self.engine.depth)
-        batching = EngineSettings(settings.max_batch_tokens, settings.max_wait_ms,
-                                  settings.max_queue, settings.batching)
         # Started by the app's lifespan, when the server starts serving.
-        self.engine = Engine(encoder, batching, worker=worker, on_batch=self.metrics.observe_batch,
+        self.engine = Engine(encoder, settings.engine, worker=worker, on_batch=self.metrics.observe_batch,
                              start=False)
         self.tokenizers: dict[TokenizerName, Tokenizer] = {}
         self.started = int(time.time())
@@ -217,7 +215,7 @@ class Service:
         try:
             future = self.engine.submit(sentences, time.monotonic() + timeout, run, kind)
         except QueueFull:
-            raise APIError(429, f"the queue is full ({self.settings.max_queue} requests); retry later",
+            raise APIError(429, f"the queue is full ({self.settings.engine.max_queue} requests); retry later",
                            headers={"Retry-After": "1"}) from None
         except ShuttingDown:
             raise APIError(503, "the server is shutting down") from None

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from contextvec.choices import checked_choice
 from contextvec.encoders.outputs import Layers, Pooling
+from contextvec.engine import EngineSettings
 from contextvec.io.sentence_transformers import SentencePooling
 from contextvec.text.tokenize import TokenizerName, as_tokenizer_name
 
@@ -52,11 +53,9 @@ class ServerSettings:
     Attributes:
         model_name: the model's id in responses and ``/v1/models``.
         api_key: if set, every request needs ``Authorization: Bearer <api_key>`` (else 401).
-        max_batch_tokens: padded tokens (longest sentence x sentences) per forward pass.
-        max_wait_ms: under load, the longest the oldest queued request waits for others to
-            share its forward pass.
-        batching: False for one request per forward pass.
-        max_queue: queued requests before the server answers 429.
+        engine: how the engine batches requests (``--max-batch-tokens``, ``--max-wait-ms``,
+            ``--no-batching``) and how many it queues before the server answers 429
+            (``--max-queue``).
         request_timeout: seconds a request may take, queue included, before a 504.
         max_sentences: sentences per request (more: 422, the schema's ``maxItems``).
         max_sentence_tokens: tokens per sentence (more: 413; a token list: 422).
@@ -93,10 +92,7 @@ class ServerSettings:
 
     model_name: str = "elmo-en-small"
     api_key: str | None = None
-    max_batch_tokens: int = 4096
-    max_wait_ms: float = 5.0
-    batching: bool = True
-    max_queue: int = 512
+    engine: EngineSettings = field(default_factory=EngineSettings)
     request_timeout: float = 30.0
     max_sentences: int = 256
     max_sentence_tokens: int = 512
