@@ -11,6 +11,7 @@ from contextvec.cli import common
 from contextvec.cli import task_options as opts
 from contextvec.cli.experiment_glue import add_glue_parser
 from contextvec.cli.experiment_representations import add_representations_parser
+from contextvec.cli.experiment_squad import add_squad_parser
 from contextvec.experiments import DEFAULT_FRACTIONS, RunnerSettings
 from contextvec.jobs.choice import EncoderChoice, TaskFiles
 from contextvec.jobs.experiments import AnalysisSettings, run_analysis
@@ -26,8 +27,8 @@ RUNS = """Each experiment trains the train-task model once per configuration
 results.md, results.json, <experiment>.png and layer_weights.png (the learned mix weights) to
 --output-dir. Finished runs are kept in results.json as they complete: rerunning the same command
 with --resume skips them, so an interrupted experiment continues where it stopped."""
-DESCRIPTION = (f"{HELP}; CoVe's Table 2 (representations) and the BERT paper's Table 1 on GLUE (glue), "
-               f"each with its own outputs. {RUNS}")
+DESCRIPTION = (f"{HELP}; CoVe's Table 2 (representations), the BERT paper's Table 1 on GLUE (glue) and "
+               f"representations on extractive QA (squad), each with its own outputs. {RUNS}")
 EXPERIMENT_HELP = {
     "layers": "last layer only vs all layers with lambda 1 and 0.001 (ELMo Table 2)",
     "placement": "the mix at the biLSTM input vs at input and output (ELMo Table 3)",
@@ -57,6 +58,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         sub.set_defaults(run=run)
     add_representations_parser(experiments)
     add_glue_parser(experiments)
+    add_squad_parser(experiments)
 
 
 def _add_common_arguments(p: argparse.ArgumentParser) -> None:

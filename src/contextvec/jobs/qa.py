@@ -238,3 +238,48 @@ def run_answer(settings: AnswerSettings) -> list[SpanAnswer]:
     asked = Question("q", settings.question, settings.context, ())
     return model.answer_questions([asked], settings.n_best)[0]
 
+
+
+@dataclass(frozen=True)
+class QAExperimentSettings:
+    """``experiment squad``: the files, where the table goes, and the runs
+    (:class:`~contextvec.experiments.squad.SquadExperimentSettings`)."""
+
+    files: QAFiles
+    output_dir: str
+    runs: object
+    resume: bool = False
+    threads: int | None = None
+
+
+@dataclass
+class QAExperimentResult:
+    """The finished runs (in table order) and the files written."""
+
+    runs: list[dict]
+    files: list[Path]
+
+    def lines(self) -> list[str]:
+        from contextvec.experiments.squad import summary_rows
+
+        lines = [f"{r['representation']}: {r['runs']} runs, dev exact match {r['exact_match']:.2f} "
+                 f"± {r['exact_match_std']:.2f}, F1 {r['f1']:.2f} ± {r['f1_std']:.2f}"
+                 for r in summary_rows(self.runs)]
+        return [*lines, "wrote " + ", ".join(str(f) for f in self.files)]
+
+
+def run_qa_experiment(settings: QAExperimentSettings) -> QAExperimentResult:
+    """Read the files, run every unfinished (representation, seed), write the table."""
+    from contextvec.experiments.squad import RESULTS_CSV, RESULTS_JSON, RESULTS_MD, run_squad_experiment
+
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
+    files = settings.files
+    train = read_squad(files.train, files.max_questions)
+    if files.dev is None:
+        train, dev = carve_dev_by_article(train)
+    else:
+        dev = read_squad(files.dev, files.max_questions)
+    runs = run_squad_experiment(train, dev, settings.output_dir, settings.runs, settings.resume)
+    out = Path(settings.output_dir)
+    return QAExperimentResult(runs, [out / RESULTS_JSON, out / RESULTS_MD, out / RESULTS_CSV])
