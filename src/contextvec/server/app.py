@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 import anyio
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import PlainTextResponse, Response
@@ -19,7 +19,7 @@ from contextvec.server import schemas
 from contextvec.server.errors import APIError, install_error_handlers
 from contextvec.server.explore import Explorer, ExploreSettings
 from contextvec.server.explore_routes import bound_schema, install_explorer
-from contextvec.server.hot import HotRoute, HotRoutes
+from contextvec.server.hot import HotRoute, HotRoutes, declare
 from contextvec.server.middleware import OPEN_PATHS, ApiKey, BodyReader, HostCheck, RequestContext
 from contextvec.server.service import Call, Service
 from contextvec.server.settings import LOOPBACK_HOSTS, ServerSettings
@@ -46,10 +46,6 @@ WORK = (408, 413, 415, 422, 429, 500, 503, 504)
 def errors(*statuses: int) -> dict[int | str, dict]:
     """OpenAPI responses for ``statuses``: OpenAI's error body, with why each is answered."""
     return {status: {"model": schemas.ErrorResponse, "description": WHY[status]} for status in statuses}
-
-
-def _json(payload: bytes) -> Response:
-    return Response(payload, media_type="application/json")
 
 
 async def _health(body: None, call: Call) -> bytes:
@@ -100,20 +96,17 @@ def create_app(encoder: Encoder, settings: ServerSettings | None = None,
     app.state.service = service
     install_error_handlers(app)
 
-    # POST /v1/embed, /v1/embeddings and GET /health are answered by HotRoutes before FastAPI
-    # sees them; these routes declare them in the OpenAPI schema, and call the same handlers.
+    # POST /v1/embed, /v1/embeddings, /v1/answer and GET /health are answered by HotRoutes
+    # before FastAPI sees them; each is declared once, for both (hot.declare).
     keyed = (401,) if settings.api_key else ()
-
-    @app.post("/v1/embed", response_model=schemas.EmbedResponse, responses=errors(*keyed, *WORK))
-    async def embed(body: schemas.EmbedRequest, request: Request) -> Response:
-        """Per-token vectors of each sentence (or pooled ones), shaped like ``contextvec embed``."""
-        return _json(await service.embed(body, Call.of(request)))
-
-    @app.post("/v1/embeddings", response_model=schemas.EmbeddingsResponse,
-              responses=errors(400, *keyed, *WORK))
-    async def embeddings(body: schemas.EmbeddingsRequest, request: Request) -> Response:
-        """OpenAI-compatible: one pooled vector per input, with the server's layer mix."""
-        return _json(await service.embeddings(body, Call.of(request)))
+    hot_routes: dict[tuple[str, str], HotRoute] = {}
+    declare(app, hot_routes, "POST", "/v1/embed", HotRoute(schemas.EmbedRequest, service.embed), "embed",
+            "Per-token vectors of each sentence (or pooled ones), shaped like ``contextvec embed``.",
+            response_model=schemas.EmbedResponse, responses=errors(*keyed, *WORK))
+    declare(app, hot_routes, "POST", "/v1/embeddings",
+            HotRoute(schemas.EmbeddingsRequest, service.embeddings), "embeddings",
+            "OpenAI-compatible: one pooled vector per input, with the server's layer mix.",
+            response_model=schemas.EmbeddingsResponse, responses=errors(400, *keyed, *WORK))
 
     @app.get("/v1/models", response_model=schemas.ModelList, responses=errors(*keyed))
     async def models() -> dict:
@@ -122,10 +115,8 @@ def create_app(encoder: Encoder, settings: ServerSettings | None = None,
             "id": settings.model_name, "object": "model", "created": service.started,
             "owned_by": "contextvec", "num_layers": encoder.num_layers, "dim": encoder.output_dim}]}
 
-    @app.get("/health", response_model=schemas.Health)
-    async def health() -> dict:
-        """Liveness: the process answers (no API key needed)."""
-        return {"status": "ok"}
+    declare(app, hot_routes, "GET", "/health", HotRoute(None, _health), "health",
+            "Liveness: the process answers (no API key needed).", response_model=schemas.Health)
 
     @app.get("/ready", response_model=schemas.Ready, responses=errors(*keyed, 503))
     async def ready() -> dict:
@@ -141,20 +132,14 @@ def create_app(encoder: Encoder, settings: ServerSettings | None = None,
         """Prometheus text format (not JSON)."""
         return Response(service.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
-    hot_routes = {("POST", "/v1/embed"): HotRoute(schemas.EmbedRequest, service.embed),
-                  ("POST", "/v1/embeddings"): HotRoute(schemas.EmbeddingsRequest, service.embeddings),
-                  ("GET", "/health"): HotRoute(None, _health)}
     if task is not None:
         from contextvec.server.answer import Answerer
 
         answerer = Answerer(task, service)
-        hot_routes["POST", "/v1/answer"] = HotRoute(schemas.AnswerRequest, answerer.answer)
-
-        @app.post("/v1/answer", response_model=schemas.AnswerResponse, responses=errors(400, *keyed, *WORK))
-        async def answer(body: schemas.AnswerRequest, request: Request) -> Response:
-            """The question-answering model's answers: spans of the context (``context[start:end]``),
-            best first, with their scores."""
-            return _json(await answerer.answer(body, Call.of(request)))
+        declare(app, hot_routes, "POST", "/v1/answer", HotRoute(schemas.AnswerRequest, answerer.answer),
+                "answer", "The question-answering model's answers: spans of the context "
+                "(``context[start:end]``),\nbest first, with their scores.",
+                response_model=schemas.AnswerResponse, responses=errors(400, *keyed, *WORK))
     else:
         @app.post("/v1/answer", include_in_schema=False)
         async def no_answer() -> Response:
