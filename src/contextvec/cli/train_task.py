@@ -5,6 +5,7 @@ or without contextual vectors and report dev (and test) scores as JSON. The task
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from contextvec.cli import common
 from contextvec.cli import task_options as opts
@@ -14,6 +15,7 @@ from contextvec.jobs.qa import QAFiles, TrainQASettings, run_train_qa
 from contextvec.jobs.train_task import TrainMode, TrainTaskSettings, run_train_task
 from contextvec.tasks.finetune import FineTuneSettings
 from contextvec.tasks.models import ModelSettings
+from contextvec.tasks.qa.frozen import SpanTrainSettings
 from contextvec.tasks.qa.windows import WindowSettings
 from contextvec.tasks.spec import TASK_SPECS, TASKS, TaskSpec, get_task
 from contextvec.tasks.train import TrainSettings
@@ -132,17 +134,31 @@ def settings(args: argparse.Namespace) -> TrainTaskSettings:
 
 
 def qa_settings(args: argparse.Namespace) -> TrainQASettings:
-    """The question-answering job's settings (``train-task squad``)."""
-    if not args.fine_tune:
-        raise ValueError("squad trains with --fine-tune (BERT with a span head)")
+    """The question-answering job's settings (``train-task squad``): BERT fine-tuned, or the span
+    model over a frozen encoder's layers (or, ``--no-contextual``, over its own embeddings)."""
     if args.test:
         raise ValueError("squad scores --dev; score another file with contextvec predict --score")
-    windows = WindowSettings(args.max_length, args.stride, args.max_query, args.max_answer_length)
-    mode = TrainMode.FINE_TUNE
-    return TrainQASettings(QAFiles(args.train, args.dev, args.max_sentences), mode,
-                           EncoderChoice(args.model, args.options_file, args.weight_file, args.device,
-                                         precision=args.precision),
-                           _training(args), windows, args.save_model, args.threads)
+    encoder = EncoderChoice(args.model, args.options_file, args.weight_file, args.device,
+                            precision=args.precision)
+    files = QAFiles(args.train, args.dev, args.max_sentences)
+    if args.fine_tune:
+        windows = WindowSettings(args.max_length, args.stride, args.max_query, args.max_answer_length)
+        return TrainQASettings(files, TrainMode.FINE_TUNE, encoder, _training(args), windows, args.save_model,
+                               args.threads)
+    if args.classifier != "pool" or args.word_vectors or args.char_ngrams:
+        raise ValueError("--classifier, --word-vectors and --char-ngrams are not options of the squad "
+                         "span model")
+    mode = TrainMode.NO_CONTEXTUAL if args.no_contextual else TrainMode.CONTEXTUAL
+    base = SpanTrainSettings()
+    given = {"word_dim": args.word_dim, "char_cnn": args.char_cnn, "hidden": args.hidden,
+             "lstm_layers": args.lstm_layers, "dropout": args.dropout, "mix_dropout": args.mix_dropout,
+             "layer_norm": args.layer_norm or None, "layers": args.layers,
+             "placement": "none" if args.no_contextual else (args.placement or "input")}
+    model = replace(base.model, **{k: v for k, v in given.items() if v is not None})
+    training = _training(args)
+    span = SpanTrainSettings(model, replace(base.span, max_answer_length=args.max_answer_length), training,
+                             FeatureSettings(args.cache_dir, args.feature_dtype, args.embed_batch_size))
+    return TrainQASettings(files, mode, encoder, span, None, args.save_model, args.threads)
 
 
 def run(args: argparse.Namespace) -> None:
