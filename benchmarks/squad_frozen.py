@@ -32,11 +32,11 @@ def main() -> None:
     parser.add_argument("--data", default=str(SQUAD))
     parser.add_argument("--output", required=True, help="folder for each run's report JSON")
     parser.add_argument("--only", choices=RUNS, help="one run only")
-    parser.add_argument("--epochs", type=int, default=6)
+    parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--patience", type=int, default=3)
     parser.add_argument("--train-fraction", type=float, default=1.0,
                         help="a seeded fraction of the training questions")
-    parser.add_argument("--hidden", type=int, default=50)
+    parser.add_argument("--hidden", type=int, default=32)
     parser.add_argument("--modelling-layers", type=int, default=1)
     parser.add_argument("--dropout", type=float, default=0.2)
     parser.add_argument("--threads", type=int, default=1)
