@@ -14,6 +14,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import contextvec
 from contextvec.encoders import cpu as cpu_module
 from contextvec.encoders import precision as precision_module
+from contextvec.encoders.cpu import cpu_flags
 from contextvec.encoders.precision import (
     Int8Library,
     LowPrecisionLinear,
@@ -21,7 +22,6 @@ from contextvec.encoders.precision import (
     PackedFloatWeights,
     apply_precision,
     check_precision,
-    cpu_flags,
     run_linear,
 )
 

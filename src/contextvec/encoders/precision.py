@@ -25,15 +25,7 @@ from torch import nn
 from contextvec.choices import checked_choice, spellings
 from contextvec.encoders import torch_private
 from contextvec.encoders.base import Encoder
-from contextvec.encoders.cpu import (  # noqa: F401  (importable here too)
-    BF16_FLAGS,
-    INT8_FLAGS,
-    Int8Library,
-    cpu_flags,
-    inference_paths,
-    native_bf16,
-    native_int8,
-)
+from contextvec.encoders.cpu import Int8Library, inference_paths, native_bf16, native_int8
 from contextvec.encoders.kernels.bf16 import Bf16Matmul, Bf16OneDNN
 from contextvec.encoders.kernels.int8 import Int8Dynamic, Int8RowScaled, quantize
 from contextvec.encoders.kernels.packed_float import PackedFloatWeights
@@ -145,12 +137,13 @@ class LowPrecisionWeight(nn.Module):
     def forward(self, x: torch.Tensor, bias: torch.Tensor | None = None,
                 gelu: str | None = None, float_output: bool = True,
                 add: torch.Tensor | None = None) -> torch.Tensor:
-        """``x @ W.T``, plus ``bias``, plus ``add``, then GELU if ``gelu`` names its form.
+        """``x (..., in) @ W.T`` plus ``bias (out,)`` and ``add (..., out)`` (an LSTM's input
+        projections), then GELU if ``gelu`` names its form (``"none"``: exact, or ``"tanh"``; not
+        with ``add``). ``float_output=False`` leaves oneDNN's bf16 result in bf16 (the same
+        values) for a caller that only multiplies it by another bf16 matrix.
 
-        ``x (..., in)``; ``bias (out,)`` float32; ``gelu``: ``"none"`` (exact) or ``"tanh"``, not
-        with ``add (..., out)`` (an LSTM's input projections: a ``ValueError``). Returns
-        ``(..., out)`` float32; ``float_output=False`` leaves oneDNN's bf16 result in bf16 (the
-        same values) for a caller that only multiplies it by another bf16 matrix.
+        Returns:
+            ``(..., out)``, float32 unless ``float_output`` is False.
         """
         if add is not None and gelu is not None:
             raise ValueError("LowPrecisionWeight: add and gelu do not go together")
@@ -173,6 +166,7 @@ class LowPrecisionWeight(nn.Module):
 
 class LowPrecisionLinear(nn.Module):
     """``nn.Linear`` with its weight in bf16 or int8 and its bias in float32."""
+
     def __init__(self, linear: nn.Linear, precision: str) -> None:
         super().__init__()
         self.weight_packed = LowPrecisionWeight(linear.weight, precision)
@@ -180,8 +174,10 @@ class LowPrecisionLinear(nn.Module):
         self.register_buffer("bias", bias)
 
     def forward(self, x: torch.Tensor, gelu: str | None = None, float_output: bool = True) -> torch.Tensor:
-        """``x (..., in) @ W.T + bias`` ``(..., out)``, then GELU if ``gelu`` names its form;
-        float32 unless ``float_output`` is False (see :class:`LowPrecisionWeight`)."""
+        """``x (..., in) @ W.T + bias``, then GELU if ``gelu`` names its form.
+
+        Returns:
+            ``(..., out)``, float32 unless ``float_output`` is False."""
         return self.weight_packed(x, self.bias, gelu, float_output)
 
 
