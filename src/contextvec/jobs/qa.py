@@ -44,6 +44,13 @@ class QAFiles:
         if self.max_questions is not None and self.max_questions < 1:
             raise ValueError(f"max_questions must be >= 1, not {self.max_questions}")
 
+    def read(self) -> tuple[SquadData, SquadData]:
+        """Train and dev (given, or carved from train by article)."""
+        train = read_squad(self.train, self.max_questions)
+        if self.dev is None:
+            return carve_dev_by_article(train)
+        return train, read_squad(self.dev, self.max_questions)
+
 
 @dataclass(frozen=True)
 class TrainQASettings:
@@ -104,11 +111,7 @@ def run_train_qa(settings: TrainQASettings) -> TrainQAResult:
     if settings.threads:
         torch.set_num_threads(settings.threads)
     files = settings.files
-    train = read_squad(files.train, files.max_questions)
-    if files.dev is None:
-        train, dev = carve_dev_by_article(train)
-    else:
-        dev = read_squad(files.dev, files.max_questions)
+    train, dev = files.read()
     reported = None
     if settings.mode is TrainMode.FINE_TUNE:
         from contextvec.tasks.qa.bert import fine_tune_qa
@@ -275,11 +278,7 @@ def run_qa_experiment(settings: QAExperimentSettings) -> QAExperimentResult:
     if settings.threads:
         torch.set_num_threads(settings.threads)
     files = settings.files
-    train = read_squad(files.train, files.max_questions)
-    if files.dev is None:
-        train, dev = carve_dev_by_article(train)
-    else:
-        dev = read_squad(files.dev, files.max_questions)
+    train, dev = files.read()
     runs = run_squad_experiment(train, dev, settings.output_dir, settings.runs, settings.resume)
     out = Path(settings.output_dir)
     return QAExperimentResult(runs, [out / RESULTS_JSON, out / RESULTS_MD, out / RESULTS_CSV])
