@@ -13,7 +13,7 @@ from contextvec.experiments import summary
 from contextvec.explore import layer_report as reports
 from contextvec.explore.layer_report import layer_report, read_layer_report
 from contextvec.probes.linear import ProbeReport, ProbeSettings, SplitData, train_probes
-from contextvec.tasks import saved
+from contextvec.tasks import record, saved
 
 
 def probe_report() -> dict:
@@ -30,7 +30,7 @@ def probe_report() -> dict:
 def test_the_file_names_are_those_task_models_are_saved_with():
     # named, not imported, so that the server reads reports without the tasks extra
     names = (reports.FORMAT, reports.TASK_FILE, reports.WEIGHTS)
-    assert names == (saved.FORMAT, saved.TASK_FILE, saved.WEIGHTS)
+    assert names == (record.FORMAT, saved.TASK_FILE, saved.WEIGHTS)
     assert reports.MIX_NAMES == summary.MIX_NAMES
 
 

@@ -23,6 +23,7 @@ from contextvec.encoders.base import Encoder
 from contextvec.encoders.bert.tokenizer import WordPieceTokenizer
 from contextvec.tasks.finetune import PieceSplit
 from contextvec.tasks.models import Indexer
+from contextvec.tasks.record import TaskRecord
 from contextvec.tasks.schemes import to_scheme
 from contextvec.tasks.spec import TaskSpec
 from contextvec.tasks.split import Split
@@ -60,17 +61,23 @@ class TaskModel:
             without contextual vectors).
         seen_mentions: the training split's entity mentions, for NER's seen/unseen scores
             (None for a classification task).
+        record: the saved model's ``task.json``.
     """
 
-    def __init__(self, spec: TaskSpec, config: dict, model: nn.Module, device: str,
+    def __init__(self, spec: TaskSpec, record: TaskRecord, model: nn.Module, device: str,
                  indexer: Indexer | None = None, encoder: Encoder | None = None,
                  tokenizer: WordPieceTokenizer | None = None) -> None:
-        self.spec, self.config, self.model, self.device = spec, config, model, device
+        self.spec, self.record, self.model, self.device = spec, record, model, device
         self.indexer, self.encoder, self.tokenizer = indexer, encoder, tokenizer
-        self.labels: list[str] = list(config["labels"])
-        self.scheme: str = config["model_settings"].get("tag_scheme") or "bio"
-        seen = config.get("seen_mentions")
+        self.labels: list[str] = list(record.labels)
+        self.scheme: str = record.model_settings.tag_scheme.value
+        seen = record.seen_mentions
         self.seen_mentions: set[str] | None = None if seen is None else set(seen)
+
+    @property
+    def config(self) -> dict:
+        """``task.json``'s fields as the file holds them (:attr:`record` is the typed form)."""
+        return self.record.to_json()
 
     @property
     def tagging(self) -> bool:
@@ -90,8 +97,9 @@ class TaskModel:
     def _features(self, sentences: Sequence[list[str]], embed_batch_size: int) -> list[np.ndarray]:
         """The encoder's layers as the feature cache stores them and ``attach_features`` keeps them."""
         assert self.encoder is not None
-        dtype = self.config["features"]["dtype"]
-        how = self.config["model_settings"]["layers"]
+        assert self.record.features is not None  # a frozen-feature model's record has them
+        dtype = self.record.features.dtype
+        how = self.record.model_settings.layers.value
         out: list[np.ndarray] = []
         for start in range(0, len(sentences), FEATURE_CHUNK):
             chunk = sentences[start:start + FEATURE_CHUNK]
@@ -136,7 +144,7 @@ class TaskModel:
             raise ValueError(f"{len(sentences)} sentences but {len(seconds)} second sentences")
         if not sentences:
             return []
-        batch_size = batch_size or self.config["eval_batch_size"]
+        batch_size = batch_size or self.record.eval_batch_size
         split = Split(sentences, [None] * len(sentences), "<predict>", second=seconds)
         with torch.no_grad():
             if self.tokenizer is not None:
@@ -144,7 +152,7 @@ class TaskModel:
                 return PieceSplit(split, self.tokenizer, self.spec, max_pieces).predict(
                     self.model, batch_size, self.device)
             if self.encoder is not None:
-                embed = embed_batch_size or self.config["features"]["embed_batch_size"]
+                embed = embed_batch_size or self.record.features.embed_batch_size
                 split.features = self._features(sentences, embed)
                 if seconds is not None:  # their own cache entry in training: their own chunks here
                     split.second_features = self._features(seconds, embed)

@@ -75,7 +75,7 @@ from contextvec.tasks.qa.record import QARecord, read_record, write_record
 from contextvec.tasks.qa.span_model import SpanBatch, SpanModel, SpanSettings
 from contextvec.tasks.qa.squad import Question, SquadData
 from contextvec.tasks.qa.tokens import SquadTokens, tokenize_squad
-from contextvec.tasks.saved import CHARS, NGRAMS, WEIGHTS, WORDS, _encoder_for, _vocabulary
+from contextvec.tasks.saved import CHARS, NGRAMS, WEIGHTS, WORDS, EncoderRef, encoder_for, read_vocabulary
 from contextvec.tasks.split import Split
 from contextvec.tasks.train import ENCODER_PREFIX, TrainSettings, attach_features, task_layers
 from contextvec.text.batching import length_batches
@@ -445,9 +445,10 @@ def load_span_model(directory: str | os.PathLike, record: QARecord | None = None
     record = record or read_record(directory)
     config = _read_span_record(directory)
     settings: ModelSettings = config["model_settings"]
-    words, chars = _vocabulary(directory / WORDS), _vocabulary(directory / CHARS)
-    ngrams = _vocabulary(directory / NGRAMS) if settings.char_ngram_dim else None
-    encoder = _encoder_for(config, directory, encoder, device) if settings.num_mixes else None
+    words, chars = read_vocabulary(directory / WORDS), read_vocabulary(directory / CHARS)
+    ngrams = read_vocabulary(directory / NGRAMS) if settings.char_ngram_dim else None
+    encoder = (encoder_for(EncoderRef.from_json(config["encoder"]), directory, encoder, device)
+               if settings.num_mixes else None)
     if not os.path.lexists(directory / WEIGHTS):
         raise FileNotFoundError(f"{directory} is not a saved span model: {WEIGHTS} is missing")
     weights = model_file(directory, WEIGHTS)
