@@ -31,7 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -108,7 +108,8 @@ def cache_key(model_id: str, data_id: str, dtype: FeatureDtype | str = FeatureDt
 
 @dataclass
 class FeatureFile:
-    """An open cache entry. Use as a context manager, or call :meth:`close`."""
+    """An open cache entry, the one reader of the cache's layout. Use as a context manager, or
+    call :meth:`close`."""
 
     path: Path
     file: h5py.File
@@ -153,6 +154,31 @@ class FeatureFile:
         """Sentence ``index``: float32 ``(num_layers, n_tokens, dim)``, as ``Encoder.embed``."""
         offsets = self.offsets
         return self.file["layers"][:, offsets[index]:offsets[index + 1]].astype(np.float32, copy=False)
+
+    def stored_layers(self, first: int = 0) -> np.ndarray:
+        """Layers ``first`` to the last for every token, in the stored dtype (float16 stays
+        float16: half the memory): ``(num_layers - first, total_tokens, dim)``."""
+        return self.file["layers"][first:]
+
+    def blocks(self, max_tokens: int) -> Iterator[tuple[list[int], np.ndarray]]:
+        """``(sentence indices, layers)`` of consecutive whole sentences of at most ``max_tokens``
+        tokens (at least one sentence), every sentence once, in order: ``layers`` is float32
+        ``(num_layers, tokens, dim)``, one contiguous read per layer."""
+        offsets, layers, start = self.offsets, self.file["layers"], 0
+        while start < len(self):
+            end = max(start + 1, int(np.searchsorted(offsets, offsets[start] + max_tokens, "right")) - 1)
+            yield list(range(start, end)), layers[:, offsets[start]:offsets[end]].astype(np.float32)
+            start = end
+
+    def mapped_layers(self) -> np.ndarray:
+        """Every layer for every token in the stored dtype, ``(num_layers, total_tokens, dim)``:
+        mapped from the file (read through the page cache on demand, it outlives :meth:`close`)
+        when the dataset is contiguous, as the cache writes it; any other layout is read whole."""
+        dataset = self.file["layers"]
+        offset = dataset.id.get_offset()
+        if offset is None:
+            return dataset[()]
+        return np.memmap(self.path, dataset.dtype, "r", offset, dataset.shape)
 
     def close(self) -> None:
         self.file.close()

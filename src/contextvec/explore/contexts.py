@@ -24,11 +24,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import h5py
 import numpy as np
 
 from contextvec.encoders.base import Encoder
-from contextvec.features import FeatureSettings, cached_features
+from contextvec.features import FeatureFile, FeatureSettings, cached_features
 from contextvec.probes.neighbours import occurrences
 
 DECIMALS = 3
@@ -139,15 +138,10 @@ class ContextIndex:
     def __init__(self, sentences: Sequence[Sequence[str]], path: str | os.PathLike) -> None:
         self.sentences = [list(s) for s in sentences]
         self.path = Path(path)
-        with h5py.File(self.path, "r") as f:
-            dataset = f["layers"]
-            offset, shape, dtype = dataset.id.get_offset(), dataset.shape, dataset.dtype
-            lengths = f["lengths"][()]
-            # A contiguous dataset (the cache writes one) is read through the page cache on
-            # demand; any other layout is read whole.
-            self.layers = (np.memmap(self.path, dtype, "r", offset, shape) if offset is not None
-                           else dataset[()])
-        self.num_layers = int(shape[0])
+        with FeatureFile.open(self.path) as features:
+            self.layers = features.mapped_layers()  # read through the page cache on demand
+            lengths = features.lengths
+        self.num_layers = int(self.layers.shape[0])
         self.starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
         self.num_tokens = int(lengths.sum())
         self._positions: dict[bool, dict[str, list[tuple[int, int]]]] = {}

@@ -32,14 +32,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import h5py
 import numpy as np
 import torch
 from tqdm import tqdm
 
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.fingerprint import model_identity
-from contextvec.features import FeatureSettings, cached_features
+from contextvec.features import FeatureFile, FeatureSettings, cached_features
 from contextvec.probes.scoring import Score, wsd_score
 from contextvec.probes.semcor import SenseSpan, WsdCorpus
 from contextvec.probes.wordnet import SenseInventory
@@ -99,20 +98,11 @@ def iter_blocks(
 ) -> Iterator[tuple[list[int], np.ndarray]]:
     """Yield ``(sentence indices, layers)``: ``layers`` (num_layers, tokens, dim) float32 are those
     sentences' token vectors, concatenated in the order of the indices. Every sentence comes once."""
-    lengths = [len(s) for s in sentences]
     if options.cache:
         path = cached_features(encoder, sentences, options.features, progress=options.progress, label=label,
                                model_id=model_id)
-        offsets = np.concatenate([[0], np.cumsum(lengths)])
-        with h5py.File(path, "r") as f:
-            layers = f["layers"]
-            start = 0
-            while start < len(sentences):
-                # Whole sentences up to BLOCK_TOKENS (at least one): one contiguous read per layer.
-                end = int(np.searchsorted(offsets, offsets[start] + BLOCK_TOKENS, "right")) - 1
-                end = max(start + 1, end)
-                yield list(range(start, end)), layers[:, offsets[start]:offsets[end]].astype(np.float32)
-                start = end
+        with FeatureFile.open(path) as features:
+            yield from features.blocks(BLOCK_TOKENS)
         return
     ids: list[int] = []
     arrays: list[np.ndarray] = []

@@ -125,10 +125,9 @@ def attach_features(
         path = cached_features(encoder, sentences, FeatureSettings(cache_dir, dtype, batch_size),
                                progress=progress, label=label, model_id=model_id)
         with FeatureFile.open(path) as features:
-            dataset = features.file["layers"]  # kept in the stored dtype: float16 halves the memory
-            # Read only the layers the combination needs (BERT has 13).
+            # Read only the layers the combination needs (BERT has 13), in the stored dtype.
             wanted = {"mix": 0, "last": features.num_layers - 1}.get(layers, features.num_layers - 4)
-            kept = task_layers(dataset[wanted:], layers)
+            kept = task_layers(features.stored_layers(wanted), layers)
             offsets = features.offsets
         return [kept[:, offsets[i]:offsets[i + 1]] for i in range(len(sentences))]
 
