@@ -14,7 +14,7 @@ from collections import OrderedDict
 import torch
 
 from contextvec.encoders.bilm import CharCNN
-from contextvec.encoders.torch_private import tensor_version
+from contextvec.encoders.torch_private import weights_key
 
 
 class TokenVectorCache:
@@ -27,7 +27,7 @@ class TokenVectorCache:
 
     def vectors(self, cnn: CharCNN, char_ids: torch.Tensor) -> torch.Tensor:
         """CNN vectors ``(n, dim)`` for character ids ``(n, 50)``, computing only unseen rows."""
-        key = tuple((p.data_ptr(), tensor_version(p)) for p in cnn.parameters())
+        key = weights_key(cnn.parameters())
         if key != self._weights_key:
             self._store.clear()
             self._weights_key = key

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import torch
 
@@ -42,6 +42,13 @@ def tensor_version(tensor: torch.Tensor) -> int:
     """``tensor``'s version counter (bumped by every in-place update); 0 for an inference tensor,
     which has none."""
     return 0 if tensor.is_inference() else tensor._version
+
+
+def weights_key(tensors: Iterable[torch.Tensor]) -> tuple[tuple[int, int], ...]:
+    """The key of a cache computed from ``tensors`` (a module's ``parameters()``): each one's
+    storage address and version counter, so it changes when a weight is replaced (loading) or
+    updated in place (training); an inference tensor, which cannot be updated, has version 0."""
+    return tuple((t.data_ptr(), tensor_version(t)) for t in tensors)
 
 
 @functools.cache

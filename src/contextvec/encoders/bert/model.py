@@ -146,7 +146,7 @@ class BertSelfAttention(nn.Module):
         tensors = [t for linear in linears for t in (linear.weight, linear.bias)]
         if torch.is_grad_enabled():
             return torch.cat(tensors[0::2]), torch.cat(tensors[1::2])
-        key = tuple((t.data_ptr(), torch_private.tensor_version(t)) for t in tensors)
+        key = torch_private.weights_key(tensors)
         fused = self._fused
         if fused is None or fused[0] != key:
             fused = (key, torch.cat(tensors[0::2]), torch.cat(tensors[1::2]))

@@ -12,7 +12,7 @@ from torch import nn
 
 from contextvec.encoders.base import Encoder, EncoderOutput
 from contextvec.encoders.bilm.model import ElmoBiLM
-from contextvec.encoders.torch_private import tensor_version
+from contextvec.encoders.torch_private import weights_key
 from contextvec.text.chars import token_to_char_ids
 
 
@@ -89,7 +89,7 @@ class TokenVectorEncoder(Encoder):
 
     def _check_cache(self) -> None:
         """Empty the caches if the CNN's weights changed since they were filled."""
-        key = tuple((p.data_ptr(), tensor_version(p)) for p in self.bilm.token_encoder.parameters())
+        key = weights_key(self.bilm.token_encoder.parameters())
         if key != self._cache_key:
             self.clear_caches()
             self._cache_key = key
