@@ -62,7 +62,7 @@ def export_onnx(
         from contextvec.export.graph import OPSET, mix_constants
     import torch
 
-    import contextvec
+    from contextvec.api import load
     from contextvec.encoders.bert import BertEncoder
     from contextvec.encoders.bilm import ElmoEncoder
     from contextvec.encoders.cove import CoveEncoder
@@ -71,7 +71,7 @@ def export_onnx(
     from contextvec.export.contract import bert_manifest, cove_manifest, elmo_manifest
     from contextvec.io.atomic import atomic_path
 
-    encoder = model if isinstance(model, torch.nn.Module) else contextvec.load(model)
+    encoder = model if isinstance(model, torch.nn.Module) else load(model)
     if not isinstance(encoder, ElmoEncoder | CoveEncoder | BertEncoder):
         raise ValueError(f"ONNX export supports ELMo, CoVe and BERT models; "
                          f"this model is a {type(encoder).__name__}")
