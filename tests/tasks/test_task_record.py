@@ -12,6 +12,7 @@ from conftest import shared_file
 from contextvec.cli import main as cli_main
 from contextvec.tasks import load_task_model
 from contextvec.tasks.models import ModelSettings
+from contextvec.tasks.predictor import FeatureTaskModel
 from contextvec.tasks.record import EncoderRef, FeaturePass, TaskRecord
 
 FEATURES = TaskRecord(
@@ -45,7 +46,9 @@ def test_a_saved_task_json_is_written_back_byte_for_byte(saved):
     directory, text = saved
     record = TaskRecord.from_json(json.loads(text), directory / "task.json")
     assert _text(record.to_json()) == text
-    assert load_task_model(directory).record == record
+    loaded = load_task_model(directory)
+    assert loaded.record == record and loaded.config == json.loads(text)
+    assert isinstance(loaded, FeatureTaskModel) and loaded.encoder is None  # one predictor per kind
 
 
 @pytest.mark.parametrize("record", [FEATURES, FINE_TUNE], ids=["features", "fine-tune"])

@@ -13,6 +13,7 @@ training reported.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
@@ -46,11 +47,12 @@ def _tokens(sentences: Iterable[Sequence[str]], what: str) -> list[list[str]]:
     return out
 
 
-class TaskModel:
+class TaskModel(ABC):
     """A loaded task model ([`load_task_model`][contextvec.tasks.saved.load_task_model]):
     [`predict`][contextvec.tasks.predictor.TaskModel.predict] gives one label per sentence or
     sentence pair, one float per pair for a regression task, or one tag per token for a tagging
-    task (NER).
+    task (NER). Each kind of saved model predicts in its own subclass:
+    :class:`FeatureTaskModel` (frozen features), :class:`FineTunedTaskModel` (a fine-tuned BERT).
 
     Attributes:
         labels: the task's labels (or tags), in the order of the model's outputs; none for a
@@ -64,11 +66,10 @@ class TaskModel:
         record: the saved model's ``task.json``.
     """
 
-    def __init__(self, spec: TaskSpec, record: TaskRecord, model: nn.Module, device: str,
-                 indexer: Indexer | None = None, encoder: Encoder | None = None,
-                 tokenizer: WordPieceTokenizer | None = None) -> None:
+    encoder: Encoder | None = None
+
+    def __init__(self, spec: TaskSpec, record: TaskRecord, model: nn.Module, device: str) -> None:
         self.spec, self.record, self.model, self.device = spec, record, model, device
-        self.indexer, self.encoder, self.tokenizer = indexer, encoder, tokenizer
         self.labels: list[str] = list(record.labels)
         self.scheme: str = record.model_settings.tag_scheme.value
         seen = record.seen_mentions
@@ -93,22 +94,6 @@ class TaskModel:
     def regression(self) -> bool:
         """True for a task that predicts a float per item (STS-B)."""
         return self.spec.regression
-
-    def _features(self, sentences: Sequence[list[str]], embed_batch_size: int) -> list[np.ndarray]:
-        """The encoder's layers as the feature cache stores them and ``attach_features`` keeps them."""
-        assert self.encoder is not None
-        assert self.record.features is not None  # a frozen-feature model's record has them
-        dtype = self.record.features.dtype
-        how = self.record.model_settings.layers.value
-        out: list[np.ndarray] = []
-        for start in range(0, len(sentences), FEATURE_CHUNK):
-            chunk = sentences[start:start + FEATURE_CHUNK]
-            arrays: list[np.ndarray] = [np.empty(0)] * len(chunk)
-            self.encoder.clear_caches()  # as the feature cache starts each chunk
-            for row, array in self.encoder.embed_batches(chunk, embed_batch_size, MAX_TOKENS):
-                arrays[row] = task_layers(array.astype(dtype, copy=False), how)
-            out += arrays
-        return out
 
     def predict(self, sentences: Iterable[Sequence[str]], batch_size: int | None = None,
                 embed_batch_size: int | None = None, *,
@@ -147,20 +132,11 @@ class TaskModel:
         batch_size = batch_size or self.record.eval_batch_size
         split = Split(sentences, [None] * len(sentences), "<predict>", second=seconds)
         with torch.no_grad():
-            if self.tokenizer is not None:
-                max_pieces = self.model.config.max_position_embeddings
-                return PieceSplit(split, self.tokenizer, self.spec, max_pieces).predict(
-                    self.model, batch_size, self.device)
-            if self.encoder is not None:
-                embed = embed_batch_size or self.record.features.embed_batch_size
-                split.features = self._features(sentences, embed)
-                if seconds is not None:  # their own cache entry in training: their own chunks here
-                    split.second_features = self._features(seconds, embed)
-            predicted = predict_split(self.model, PreparedSplit(split, self.indexer, None), batch_size,
-                                      self.device)
-        if self.tagging and self.scheme != "bio":
-            return [to_scheme(tags, "bio", self.scheme) for tags in predicted]
-        return predicted
+            return self._predict(split, batch_size, embed_batch_size)
+
+    @abstractmethod
+    def _predict(self, split: Split, batch_size: int, embed_batch_size: int | None) -> list:
+        """The predictions of the checked, non-empty ``split`` (the kind's own way)."""
 
     def predict_stream(self, items: Iterable[Item], chunk: int = FEATURE_CHUNK,
                        batch_size: int | None = None,
@@ -214,3 +190,53 @@ class TaskModel:
         return self.spec.score(split, predicted, "bio", self.seen_mentions)
 
 
+class FeatureTaskModel(TaskModel):
+    """A frozen-feature task model: the encoder's layers computed as the feature cache computed
+    them in training (none for a model without contextual vectors), then the task model."""
+
+    def __init__(self, spec: TaskSpec, record: TaskRecord, model: nn.Module, device: str,
+                 indexer: Indexer, encoder: Encoder | None = None) -> None:
+        super().__init__(spec, record, model, device)
+        self.indexer, self.encoder = indexer, encoder
+
+    def _features(self, sentences: Sequence[list[str]], embed_batch_size: int) -> list[np.ndarray]:
+        """The encoder's layers as the feature cache stores them and ``attach_features`` keeps them."""
+        assert self.encoder is not None and self.record.features is not None
+        dtype = self.record.features.dtype
+        how = self.record.model_settings.layers.value
+        out: list[np.ndarray] = []
+        for start in range(0, len(sentences), FEATURE_CHUNK):
+            chunk = sentences[start:start + FEATURE_CHUNK]
+            arrays: list[np.ndarray] = [np.empty(0)] * len(chunk)
+            self.encoder.clear_caches()  # as the feature cache starts each chunk
+            for row, array in self.encoder.embed_batches(chunk, embed_batch_size, MAX_TOKENS):
+                arrays[row] = task_layers(array.astype(dtype, copy=False), how)
+            out += arrays
+        return out
+
+    def _predict(self, split: Split, batch_size: int, embed_batch_size: int | None) -> list:
+        if self.encoder is not None:
+            assert self.record.features is not None  # a frozen-feature model's record has them
+            embed = embed_batch_size or self.record.features.embed_batch_size
+            split.features = self._features(split.sentences, embed)
+            if split.second is not None:  # their own cache entry in training: their own chunks here
+                split.second_features = self._features(split.second, embed)
+        predicted = predict_split(self.model, PreparedSplit(split, self.indexer, None), batch_size,
+                                  self.device)
+        if self.tagging and self.scheme != "bio":
+            return [to_scheme(tags, "bio", self.scheme) for tags in predicted]
+        return predicted
+
+
+class FineTunedTaskModel(TaskModel):
+    """A fine-tuned BERT: reads its word pieces as fine-tuning did."""
+
+    def __init__(self, spec: TaskSpec, record: TaskRecord, model: nn.Module, device: str,
+                 tokenizer: WordPieceTokenizer) -> None:
+        super().__init__(spec, record, model, device)
+        self.tokenizer = tokenizer
+
+    def _predict(self, split: Split, batch_size: int, embed_batch_size: int | None) -> list:
+        max_pieces = self.model.config.max_position_embeddings
+        return PieceSplit(split, self.tokenizer, self.spec, max_pieces).predict(self.model, batch_size,
+                                                                                self.device)

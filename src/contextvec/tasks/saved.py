@@ -44,7 +44,7 @@ from contextvec.io.native import read_safetensors
 from contextvec.io.untrusted import model_file, read_json
 from contextvec.tasks.finetune import head_model
 from contextvec.tasks.models import Indexer, ModelSettings, TokenEmbedder, Vocabulary, contextual_embedder
-from contextvec.tasks.predictor import TaskModel
+from contextvec.tasks.predictor import FeatureTaskModel, FineTunedTaskModel, TaskModel
 from contextvec.tasks.record import EncoderRef, FeaturePass, TaskRecord
 from contextvec.tasks.spec import get_task
 from contextvec.tasks.train import ENCODER_PREFIX
@@ -206,7 +206,7 @@ def load_task_model(directory: str | os.PathLike, encoder: Encoder | None = None
             model_file(directory, name)
         check_tokenizer_files(directory)
         model = head_model(spec, directory, list(record.labels)).to(device).eval()
-        return TaskModel(spec, record, model, device, tokenizer=WordPieceTokenizer.from_directory(directory))
+        return FineTunedTaskModel(spec, record, model, device, WordPieceTokenizer.from_directory(directory))
     settings = record.model_settings
     words, chars = read_vocabulary(directory / WORDS), read_vocabulary(directory / CHARS)
     contextual = None
@@ -251,5 +251,5 @@ def load_task_model(directory: str | os.PathLike, encoder: Encoder | None = None
     model = build()
     model.load_state_dict(state, strict=False)
     model.to(device).eval()
-    return TaskModel(spec, record, model, device, Indexer(words, chars, list(record.labels), ngrams),
-                     None if contextual is None else encoder)
+    return FeatureTaskModel(spec, record, model, device, Indexer(words, chars, list(record.labels), ngrams),
+                            None if contextual is None else encoder)
