@@ -22,6 +22,7 @@ from torch import nn
 
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.bert.tokenizer import WordPieceTokenizer
+from contextvec.features import FeatureSettings
 from contextvec.tasks.finetune import PieceSplit
 from contextvec.tasks.models import Indexer
 from contextvec.tasks.record import TaskRecord
@@ -30,9 +31,9 @@ from contextvec.tasks.spec import TaskSpec
 from contextvec.tasks.split import Split
 from contextvec.tasks.train import PreparedSplit, predict_split, task_layers
 
-FEATURE_CHUNK = 1000
+FEATURE_CHUNK: int = FeatureSettings().chunk_sentences
 """Sentences per feature chunk: the feature cache's ``chunk_sentences`` (same encoder batches)."""
-MAX_TOKENS = 4096
+MAX_TOKENS: int | None = FeatureSettings().max_tokens
 """Padded tokens per encoder batch: the feature cache's ``max_tokens``."""
 
 Item = Sequence[str] | tuple[Sequence[str], Sequence[str]]

@@ -15,6 +15,7 @@ import typing
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
+from contextvec.features import FeatureSettings
 from contextvec.tasks.models import ModelSettings
 from contextvec.tasks.spec import get_task
 
@@ -56,8 +57,8 @@ class EncoderRef:
 class FeaturePass:
     """How a frozen-feature model's features were computed (prediction computes them the same way)."""
 
-    dtype: str = "float32"
-    embed_batch_size: int = 64
+    dtype: str = FeatureSettings().dtype.value
+    embed_batch_size: int = FeatureSettings().batch_size
 
 
 @dataclass(frozen=True)
