@@ -104,3 +104,16 @@ def test_only_a_fine_tuned_model_has_no_encoder_fingerprint():
     unfingerprinted = {**FEATURES.to_json(), "encoder": FINE_TUNE.to_json()["encoder"]}
     with pytest.raises(ValueError, match="encoder must be null or"):
         TaskRecord.from_json(unfingerprinted, "task.json")
+
+
+def test_a_placement_without_an_encoder_is_one_line(saved):
+    directory, text = saved
+    value = json.loads(text)
+    value["model_settings"]["placement"] = "input"
+    (directory / "task.json").write_text(_text(value), encoding="utf-8")
+    try:
+        with pytest.raises(ValueError, match=re.escape("task.json: placement 'input' needs an encoder, "
+                                                       "and encoder is null")):
+            load_task_model(directory)
+    finally:
+        (directory / "task.json").write_text(text, encoding="utf-8")
