@@ -13,17 +13,11 @@ from conftest import SHARED
 import contextvec
 from contextvec.features import FeatureSettings
 from contextvec.tasks.models import ModelSettings
-from contextvec.tasks.qa.frozen import (
-    SPAN_FILE,
-    SpanReader,
-    SpanTrainSettings,
-    load_span_model,
-    save_span_model,
-    train_span_model,
-)
+from contextvec.tasks.qa.frozen import SpanReader, SpanTrainSettings, train_span_model
 from contextvec.tasks.qa.metric import squad_scores
 from contextvec.tasks.qa.saved import load_qa_model
 from contextvec.tasks.qa.span_model import SpanSettings
+from contextvec.tasks.qa.span_saved import SPAN_FILE, load_span_model, save_span_model
 from contextvec.tasks.qa.squad import Answer, Question, SquadData, read_squad
 from contextvec.tasks.qa.tokens import answer_tokens, tokenize_squad, tokenize_text
 from contextvec.tasks.saved import encoder_reference

@@ -123,7 +123,8 @@ def run_train_qa(settings: TrainQASettings) -> TrainQAResult:
                                   reported=reported) if settings.save_model else None)
         model_name = settings.encoder.model
     else:
-        from contextvec.tasks.qa.frozen import save_span_model, train_span_model
+        from contextvec.tasks.qa.frozen import train_span_model
+        from contextvec.tasks.qa.span_saved import save_span_model
 
         contextual = settings.mode is TrainMode.CONTEXTUAL
         encoder = settings.encoder.load() if contextual else None

@@ -22,8 +22,8 @@ from contextvec.io.atomic import atomic_directory
 from contextvec.io.untrusted import model_file
 from contextvec.tasks.qa.bert import BertReader
 from contextvec.tasks.qa.decode import SpanAnswer
-from contextvec.tasks.qa.frozen import load_span_model
 from contextvec.tasks.qa.record import QARecord, read_record, write_record
+from contextvec.tasks.qa.span_saved import load_span_model
 from contextvec.tasks.qa.squad import Question, SquadData
 
 
