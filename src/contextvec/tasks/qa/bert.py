@@ -21,16 +21,9 @@ import torch
 
 from contextvec.encoders.bert.finetune import BertForQuestionAnswering
 from contextvec.encoders.bert.tokenizer import WordPieceTokenizer
+from contextvec.tasks import fit as fitting
 from contextvec.tasks.finetune import FineTuneSettings, warmup_linear_decay
-from contextvec.tasks.fit import (
-    Objective,
-    Optimisation,
-    TaskReport,
-    eval_batch_size,
-    fit,
-    runtime_summary,
-    seed_everything,
-)
+from contextvec.tasks.fit import TaskReport
 from contextvec.tasks.qa.decode import SpanAnswer, best_answers, window_spans
 from contextvec.tasks.qa.metric import squad_scores
 from contextvec.tasks.qa.squad import Question, SquadData
@@ -100,13 +93,13 @@ def fine_tune_qa(
         if not split.labeled:
             raise ValueError(f"{split.source}: a question without answers cannot be trained or scored on")
     windows = windows or WindowSettings()
-    seed_everything(settings.seed)
+    fitting.seed_everything(settings.seed)
     if settings.train_fraction < 1:
         keep = round(settings.train_fraction * len(train))
         train = train.first(max(1, keep))
     model = BertForQuestionAnswering.from_pretrained(model_dir, seed=settings.seed).to(settings.device)
     tokenizer = WordPieceTokenizer.from_directory(model_dir)
-    reader = BertReader(model, tokenizer, windows, eval_batch_size(settings), settings.device)
+    reader = BertReader(model, tokenizer, windows, fitting.eval_batch_size(settings), settings.device)
     train_windows = make_windows(train.questions, tokenizer, windows, train=True)
     pad, device = model.config.pad_token_id, settings.device
 
@@ -117,11 +110,11 @@ def fine_tune_qa(
     total_steps = settings.epochs * -(-len(train_windows) // settings.batch_size)
     warmup_steps = round(settings.warmup * total_steps)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_linear_decay(warmup_steps, total_steps))
-    result = fit(
+    result = fitting.fit(
         model, lengths=[len(w.ids) for w in train_windows],
-        objective=Objective(lambda ids: _loss(model, [train_windows[i] for i in ids], pad, device),
+        objective=fitting.Objective(lambda ids: _loss(model, [train_windows[i] for i in ids], pad, device),
                             dev_f1, "f1"),
-        optimisation=Optimisation(optimizer, model.parameters(), scheduler), settings=settings,
+        optimisation=fitting.Optimisation(optimizer, model.parameters(), scheduler), settings=settings,
     )
     started = time.perf_counter()
     dev_scores = squad_scores(dev, reader.predict(dev))
@@ -137,7 +130,7 @@ def fine_tune_qa(
         model_settings={"mode": "fine-tune", "head": type(model).__name__, "model": str(model_dir),
                         "windows": asdict(windows)},
         train_settings=asdict(settings),
-        runtime_s=runtime_summary(pieces, len(train_windows), result, eval_seconds),
+        runtime_s=fitting.runtime_summary(pieces, len(train_windows), result, eval_seconds),
         extra={"train_windows": len(train_windows), "train_pieces": pieces,
                "windows_without_answer": sum(w.target == (0, 0) for w in train_windows),
                "warmup_steps": warmup_steps, "total_steps": total_steps},

@@ -33,15 +33,8 @@ import torch
 
 from contextvec.encoders.base import Encoder
 from contextvec.features import FeatureSettings
-from contextvec.tasks.fit import (
-    Objective,
-    Optimisation,
-    TaskReport,
-    eval_batch_size,
-    fit,
-    runtime_summary,
-    seed_everything,
-)
+from contextvec.tasks import fit as fitting
+from contextvec.tasks.fit import TaskReport
 from contextvec.tasks.models import (
     Indexer,
     ModelSettings,
@@ -263,7 +256,7 @@ def train_span_model(train: SquadData, dev: SquadData, encoder: Encoder | None,
     model_settings, fit_settings = settings.model, settings.fit
     check_encoder(model_settings, encoder)
     started = time.perf_counter()
-    seed_everything(fit_settings.seed)
+    fitting.seed_everything(fit_settings.seed)
     tokenizer = Tokenizer(TOKENIZER)
     train_tokens, dev_tokens = tokenize_squad(train, tokenizer), tokenize_squad(dev, tokenizer)
     # A fraction of the questions trains, after the features of all are cached: every fraction
@@ -278,7 +271,7 @@ def train_span_model(train: SquadData, dev: SquadData, encoder: Encoder | None,
     device = fit_settings.device
     model.to(device)
     reader = SpanReader(model, Indexer(words, chars, [], ngrams), encoder, settings.features,
-                        eval_batch_size(fit_settings), device)
+                        fitting.eval_batch_size(fit_settings), device)
     layers = None if encoder is None else (
         _cached_layers(encoder, train_tokens, settings, train.source),
         _cached_layers(encoder, dev_tokens, settings, dev.source))
@@ -295,10 +288,10 @@ def train_span_model(train: SquadData, dev: SquadData, encoder: Encoder | None,
         return model.loss(batch) + model.mix_penalty(fit_settings.l2)
 
     trainable = [p for p in model.parameters() if p.requires_grad]
-    result = fit(
+    result = fitting.fit(
         model, lengths=[prepared_train.context_lengths[i] for i in keep],
-        objective=Objective(loss, lambda: dev_scores()["f1"] / 100, "f1"),
-        optimisation=Optimisation(torch.optim.Adam(trainable, lr=fit_settings.lr), trainable),
+        objective=fitting.Objective(loss, lambda: dev_scores()["f1"] / 100, "f1"),
+        optimisation=fitting.Optimisation(torch.optim.Adam(trainable, lr=fit_settings.lr), trainable),
         settings=fit_settings, patience=fit_settings.patience, frozen_prefix=ENCODER_PREFIX,
     )
     evaluated = time.perf_counter()
@@ -308,7 +301,7 @@ def train_span_model(train: SquadData, dev: SquadData, encoder: Encoder | None,
     lengths = prepared_train.context_lengths
     tokens = sum(lengths[i] + len(train_tokens.questions[i]) for i in keep)
     n_mix = sum(p.numel() for p in model.contextual.mixes.parameters()) if model.contextual else 0
-    runtime = runtime_summary(tokens, len(keep), result, eval_seconds)
+    runtime = fitting.runtime_summary(tokens, len(keep), result, eval_seconds)
     report = TaskReport(
         task="squad", metric="f1", best_epoch=result.best_epoch, dev=scores, test=None, curve=result.curve,
         mixes=model.mix_summary(), labels=[],
