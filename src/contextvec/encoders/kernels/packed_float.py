@@ -123,7 +123,7 @@ class PackedFloatWeights:
         # to another tensor while the entry lives: the same address is the same matrix. (A view's
         # base would not do: views of inference tensors have none, and the copy would be remade
         # at every call.)
-        key = (weight.data_ptr(), torch_private.tensor_version(weight), tuple(weight.shape), weight.stride())
+        key = (*torch_private.weights_key([weight])[0], tuple(weight.shape), weight.stride())
         entry = self._packed.get(name)
         if entry is None or entry[1] != key:
             entry = (weight.detach(), key, make(weight.detach()))
