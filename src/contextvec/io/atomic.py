@@ -160,6 +160,17 @@ def write_failed(error: OSError, path: str | os.PathLike) -> WriteFailed:
     return WriteFailed(error.errno, f"cannot write {path}: {error.strerror or error}")
 
 
+@contextlib.contextmanager
+def _disk_errors_name(path: Path) -> Iterator[None]:
+    """A write the disk refuses inside the block becomes :class:`WriteFailed` naming ``path``."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno in DISK_ERRORS and not isinstance(e, WriteFailed):
+            raise write_failed(e, path) from None
+        raise
+
+
 def _temporary(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp{os.getpid()}")
 
@@ -184,16 +195,13 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
             raise FileExistsError(f"{path} is {kind}, not a regular file: refusing to replace it")
     tmp = _temporary(path)
     try:
-        yield tmp
-        if tmp.is_file():
-            os.chmod(tmp, 0o666 & ~_umask())
-        fsync(tmp)
-        os.replace(tmp, path)
-        fsync(path.parent)
-    except OSError as e:
-        if e.errno in DISK_ERRORS and not isinstance(e, WriteFailed):
-            raise write_failed(e, path) from None
-        raise
+        with _disk_errors_name(path):
+            yield tmp
+            if tmp.is_file():
+                os.chmod(tmp, 0o666 & ~_umask())
+            fsync(tmp)
+            os.replace(tmp, path)
+            fsync(path.parent)
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -209,15 +217,12 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
     tmp.mkdir(parents=True)
     old = target.with_name(f".{target.name}.old{os.getpid()}")
     try:
-        yield tmp
-        if target.exists():
-            target.rename(old)
-        tmp.rename(target)
-        fsync(target.parent)
-    except OSError as e:
-        if e.errno in DISK_ERRORS and not isinstance(e, WriteFailed):
-            raise write_failed(e, target) from None
-        raise
+        with _disk_errors_name(target):
+            yield tmp
+            if target.exists():
+                target.rename(old)
+            tmp.rename(target)
+            fsync(target.parent)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(old, ignore_errors=True)
