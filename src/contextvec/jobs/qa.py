@@ -16,11 +16,13 @@ from pathlib import Path
 
 import torch
 
+from contextvec.experiments.squad import SquadExperimentSettings
 from contextvec.jobs.choice import EncoderChoice
 from contextvec.jobs.train_task import TrainMode
 from contextvec.tasks.finetune import FineTuneSettings
 from contextvec.tasks.fit import TaskReport
 from contextvec.tasks.qa.decode import SpanAnswer
+from contextvec.tasks.qa.frozen import SpanTrainSettings
 from contextvec.tasks.qa.squad import (
     DEV_ARTICLES_SEED,
     Question,
@@ -29,6 +31,7 @@ from contextvec.tasks.qa.squad import (
     parse_squad,
     read_squad,
 )
+from contextvec.tasks.qa.windows import WindowSettings
 
 
 @dataclass(frozen=True)
@@ -61,10 +64,10 @@ class TrainQASettings:
     files: QAFiles
     mode: TrainMode = TrainMode.FINE_TUNE
     encoder: EncoderChoice = field(default_factory=EncoderChoice)
-    training: object = field(default_factory=FineTuneSettings)
+    training: FineTuneSettings | SpanTrainSettings = field(default_factory=FineTuneSettings)
     """:class:`~contextvec.tasks.finetune.FineTuneSettings` to fine-tune; the span model's
     settings (:class:`~contextvec.tasks.qa.frozen.SpanTrainSettings`) otherwise."""
-    windows: object = None
+    windows: WindowSettings | None = None
     """:class:`~contextvec.tasks.qa.windows.WindowSettings` (fine-tuning; None: the defaults)."""
     save_model: str | None = None
     threads: int | None = None
@@ -251,7 +254,7 @@ class QAExperimentSettings:
 
     files: QAFiles
     output_dir: str
-    runs: object
+    runs: SquadExperimentSettings
     resume: bool = False
     threads: int | None = None
 
