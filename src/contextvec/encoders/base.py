@@ -150,6 +150,28 @@ class Encoder(nn.Module, ABC):
             out[index] = view_layers(array, layers, pool)
         return out
 
+    def embed_document(
+        self, sentences: Sequence[Sequence[str]], pass_tokens: int = 4096
+    ) -> Iterator[np.ndarray]:
+        """One document's sentences with document context: each sentence's vectors depend on the
+        whole document (each family's docstring says how exactly), not on other documents, on
+        ``pass_tokens`` or on earlier calls.
+
+        Memory is bounded by ``pass_tokens`` (tokens held in one pass over time), not by the
+        document's length: sentences are yielded as soon as they are complete.
+
+        Args:
+            sentences: the document's token lists, in order (empty ones allowed).
+            pass_tokens: tokens per pass over time (a family may round it to its block size).
+
+        Yields:
+            Each sentence's float32 ``(num_layers, tokens, dim)`` array, in document order.
+
+        Raises:
+            NotImplementedError: a family without document context.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no document context")
+
     def clear_caches(self) -> None:
         """Forget cached intermediate results (ELMo's char-CNN token vectors).
 
