@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
 from contextvec.encoders.base import Encoder, EncoderOutput
+from contextvec.encoders.bilm.document import embed_document
 from contextvec.encoders.bilm.model import ElmoBiLM
 from contextvec.encoders.torch_private import weights_key
 from contextvec.text.chars import token_to_char_ids
@@ -22,8 +23,9 @@ class TokenVectorEncoder(Encoder):
     token vector cache of :class:`ElmoEncoder` and its kin.
 
     ``bilm`` offers ``token_encoder`` (the module whose weights the token vectors depend on),
-    ``boundary_vectors()`` and ``contextualize(tokens, mask, boundaries, distinct=...)``; a subclass gives
-    :meth:`_token_vectors`. Without gradients the token vectors of recent tokens are kept in an
+    ``boundary_vectors()``, ``layers`` (its ``ProjectedLSTMLayer`` modules) and ``contextualize(tokens,
+    mask, boundaries, distinct=...)``; a subclass gives :meth:`_token_vectors` and
+    :attr:`skip_connections`. Without gradients the token vectors of recent tokens are kept in an
     LRU cache (``token_cache_size`` entries); any change to the token encoder's weights (an
     optimizer step, ``load_state_dict``) empties it. With gradients every batch runs the token
     encoder once per distinct token, so the encoder can be fine-tuned.
@@ -48,6 +50,36 @@ class TokenVectorEncoder(Encoder):
     @abstractmethod
     def _token_vectors(self, words: list[str]) -> torch.Tensor:
         """Context-free vectors ``(len(words), dim)`` of distinct tokens (gradients flow)."""
+
+    @property
+    @abstractmethod
+    def skip_connections(self) -> bool:
+        """Whether each biLSTM layer after the first adds its input to its output."""
+
+    def embed_document(
+        self, sentences: Sequence[Sequence[str]], pass_tokens: int = 4096
+    ) -> Iterator[np.ndarray]:
+        """One document's sentences with document context: ``<S> s1 </S> <S> s2 </S> ...`` read
+        as one sequence, the LSTM states carried across sentences, so the forward half of
+        sentence k's biLSTM layers depends on sentences 1..k, the backward half on k..n, and
+        layer 0 on the token alone; the same bit for bit whatever ``pass_tokens``
+        (:mod:`contextvec.encoders.bilm.document` says how).
+
+        Args:
+            sentences: the document's strings or token lists, in order (empty ones allowed).
+            pass_tokens: steps per pass, rounded up to a multiple of
+                :data:`~contextvec.encoders.bilm.document.BLOCK`; a longer document spills each
+                pass to a temporary file.
+
+        Returns:
+            An iterator of each sentence's float32 ``(num_layers, tokens, output_dim)`` array,
+            in document order.
+
+        Raises:
+            TypeError: a bare string instead of a list of sentences.
+            ValueError: ``pass_tokens`` not a positive integer.
+        """
+        return embed_document(self, self._token_vectors, self.skip_connections, sentences, pass_tokens)
 
     def forward(self, sentences: Sequence[Sequence[str]]) -> EncoderOutput:
         """The biLM's layers of one batch.
@@ -127,6 +159,10 @@ class ElmoEncoder(TokenVectorEncoder):
 
     def __init__(self, bilm: ElmoBiLM, token_cache_size: int = 50_000) -> None:
         super().__init__(bilm, token_cache_size)
+
+    @property
+    def skip_connections(self) -> bool:
+        return self.config.use_skip_connections
 
     def _token_vectors(self, words: list[str]) -> torch.Tensor:
         cnn = self.bilm.token_encoder

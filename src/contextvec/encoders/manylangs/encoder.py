@@ -23,6 +23,8 @@ class ManyLangsEncoder(TokenVectorEncoder):
     """
 
     token_layer, upper_layers, token_layer_context_free = "word + char-CNN", "biLSTM", True
+    skip_connections = True
+    """Every biLSTM layer after the first adds its input to its output (the original's)."""
 
     def __init__(self, bilm: ManyLangsBiLM, token_cache_size: int = 50_000) -> None:
         super().__init__(bilm, token_cache_size)
