@@ -15,11 +15,13 @@ layers (layer 0's weight lets the mix turn the context part down).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
+import numpy as np
 import torch
 
 from contextvec.encoders.base import Encoder, EncoderOutput
+from contextvec.encoders.cove.document import document_layers
 from contextvec.encoders.cove.mt_lstm import MTLSTM, MTLSTMConfig, sequence_mask
 
 
@@ -58,3 +60,28 @@ class CoveEncoder(Encoder):
         layers = torch.stack([torch.cat([words, c], dim=-1) for c in context])
         mask = sequence_mask(lengths, ids.shape[1])
         return EncoderOutput(layers * mask[None, :, :, None], mask)
+
+    def embed_document(
+        self, sentences: Sequence[Sequence[str]], pass_tokens: int = 4096
+    ) -> Iterator[np.ndarray]:
+        """One document's sentences with document context: the MT-LSTM reads the sentences'
+        tokens concatenated as one sequence, each direction carrying its state across sentence
+        boundaries (:mod:`contextvec.encoders.cove.document` says exactly what a sentence's
+        vectors depend on). Layer 0 is the word alone; the context halves of layers 1.. depend
+        on the whole document, never on ``pass_tokens`` (bit for bit in float32).
+
+        Args:
+            sentences: the document's token lists, in order (empty ones allowed).
+            pass_tokens: tokens per pass, rounded up to a multiple of
+                :data:`~contextvec.encoders.cove.document.BLOCK`; a longer document spills each
+                layer's outputs to a temporary file.
+
+        Yields:
+            Each sentence's float32 ``(num_layers, tokens, input_dim + 2 * hidden_size)`` array,
+            in document order.
+
+        Raises:
+            TypeError: a bare string for the document or one of its sentences.
+            ValueError: ``pass_tokens`` below 1.
+        """
+        return document_layers(self.mt_lstm, sentences, pass_tokens)
