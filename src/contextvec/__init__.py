@@ -20,6 +20,9 @@ _LAZY = {
     "save": "contextvec.api",
     "ModelNotFoundError": "contextvec.api",
     "embed_file": "contextvec.files",
+    "embed_document": "contextvec.documents",
+    "embed_documents": "contextvec.documents",
+    "DocumentSettings": "contextvec.documents",
     "export_onnx": "contextvec.export",
     "ContextualEmbedder": "contextvec.embedder",
     "ScalarMix": "contextvec.embedder",
@@ -29,14 +32,14 @@ _LAZY = {
 }
 
 __all__ = [
-    "Client", "ContextualEmbedder", "Encoder", "Engine", "ModelNotFoundError", "ScalarMix", "embed_file",
-    "export_onnx", "load",
-    "save",
+    "Client", "ContextualEmbedder", "DocumentSettings", "Encoder", "Engine", "ModelNotFoundError",
+    "ScalarMix", "embed_document", "embed_documents", "embed_file", "export_onnx", "load", "save",
 ]
 
 if TYPE_CHECKING:
     from contextvec.api import ModelNotFoundError, load, save
     from contextvec.client import Client
+    from contextvec.documents import DocumentSettings, embed_document, embed_documents
     from contextvec.embedder import ContextualEmbedder, ScalarMix
     from contextvec.encoders import Encoder
     from contextvec.engine import Engine
