@@ -5,7 +5,8 @@ the GLUE raw-text tasks) and answers with the characters of the context from its
 start to its last token's end, so every token carries its ``[start, end)`` in the string it came
 from. sacremoses may alter a token (it drops control characters, splits a combining accent off
 its letter): tokens are found in the text in order, exactly where they can be, and otherwise by
-a character alignment of the tokens with the text (:func:`align_tokens`).
+a character alignment of the tokens with the text
+(:func:`~contextvec.text.offsets.align_tokens`).
 
 A training answer becomes the tokens overlapping its characters (:func:`answer_tokens`); an
 answer that starts or ends inside a token (``"1990s"`` answered ``"1990"``) takes the whole
@@ -14,90 +15,19 @@ token, and :attr:`SquadTokens.inexact` counts those answers.
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from contextvec.tasks.qa.squad import SquadData
+from contextvec.text.offsets import TokenizedText, align_sentences
 from contextvec.text.tokenize import Tokenizer
-
-Span = tuple[int, int]
-"""Characters ``[start, end)`` of a token in its text."""
-
-
-@dataclass(frozen=True)
-class TokenizedText:
-    """A string, its tokens and each token's characters in it (``text[start:end]`` is the token
-    unless the tokenizer altered it)."""
-
-    text: str
-    tokens: tuple[str, ...]
-    spans: tuple[Span, ...]
-
-    def __len__(self) -> int:
-        return len(self.tokens)
-
-    def characters(self, first: int, last: int) -> Span:
-        """``[start, end)`` of tokens ``first`` to ``last`` (both included) in the text."""
-        return self.spans[first][0], self.spans[last][1]
-
-
-def _exact_spans(text: str, tokens: Sequence[str]) -> list[Span] | None:
-    """Each token at the next non-space character, or None where one is not found there."""
-    spans, at = [], 0
-    for token in tokens:
-        while at < len(text) and text[at].isspace():
-            at += 1
-        if not token or not text.startswith(token, at):
-            return None
-        spans.append((at, at + len(token)))
-        at += len(token)
-    return spans
-
-
-def align_tokens(text: str, tokens: Sequence[str]) -> list[Span]:
-    """``[start, end)`` of every token in ``text``, in order and without overlap.
-
-    Where the tokens are ``text``'s characters between whitespace (the usual case), each span
-    holds its token exactly. Otherwise the tokens' characters are aligned with the text's
-    (``difflib``'s longest matching blocks): a token spans from its first to its last aligned
-    character, and a token none of whose characters align spans the text between its
-    neighbours (whitespace trimmed; empty where there is none).
-    """
-    exact = _exact_spans(text, tokens)
-    if exact is not None:
-        return exact
-    joined = "".join(tokens)
-    where = [-1] * len(joined)  # the text position of each aligned token character
-    matcher = difflib.SequenceMatcher(None, joined, text, autojunk=False)
-    for block in matcher.get_matching_blocks():
-        for k in range(block.size):
-            where[block.a + k] = block.b + k
-    found: list[Span | None] = []
-    at = 0
-    for token in tokens:
-        positions = [p for p in where[at:at + len(token)] if p >= 0]
-        found.append((positions[0], positions[-1] + 1) if positions else None)
-        at += len(token)
-    spans: list[Span] = []
-    for i, span in enumerate(found):
-        if span is None:  # between the previous token's end and the next aligned token's start
-            start = spans[-1][1] if spans else 0
-            end = next((s[0] for s in found[i + 1:] if s is not None), len(text))
-            while start < end and text[start].isspace():
-                start += 1
-            while end > start and text[end - 1].isspace():
-                end -= 1
-            span = (start, end)
-        spans.append(span)
-    return spans
 
 
 def tokenize_text(text: str, tokenizer: Tokenizer) -> TokenizedText:
-    """``text`` as tokens with their characters (:func:`align_tokens`); one token list even
-    where the tokenizer splits sentences."""
-    tokens = [token for sentence in tokenizer(text) for token in sentence]
-    return TokenizedText(text, tuple(tokens), tuple(align_tokens(text, tokens)))
+    """``text`` as tokens with their characters
+    (:func:`~contextvec.text.offsets.align_sentences`): the whole text goes to the tokenizer at
+    once, a line break is whitespace; the QA models read all sentences as one token list
+    (:attr:`TokenizedText.tokens`)."""
+    return align_sentences(text, tokenizer(text))
 
 
 def answer_tokens(context: TokenizedText, start: int, end: int) -> tuple[int, int, bool]:
