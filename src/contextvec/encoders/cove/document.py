@@ -177,8 +177,9 @@ def _run_layer(layer: nn.LSTM, read: Callable[[int, int], torch.Tensor], store: 
 
 def _direction(layer: nn.LSTM, reverse: bool) -> nn.LSTM:
     """One direction of a one-layer bidirectional ``layer`` as a unidirectional ``nn.LSTM``
-    holding the same parameters (no copy)."""
-    view = nn.LSTM(layer.input_size, layer.hidden_size, batch_first=True, device="meta")
+    holding the same parameters (no copy), in eval mode: the kernel's inference path, whatever
+    mode the encoder is in (the pass has no dropout)."""
+    view = nn.LSTM(layer.input_size, layer.hidden_size, batch_first=True, device="meta").eval()
     for name in _LSTM_WEIGHTS:
         setattr(view, name, getattr(layer, name + ("_reverse" if reverse else "")))
     return view
