@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from contextvec.cli import common
+from contextvec.cli.qa_options import add_reading_arguments
 
 HELP = "answer a question on a context with a question-answering model saved by train-task squad"
 DESCRIPTION = HELP + """. The context is the whole of FILE (- reads stdin), UTF-8; each answer is a
@@ -37,6 +38,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help='print one JSON list of {"text", "start", "end", "score"} instead of lines')
     p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0 (default: cpu)")
     p.add_argument("--threads", type=common.thread_count, help="torch CPU threads (default: torch's choice)")
+    add_reading_arguments(p)
     p.set_defaults(run=run)
 
 
@@ -62,7 +64,7 @@ def run(args: argparse.Namespace) -> None:
     from contextvec.jobs.qa import AnswerSettings, run_answer
 
     settings = AnswerSettings(args.model_dir, args.question, read_context(args.context), args.n_best,
-                              args.device, args.threads)
+                              args.device, args.threads, args.max_length, args.precision or "fp32")
     # A context without any span to give gets no answer (the model's empty answer is no span).
     answers = [a for a in run_answer(settings) if math.isfinite(a.score)]
     if args.json:

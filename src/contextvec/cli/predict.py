@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TextIO
 
 from contextvec.cli import common
+from contextvec.cli.qa_options import add_reading_arguments
 from contextvec.jobs.predict import InputFormat, OutputFormat, PredictSettings, run_predict
 from contextvec.text.tokenize import LINE_TOKENIZERS
 
@@ -37,7 +38,8 @@ gives "score"), for NER with --output-format conll IOB2 "token TAG" lines, or fo
 --output-format glue GLUE's submission rows ("index<TAB>prediction"). --score prints the task's
 metrics against a labelled task file. A question-answering model (train-task squad) reads a SQuAD
 v1.1 JSON file and writes the official predictions file ({question_id: answer}); --score prints the
-official exact match and F1 against the file's answers."""
+official exact match and F1 against the file's answers; --max-length and --precision change how it
+reads (rows of another length, lower-precision weights) without retraining."""
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -67,6 +69,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="sentences per encoder batch (default: the one training used)")
     p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0 (default: cpu)")
     p.add_argument("--threads", type=common.thread_count, help="torch CPU threads (default: torch's choice)")
+    add_reading_arguments(p.add_argument_group("question-answering models (train-task squad)"))
     common.add_overwrite_argument(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar (default: shown)")
     p.set_defaults(run=run)
@@ -108,7 +111,7 @@ def _run_qa(args: argparse.Namespace) -> None:
         raise ValueError("a question-answering model reads SQuAD JSON and writes its predictions file: "
                          "drop --format, --tokenizer, --output-format and --embed-batch-size")
     job = PredictQASettings(args.model_dir, args.input, args.score, args.max_sentences, args.batch_size,
-                            args.device, args.threads)
+                            args.device, args.threads, args.max_length, args.precision or "fp32")
     output = _check(args)
     result = run_predict_qa(job)
     with _opened_output(output) as out:
@@ -125,6 +128,9 @@ def run(args: argparse.Namespace) -> None:
     if is_qa_model(args.model_dir):
         _run_qa(args)
         return
+    if args.max_length is not None or args.precision is not None:
+        raise ValueError(f"--max-length and --precision are for question-answering models (train-task "
+                         f"squad); {args.model_dir} is not one")
     job = PredictSettings(args.model_dir, args.input, args.format, args.tokenizer, args.output_format,
                           args.score, args.max_sentences, args.batch_size, args.embed_batch_size,
                           args.device, args.threads, not args.quiet)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from contextvec.encoders.precision import Precision
 from contextvec.experiments.squad import SquadExperimentSettings
 from contextvec.jobs.choice import EncoderChoice
 from contextvec.jobs.train_task import TrainMode
@@ -23,6 +24,7 @@ from contextvec.tasks.finetune import FineTuneSettings
 from contextvec.tasks.fit import TaskReport
 from contextvec.tasks.qa.decode import SpanAnswer
 from contextvec.tasks.qa.frozen import SpanTrainSettings
+from contextvec.tasks.qa.saved import check_reading
 from contextvec.tasks.qa.squad import (
     DEV_ARTICLES_SEED,
     Question,
@@ -148,7 +150,8 @@ def run_train_qa(settings: TrainQASettings) -> TrainQAResult:
 @dataclass(frozen=True)
 class PredictQASettings:
     """A saved QA model run on a SQuAD-format ``input`` file; ``score``: the official exact
-    match and F1 against the file's answers."""
+    match and F1 against the file's answers; ``max_length`` and ``precision``: how the model
+    reads (:func:`~contextvec.tasks.qa.saved.load_qa_model`; None: the saved window length)."""
 
     model_dir: str
     input: str
@@ -157,6 +160,11 @@ class PredictQASettings:
     batch_size: int | None = None
     device: str = "cpu"
     threads: int | None = None
+    max_length: int | None = None
+    precision: Precision = Precision.FP32
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "precision", check_reading(self.max_length, self.precision))
 
 
 @dataclass
@@ -194,7 +202,8 @@ def run_predict_qa(settings: PredictQASettings) -> PredictQAResult:
         torch.set_num_threads(settings.threads)
     started = time.perf_counter()
     record = read_record(settings.model_dir)
-    model = load_qa_model(settings.model_dir, settings.device)
+    model = load_qa_model(settings.model_dir, settings.device, max_length=settings.max_length,
+                          precision=settings.precision)
     data = (_stdin_squad(settings.max_questions) if settings.input == "-"
             else read_squad(settings.input, settings.max_questions))
     loaded = time.perf_counter()
@@ -217,7 +226,8 @@ def _stdin_squad(max_questions: int | None) -> SquadData:
 
 @dataclass(frozen=True)
 class AnswerSettings:
-    """One question on one context, asked of a saved QA model; ``n_best`` answers returned."""
+    """One question on one context, asked of a saved QA model; ``n_best`` answers returned;
+    ``max_length`` and ``precision`` as in :class:`PredictQASettings`."""
 
     model_dir: str
     question: str
@@ -225,8 +235,11 @@ class AnswerSettings:
     n_best: int = 1
     device: str = "cpu"
     threads: int | None = None
+    max_length: int | None = None
+    precision: Precision = Precision.FP32
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "precision", check_reading(self.max_length, self.precision))
         if not self.question.strip():
             raise ValueError("the question is empty")
         if not self.context.strip():
@@ -241,7 +254,8 @@ def run_answer(settings: AnswerSettings) -> list[SpanAnswer]:
 
     if settings.threads:
         torch.set_num_threads(settings.threads)
-    model = load_qa_model(settings.model_dir, settings.device)
+    model = load_qa_model(settings.model_dir, settings.device, max_length=settings.max_length,
+                          precision=settings.precision)
     asked = Question("q", settings.question, settings.context, ())
     return model.answer_questions([asked], settings.n_best)[0]
 
