@@ -91,7 +91,7 @@ def _document_layers(mt_lstm: MTLSTM, sentences: Sequence[Sequence[str]],
                 store = _Rows(tokens, hidden, file)
                 _run_layer(layer, read, store, tokens, pass_tokens)
                 stores.append(store)
-                read = store.read_tensor(words.device, words.dtype)
+                read = store.read_tensor(words.device)
         for start, stop in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True):
             out = np.zeros((len(stores) + 1, stop - start, width), dtype=np.float32)
             with torch.inference_mode():
@@ -106,7 +106,7 @@ class _Words:
 
     def __init__(self, mt_lstm: MTLSTM, sentences: Sequence[Sequence[str]], offsets: np.ndarray) -> None:
         self.mt_lstm, self.sentences, self.offsets = mt_lstm, sentences, offsets
-        self.device, self.dtype = mt_lstm.word_vectors.device, mt_lstm.layers[0].weight_ih_l0.dtype
+        self.device = mt_lstm.word_vectors.device
 
     def vectors(self, start: int, stop: int) -> torch.Tensor:
         """``(stop - start, input_dim)`` word vectors of tokens ``start..stop`` of the document."""
@@ -117,7 +117,7 @@ class _Words:
             ids.extend(self.mt_lstm.token_ids(self.sentences[k][max(start - first, 0) : stop - first]))
             k += 1
         ids_tensor = torch.tensor(ids, dtype=torch.long, device=self.device)
-        return self.mt_lstm.embed_ids(ids_tensor).to(self.dtype)
+        return self.mt_lstm.embed_ids(ids_tensor)
 
 
 class _Rows:
@@ -152,9 +152,9 @@ class _Rows:
             halves.append(half)
         return np.concatenate(halves, axis=1)
 
-    def read_tensor(self, device: torch.device, dtype: torch.dtype) -> Callable[[int, int], torch.Tensor]:
+    def read_tensor(self, device: torch.device) -> Callable[[int, int], torch.Tensor]:
         """:meth:`read` as the next layer's input."""
-        return lambda start, stop: torch.from_numpy(self.read(start, stop)).to(device, dtype)
+        return lambda start, stop: torch.from_numpy(self.read(start, stop)).to(device)
 
 
 def _run_layer(layer: nn.LSTM, read: Callable[[int, int], torch.Tensor], store: _Rows,
@@ -170,7 +170,7 @@ def _run_layer(layer: nn.LSTM, read: Callable[[int, int], torch.Tensor], store: 
                 start, stop = max(tokens - (pass_ + 1) * pass_tokens, 0), tokens - pass_ * pass_tokens
             else:
                 start, stop = pass_ * pass_tokens, min((pass_ + 1) * pass_tokens, tokens)
-            inputs = read(start, stop)
+            inputs = read(start, stop).to(layer.weight_ih_l0.dtype)
             outputs, state = _run_blocks(lstm, inputs.flip(0) if reverse else inputs, state)
             store.write(direction, start, (outputs.flip(0) if reverse else outputs).float().cpu().numpy())
 
