@@ -24,9 +24,10 @@ Memory: ``pass_tokens`` is rounded up to a multiple of ``BLOCK``. A sequence tha
 is computed in memory. A longer one spills each pass's outputs (each layer's forward rows in
 sequence order, its backward rows in reversed order) to a temporary file with plain writes (not
 a memory map, whose pages would count in the process's memory), and every sentence is read back
-from it once all passes ran. The file is deleted when the last sentence is yielded or the caller
-stops iterating. Memory is then bounded by ``pass_tokens`` and the document's distinct tokens,
-not by its length.
+from it once all passes ran. The file is deleted once the last sentence has been taken, or when
+the caller stops early (closes or drops the iterator). Memory is then bounded by ``pass_tokens``
+and the document's distinct tokens (and a few integers per token, less than the token lists
+themselves), not by the document's length.
 """
 
 from __future__ import annotations
@@ -115,7 +116,8 @@ def _sentences(
         with _inference(encoder):
             table = _table(encoder, token_vectors, layout.words)
             [(_, outputs)] = _passes(encoder, table, layout.ids, skip_connections, pass_steps)
-        yield from _assemble(layout, table, len(outputs),
+            tokens = table.float().cpu().numpy()
+        yield from _assemble(layout, tokens, len(outputs),
                              lambda layer, direction, start, stop: outputs[layer, direction, start:stop])
         return
     width = encoder.bilm.layers[0].projection_dim
@@ -124,7 +126,8 @@ def _sentences(
             table = _table(encoder, token_vectors, layout.words)
             for first, block in _passes(encoder, table, layout.ids, skip_connections, pass_steps):
                 _write(file, block, first, padded)
-        yield from _assemble(layout, table, len(encoder.bilm.layers),
+            tokens = table.float().cpu().numpy()
+        yield from _assemble(layout, tokens, len(encoder.bilm.layers),
                              lambda *where: _read(file, padded, width, *where))
 
 
@@ -222,15 +225,15 @@ def _read(file: BinaryIO, padded: int, width: int, layer: int, direction: int, s
           stop: int) -> np.ndarray:
     rows = np.empty((stop - start, width), dtype=np.float32)
     file.seek(_offset(padded, layer, direction, start, width))
-    if file.readinto(memoryview(rows).cast("B")) != rows.nbytes:
-        raise OSError(f"the document's temporary file {file.name} ended early")
+    read = file.readinto(memoryview(rows).cast("B"))
+    if read != rows.nbytes:  # never expected: rows never written would be garbage
+        raise OSError(f"the document's temporary file gave {read} of {rows.nbytes} bytes")
     return rows
 
 
-def _assemble(layout: _Layout, table: torch.Tensor, n_layers: int, rows: Rows) -> Iterator[np.ndarray]:
-    """Each sentence's layers from the token ``table`` and the outputs ``rows`` of ``n_layers``
-    biLSTM layers."""
-    tokens = table.float().cpu().numpy()
+def _assemble(layout: _Layout, tokens: np.ndarray, n_layers: int, rows: Rows) -> Iterator[np.ndarray]:
+    """Each sentence's layers from the float32 token table ``tokens`` (``_table``'s) and the
+    outputs ``rows`` of ``n_layers`` biLSTM layers."""
     width = tokens.shape[1]
     steps = len(layout.ids)
     for start, length in zip(layout.starts.tolist(), layout.lengths.tolist(), strict=True):
