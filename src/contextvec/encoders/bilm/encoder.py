@@ -67,7 +67,7 @@ class TokenVectorEncoder(Encoder):
 
         Args:
             sentences: the document's strings or token lists, in order (empty ones allowed).
-            pass_tokens: steps per pass, rounded up to a multiple of
+            pass_tokens: steps (tokens and sentence boundaries) per pass, rounded up to a multiple of
                 :data:`~contextvec.encoders.bilm.document.BLOCK`; a longer document spills each
                 pass to a temporary file.
 
