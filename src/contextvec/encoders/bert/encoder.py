@@ -17,8 +17,9 @@ Words in, one vector per word per layer out: the ``num_hidden_layers + 1`` hidde
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
+import numpy as np
 import torch
 
 from contextvec.encoders.base import Encoder, EncoderOutput
@@ -52,6 +53,13 @@ def window_spans(n_pieces: int, window: int) -> list[tuple[int, int, int, int]]:
         spans.append((start, start + window, keep_start, keep_end))
         keep_start = keep_end
     return spans
+
+
+def first_pieces(word_of_piece: torch.Tensor) -> torch.Tensor:
+    """``(n,)`` bool, True at each word's first piece, of pieces ``word_of_piece`` (n,) in order."""
+    is_first = torch.ones(len(word_of_piece), dtype=torch.bool)
+    is_first[1:] = word_of_piece[1:] != word_of_piece[:-1]
+    return is_first
 
 
 class BertEncoder(Encoder):
@@ -121,8 +129,7 @@ class BertEncoder(Encoder):
         # Each word's row in ``out``'s flattened (sentences * width) positions.
         slot_of_word = mask.view(-1).nonzero().view(-1).to(device)
         if self.subword_pooling == "first":
-            is_first = torch.ones(len(word_of_piece), dtype=torch.bool)
-            is_first[1:] = word_of_piece[1:] != word_of_piece[:-1]
+            is_first = first_pieces(word_of_piece)
             source, word_of_piece = source[is_first], word_of_piece[is_first]
         source, slots = source.to(device), slot_of_word[word_of_piece.to(device)]
 
@@ -133,21 +140,58 @@ class BertEncoder(Encoder):
         for first in range(0, len(row_lengths), step):
             lo_piece, hi_piece = offsets[first], offsets[min(first + step, len(row_lengths))]
             lo, hi = torch.searchsorted(source, torch.tensor([lo_piece, hi_piece], device=device)).tolist()
-            take, put = source[lo:hi] - lo_piece, slots[lo:hi]
-            # The last layer is computed at the pieces read only (its state: those rows, in order).
-            states = self.model.forward_packed(ids[lo_piece:hi_piece].to(device),
-                                               row_lengths[first:first + step], last_rows=take)
-            for layer, state in enumerate(states):
-                pruned = layer == len(states) - 1 and layer > 0   # states[0]: the embeddings
-                rows = state if pruned else state.index_select(0, take)
-                if self.subword_pooling == "first":
-                    out[layer].index_copy_(0, put, rows)
-                else:
-                    out[layer].index_add_(0, put, rows)
+            self.pool_rows(ids[lo_piece:hi_piece].to(device), row_lengths[first:first + step],
+                           source[lo:hi] - lo_piece, slots[lo:hi], out)
         if self.subword_pooling == "mean":
             counts = torch.bincount(word_of_piece, minlength=len(slot_of_word)).to(device, out.dtype)
             out[:, slot_of_word] /= counts[None, :, None]
         return EncoderOutput(out.view(shape), mask.to(device))
+
+    def embed_document(
+        self, sentences: Sequence[Sequence[str]], pass_tokens: int = 4096
+    ) -> Iterator[np.ndarray]:
+        """One document's sentences read as one text in windows (``document.py`` says exactly
+        what each sentence's vectors depend on); ``pass_tokens`` is rounded up to one window.
+
+        Args:
+            sentences: the document's token lists (or strings, split on whitespace), in order;
+                empty ones allowed.
+            pass_tokens: tokens per pass, at least 1; a pass here is always one window, so it
+                changes nothing.
+
+        Yields:
+            Each sentence's float32 ``(num_layers, words, hidden_size)`` array, in document
+            order, as soon as every window its pieces take vectors from has run.
+
+        Raises:
+            TypeError: a bare string instead of a list of sentences.
+            ValueError: ``pass_tokens`` is not a positive integer.
+        """
+        from contextvec.encoders.bert.document import document_vectors  # it imports this module
+
+        return document_vectors(self, sentences, pass_tokens)
+
+    def pool_rows(self, ids: torch.Tensor, row_lengths: Sequence[int], take: torch.Tensor,
+                  put: torch.Tensor, out: torch.Tensor) -> None:
+        """Run packed rows and pool the pieces ``take`` into the words ``put`` of ``out``.
+
+        Args:
+            ids: ``(n,)`` long, rows of ``row_lengths`` pieces packed end to end.
+            row_lengths: each row's pieces, [CLS] and [SEP] included.
+            take: ``(k,)`` long, indices into the n pieces, in piece order: the pieces read.
+            put: ``(k,)`` long, each read piece's word: a row of ``out``'s second axis.
+            out: ``(num_layers, words, hidden_size)``: ``subword_pooling="first"`` copies each
+                piece's vectors into its word's row, ``"mean"`` adds them (the caller divides).
+        """
+        # The last layer is computed at the pieces read only (its state: those rows, in order).
+        states = self.model.forward_packed(ids, row_lengths, last_rows=take)
+        for layer, state in enumerate(states):
+            pruned = layer == len(states) - 1 and layer > 0   # states[0]: the embeddings
+            rows = state if pruned else state.index_select(0, take)
+            if self.subword_pooling == "first":
+                out[layer].index_copy_(0, put, rows)
+            else:
+                out[layer].index_add_(0, put, rows)
 
     def _rows(
         self, sentences: Sequence[Sequence[str]]

@@ -1,0 +1,128 @@
+"""A document's sentences with BERT's document context: the document read as one text in windows.
+
+What :meth:`BertEncoder.embed_document <contextvec.encoders.bert.encoder.BertEncoder.embed_document>`
+computes, exactly:
+
+- **One text.** The words of all the sentences, in order, are cut into word pieces as one text
+  by the encoder's tokenizer: pieces ``0 .. n - 1`` ([CLS] and [SEP] not counted).
+- **Windows.** The pieces are read in the windows of ``window_spans(n, encoder.window)``: windows
+  of ``window`` pieces starting every ``window // 2`` pieces (at least 1), the last one moved back
+  to end at piece ``n``. Each window runs as a model call of its own, one row ``[CLS] window
+  [SEP]`` with positions from 0. A document of at most ``window`` pieces is a single row of all
+  of them: every sentence sees the whole document.
+- **Which window.** Each piece takes its vectors from the window whose centre ``start + (window
+  - 1) / 2`` is nearest to it, the earlier window on ties. Given these windows, that is the
+  window BERT's reference SQuAD code picks (``_check_is_max_context`` in ``run_squad.py``): the
+  highest ``min(left, right) + 0.01 * length``, ``left`` and ``right`` the pieces before and
+  after it in the window, the earlier window on equal scores. All windows have ``window`` pieces
+  (the single row of a short document is the only window), so ``left + right = window - 1`` and
+  ``min(left, right) = (window - 1) / 2 - |piece - centre|``: the most context is the nearest
+  centre, with the same ties. The nearest of all centres always belongs to a window holding the
+  piece (consecutive centres are at most ``window // 2`` apart, the first and the last
+  ``(window - 1) / 2`` from the document's ends). Only the windows' placement differs from
+  ``run_squad.py``, whose last window is not moved back.
+- **Words.** A word's vectors are pooled from its pieces' by the encoder's ``subword_pooling``,
+  as ``forward`` does: ``"first"`` its first piece's, ``"mean"`` the mean of all its pieces'
+  (two windows may supply them). An empty sentence gives ``(num_layers, 0, dim)``.
+
+So sentence k's vectors are fixed by the ids of the pieces of the windows that supply its
+pieces and by where those windows lie, which is the number of pieces before the sentence and,
+near the document's end, ``n``. A supplying window reaches at most ``window - 1`` pieces beyond
+the sentence: pieces further away count only by their number. The same document gives the same
+bits in every call, whatever ``pass_tokens``, the documents before it or other callers' work,
+as every window is the same product of the same shape.
+
+Memory: the piece ids of the whole document (integers) and, in floats, one window's hidden
+states and the words of the sentences not yet complete; a sentence is yielded as soon as the
+last window supplying its pieces has run.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+
+from contextvec.encoders.bert.encoder import BertEncoder, first_pieces, window_spans
+from contextvec.text.tokenize import as_sentences
+
+
+def document_vectors(
+    encoder: BertEncoder, sentences: Sequence[Sequence[str]], pass_tokens: int
+) -> Iterator[np.ndarray]:
+    """Each sentence's float32 ``(num_layers, words, dim)`` array in document order, with the
+    document's context as the module docstring says; arguments are checked before the first
+    ``next``. ``pass_tokens`` (at least 1) is rounded up to one window, BERT's block."""
+    if isinstance(pass_tokens, bool) or not isinstance(pass_tokens, int) or pass_tokens < 1:
+        raise ValueError(f"pass_tokens must be a positive integer, not {pass_tokens!r}")
+    return _sentences(encoder, as_sentences(sentences, "a document's sentences"))
+
+
+@contextmanager
+def _inference(encoder: BertEncoder) -> Iterator[None]:
+    """Eval mode without gradients for one window's work, switched back before the caller runs
+    again (never held across a yield). As ``Encoder.embed_batches``: modes are switched, and
+    restored module by module, only when some module is training."""
+    modes = {module: module.training for module in encoder.modules()}
+    switched = any(modes.values())
+    if switched:
+        encoder.eval()
+    try:
+        with torch.inference_mode():
+            yield
+    finally:
+        if switched:
+            for module, mode in modes.items():
+                module.training = mode
+
+
+def _sentences(encoder: BertEncoder, document: list[list[str]]) -> Iterator[np.ndarray]:
+    ends = list(itertools.accumulate(len(s) for s in document))   # words up to each sentence's end
+    n_words = ends[-1] if ends else 0
+    empty = np.zeros((encoder.num_layers, 0, encoder.output_dim), dtype=np.float32)
+    if n_words == 0:
+        for _ in document:
+            yield empty.copy()
+        return
+    pieces = encoder.tokenizer.encode_words([word for sentence in document for word in sentence])
+    ids, word_of_piece = pieces.ids[1:-1], torch.tensor(pieces.word_index[1:-1], dtype=torch.long)
+    is_first = first_pieces(word_of_piece)
+    pieces_per_word = torch.bincount(word_of_piece, minlength=n_words)
+    weight = encoder.model.embeddings.word_embeddings.weight
+    # The words of sentences ``done ..`` (whole sentences, allocated when first reached) from
+    # word ``base`` on, in ``forward``'s dtype: the output rows not yet yielded.
+    pending = weight.new_zeros(encoder.num_layers, 0, encoder.output_dim)
+    done = base = 0
+    for start, end, keep_start, keep_end in window_spans(len(ids), encoder.window):
+        with _inference(encoder):
+            take = torch.arange(keep_start, keep_end)
+            if encoder.subword_pooling == "first":
+                take = take[is_first[keep_start:keep_end]]
+            reached = base + pending.shape[1]
+            last = int(word_of_piece[keep_end - 1])
+            if last >= reached:   # up to the end of the sentence holding the last word read
+                more = ends[bisect.bisect_right(ends, last)] - reached
+                grown = pending.new_zeros(encoder.num_layers, more, encoder.output_dim)
+                pending = torch.cat([pending, grown], 1)
+            row = torch.tensor([encoder.tokenizer.cls_id, *ids[start:end], encoder.tokenizer.sep_id])
+            encoder.pool_rows(row.to(weight.device), [len(row)], (take - start + 1).to(weight.device),
+                              (word_of_piece[take] - base).to(weight.device), pending)
+            # Words before the first piece of the next window's are complete.
+            complete = n_words if keep_end == len(ids) else int(word_of_piece[keep_end])
+            finished = []
+            while done < len(document) and ends[done] <= complete:
+                first = ends[done] - len(document[done])
+                words = pending[:, first - base:ends[done] - base]
+                if encoder.subword_pooling == "mean":
+                    counts = pieces_per_word[first:ends[done]].to(words.device, words.dtype)
+                    words = words / counts[None, :, None]
+                finished.append(words.to("cpu", torch.float32, copy=True).numpy())
+                done += 1
+            if done:
+                new_base = ends[done - 1]
+                pending, base = pending[:, new_base - base:], new_base
+        yield from finished
