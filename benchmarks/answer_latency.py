@@ -4,6 +4,7 @@ Run on an idle machine, from the repository root (the server and the client shar
 
     PYTHONPATH=src python benchmarks/answer_latency.py --task-model PATH/TO/QA_MODEL
     PYTHONPATH=src python benchmarks/answer_latency.py --task-model DIR --threads 2 --requests 200
+    PYTHONPATH=src python benchmarks/answer_latency.py --task-model DIR --max-length 512 --precision int8
 
 Starts ``contextvec serve --task-model DIR`` on 127.0.0.1 (a free port), then sends
 ``--requests`` questions one after another over one kept-alive connection, after ``--warmup``
@@ -12,10 +13,13 @@ SQuAD v1.1 dev articles (``../shared/data/tasks/squad-v1.1``): consecutive parag
 article joined until they hold ``--words`` words, then cut to that many words, each asked a
 question of its first paragraph; the requests cycle through them. For the floor, the same
 questions are then answered in this process by the loaded model (``QAModel.answer``, same
-torch threads): what the server adds is the difference.
+torch threads): what the server adds is the difference. ``--max-length`` and ``--precision`` are
+how the model reads, in both (``serve --task-max-length/--task-precision``, ``load_qa_model``'s
+keywords); the served embedding model stays fp32.
 
-Prints one JSON line: the CPU and its vector flags, torch threads, the contexts' words and
-characters, p50/p95/mean latency over HTTP and p50 of the direct call, in milliseconds.
+Prints one JSON line: the CPU and its vector flags, torch threads, the row length (null: the
+saved one) and precision, the contexts' words and characters, p50/p95/mean latency over HTTP and
+p50 of the direct call, in milliseconds.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import torch
 
 from contextvec.cli.common import usable_cpus
 from contextvec.encoders.cpu import cpu_flags
+from contextvec.encoders.precision import PRECISIONS
 from contextvec.server.process import ServerProcess
 from contextvec.tasks.qa.saved import load_qa_model
 from contextvec.tasks.qa.squad import SquadData, read_squad
@@ -94,11 +99,17 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200, help="measured requests")
     parser.add_argument("--warmup", type=int, default=20, help="unmeasured requests first")
     parser.add_argument("--squad", default=str(SQUAD_DEV), help="SQuAD v1.1 JSON (plain or .gz)")
+    parser.add_argument("--max-length", type=int, help="pieces per row (default: the saved length)")
+    parser.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                        help="the model's weight precision")
     args = parser.parse_args()
 
     asked = contexts(read_squad(args.squad), args.words, args.contexts)
     bodies = [json.dumps({"question": q, "context": c}).encode() for q, c in asked]
-    serve_args = ["--task-model", args.task_model, "--threads", str(args.threads), "--no-ui"]
+    serve_args = ["--task-model", args.task_model, "--threads", str(args.threads), "--no-ui",
+                  "--task-precision", args.precision]
+    if args.max_length:
+        serve_args += ["--task-max-length", str(args.max_length)]
     if args.model:
         serve_args += ["--model", args.model]
     latencies = []
@@ -120,7 +131,7 @@ def main() -> None:
         connection.close()
 
     torch.set_num_threads(args.threads)
-    model = load_qa_model(args.task_model)
+    model = load_qa_model(args.task_model, max_length=args.max_length, precision=args.precision)
     direct = []
     for i in range(args.warmup + args.requests):
         question, context = asked[i % len(asked)]
@@ -132,7 +143,8 @@ def main() -> None:
     flags = cpu_flags()
     print(json.dumps({
         "cpu": cpu_name(), "flags": [f for f in FLAGS_SHOWN if f in flags], "threads": args.threads,
-        "torch": torch.__version__, "task_model": args.task_model, "contexts": len(asked),
+        "torch": torch.__version__, "task_model": args.task_model, "max_length": args.max_length,
+        "precision": args.precision, "contexts": len(asked),
         "context_words": args.words, "context_chars_mean": round(statistics.mean(len(c) for _, c in asked)),
         "requests": args.requests, "warmup": args.warmup,
         "p50_ms": round(1000 * statistics.median(latencies), 2),

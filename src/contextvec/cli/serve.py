@@ -16,6 +16,7 @@ from contextvec.cli.common import (
     positive_float,
     positive_int,
 )
+from contextvec.cli.qa_options import add_reading_arguments
 from contextvec.encoders.outputs import POOL_MODES
 from contextvec.logs import LOG_LEVELS, LogLevel
 from contextvec.text.tokenize import LINE_TOKENIZERS
@@ -86,10 +87,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     answer = p.add_argument_group(
         "/v1/answer (question answering)",
         "A model saved by train-task squad --save-model, served beside the model above: its "
-        "questions share the worker thread and the batching of the other endpoints.")
+        "questions share the worker thread and the batching of the other endpoints. It runs on "
+        "--device; --precision is the served model's, --task-precision the task model's.")
     answer.add_argument("--task-model", metavar="DIR",
                         help="a saved question-answering model's directory (default: none; /v1/answer "
                              "then answers 404)")
+    add_reading_arguments(answer, prefix="task-")
     answer.add_argument("--max-context-chars", type=positive_int, default=20_000, metavar="N",
                         help="characters of a /v1/answer context (more: 422)")
     explore = p.add_argument_group(
@@ -161,7 +164,8 @@ def run(args: argparse.Namespace) -> None:
     settings = ServeSettings(
         model=spec, server=server, host=args.host, port=args.port, ui=not args.no_ui,
         explore=ExploreSettings(args.explore_corpus, tuple(args.explore_report)),
-        explore_model=args.explore_model, task_model=args.task_model, grace_period=args.grace_period,
+        explore_model=args.explore_model, task_model=args.task_model, task_max_length=args.task_max_length,
+        task_precision=args.task_precision or "fp32", grace_period=args.grace_period,
         start_timeout=args.start_timeout, header_timeout=args.header_timeout,
         idle_timeout=args.idle_timeout, access_log=args.access_log, log_level=args.log_level,
     )

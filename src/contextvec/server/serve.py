@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from contextvec.api import DEFAULT_MODEL, ModelSpec, load
 from contextvec.encoders.base import Encoder
+from contextvec.encoders.precision import Precision
 from contextvec.encoders.registry import sentence_vectors
 from contextvec.engine.worker import WorkerThread
 from contextvec.extras import needs
@@ -63,6 +64,11 @@ class ServeSettings:
         task_model: a question-answering model's directory (``train-task squad
             --save-model``) that ``/v1/answer`` answers with, beside the served model; its id
             in responses is the directory's name.
+        task_max_length: the task model's pieces per row instead of its saved length (a
+            fine-tuned BERT's; None: the saved one); ``load_qa_model``'s ``max_length``.
+        task_precision: the task model's weight precision (``load_qa_model``'s ``precision``),
+            apart from ``model.precision``: a lower precision changes the answers, a cost to
+            weigh for the task model on its own.
         grace_period: seconds to finish in-flight work on SIGTERM or SIGINT.
         start_timeout: seconds to load and warm up the model(s) before giving up.
         header_timeout: seconds a client has to send a request's line and headers, from the
@@ -72,8 +78,9 @@ class ServeSettings:
         log_level: the least severe log messages shown.
 
     Raises:
-        ValueError: an explorer setting without ``ui``, a port outside 0..65535, a time that is
-            not a positive number (``grace_period``: negative), an unknown log level.
+        ValueError: an explorer setting without ``ui``, a task model setting without
+            ``task_model``, a port outside 0..65535, a time that is not a positive number
+            (``grace_period``: negative), an unknown log level.
 
     The server answers requests whose ``Host`` is a loopback name, ``host`` or one of
     ``server.allowed_hosts``.
@@ -87,6 +94,8 @@ class ServeSettings:
     explore: ExploreSettings = field(default_factory=ExploreSettings)
     explore_model: str | None = None
     task_model: str | None = None
+    task_max_length: int | None = None
+    task_precision: Precision = Precision.FP32
     grace_period: float = 30.0
     start_timeout: float = 300.0
     header_timeout: float = 10.0
@@ -101,6 +110,14 @@ class ServeSettings:
                                                  ("--explore-report", self.explore.reports)) if value]
         if not self.ui and explored:
             raise ValueError(f"{explored[0]} is for the explorer page, which --no-ui turns off")
+        if self.task_model:
+            from contextvec.tasks.qa.saved import check_reading  # the tasks extra: with a task model only
+
+            precision = check_reading(self.task_max_length, self.task_precision)
+            object.__setattr__(self, "task_precision", precision)
+        elif self.task_max_length is not None or self.task_precision != Precision.FP32:
+            raise ValueError("--task-max-length and --task-precision are for --task-model, which is not "
+                             "given")
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be 0..65535, not {self.port}")
         if not self.start_timeout > 0 or not self.grace_period >= 0:
@@ -269,7 +286,8 @@ def _load_within(worker: WorkerThread, settings: ServeSettings
             from contextvec.server.answer import warm_up as warm_up_task
             from contextvec.tasks.qa.saved import load_qa_model
 
-            model = load_qa_model(settings.task_model, settings.model.device)
+            model = load_qa_model(settings.task_model, settings.model.device,
+                                  max_length=settings.task_max_length, precision=settings.task_precision)
             warm_up_task(model)
             task = ServedTask(Path(settings.task_model).resolve().name, model)
         return encoder, compare, task
