@@ -23,7 +23,9 @@ HELP = "answer a question on a context with a question-answering model saved by 
 DESCRIPTION = HELP + """. The context is the whole of FILE (- reads stdin), UTF-8; each answer is a
 span of it: its text, its character offsets (start, end: context[start:end] is the text) and its
 score. A question of more word pieces than the model's max_query is cut to its first max_query
-pieces (as BERT's reference code); a long context is read in overlapping windows."""
+pieces (as BERT's reference code); a long context is read in overlapping windows, of another length
+with --max-length (up to the model's positions: fewer windows), in lower-precision weights with
+--precision, without retraining."""
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

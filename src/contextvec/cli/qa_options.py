@@ -20,5 +20,6 @@ def add_reading_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGr
                              "most the model's positions; the stride between windows stays the saved "
                              "one; default: the saved length)")
     parser.add_argument(f"--{prefix}precision", choices=PRECISIONS,
-                        help="weight precision of the question-answering model: fp32 (default, exact), "
-                             "bf16 (CPUs with native bf16 only) or int8; see docs/precision.md")
+                        help="weight precision of the question-answering model (a span model: of its "
+                             "encoder): fp32 (default, exact), bf16 (CPUs with native bf16 only) or int8; "
+                             "see docs/precision.md")
