@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from contextvec.encoders.outputs import Pooling
+from contextvec.encoders.outputs import Pooling, as_pooling
 
 
 def span_token_ranges(spans: Sequence[Sequence[int]], starts: np.ndarray, ends: np.ndarray,
@@ -65,9 +65,9 @@ class ChunkPooler:
     chunk's tokens had they been one sentence (means summed in float64, then rounded once).
     """
 
-    def __init__(self, ranges: np.ndarray, mode: Pooling) -> None:
+    def __init__(self, ranges: np.ndarray, mode: Pooling | str) -> None:
         self.ranges = ranges
-        self.mode = mode
+        self.mode = as_pooling(mode)
         self._acc: np.ndarray | None = None
         self._seen = np.zeros(len(ranges), dtype=bool)
 

@@ -30,7 +30,7 @@ ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "
 FIELDS = {"sentences", "layers", "pool", "encoding", "tokenizer", "weights", "gamma", "input",
           "model", "encoding_format", "dimensions", "user",
           "word", "sentence", "position", "top_k", "ignore_case",
-          "question", "context", "n_best"}
+          "question", "context", "n_best", "offsets", "chunk_tokens", "spans"}
 
 WRONG_TYPE = {"literal_error", "model_type", "model_attributes_type", "dict_type", "list_type",
               "string_type", "int_type", "float_type", "bool_type"}

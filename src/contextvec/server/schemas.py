@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, StrictStr
 
+from contextvec.documents.settings import CONTEXTS
 from contextvec.encoders.outputs import LAYER_MODES, POOL_MODES
 from contextvec.text.tokenize import LINE_TOKENIZERS
 
@@ -19,6 +20,7 @@ Strict = ConfigDict(extra="forbid", strict=True)
 LayerMode = Literal[LAYER_MODES]  # the spellings of encoders.outputs.Layers and Pooling
 PoolMode = Literal[POOL_MODES]
 Encoding = Literal["float", "base64"]
+ContextName = Literal[CONTEXTS]  # the spellings of documents.settings.Context
 TokenizerName = Literal[LINE_TOKENIZERS]  # the spellings of text.tokenize's one-sentence-a-line tokenizers
 # Bounded so that the mixed vectors stay finite in float32 (JSON has no inf/NaN). A strict
 # float takes integers too; its bounds appear in the schema as minimum and maximum.
@@ -36,6 +38,15 @@ Integer = Annotated[StrictInt, BeforeValidator(_integral)]
 
 NonBlank = Annotated[StrictStr, Field(json_schema_extra={"pattern": r"\S"})]
 """A text with a word: the server answers a blank one with a 400 (as OpenAI does), not pydantic."""
+
+
+Offset = Annotated[StrictInt, Field(ge=0), BeforeValidator(_integral)]
+"""A character offset: an :data:`Integer` of at least 0 (the bound before the validator, so
+that the schema states it as ``minimum``)."""
+Count = Annotated[StrictInt, Field(ge=1), BeforeValidator(_integral)]
+"""A positive :data:`Integer` (bounded as :data:`Offset` is)."""
+CharacterSpan = Annotated[list[Offset], Field(min_length=2, max_length=2)]
+"""``[start, end)``: character offsets, end exclusive."""
 
 
 class ScalarMixSpec(BaseModel):
@@ -68,6 +79,21 @@ class EmbedRequest(BaseModel):
     tokenizer: TokenizerName | None = Field(
         None, description="how string sentences are split (default: the server's --tokenizer)"
     )
+    context: ContextName = Field(
+        "sentence", description='"document": the sentences are one document, in order, and each is read '
+        "with it (docs/documents.md says what a sentence's vectors then depend on)"
+    )
+    offsets: bool = Field(
+        False, description="each string sentence's tokens' (start, end) character offsets in it"
+    )
+    chunk_tokens: Count | None = Field(
+        None, description="late chunking: pool every chunk_tokens consecutive tokens of the request "
+        "(across sentences) after the pass; `chunks` replaces `embeddings`"
+    )
+    spans: Annotated[list[CharacterSpan], Field(min_length=1)] | None = Field(
+        None, description="late chunking: (start, end) character offsets into the request's text (its "
+        "string sentences joined by a newline), one pooled vector each; `chunks` replaces `embeddings`"
+    )
 
 
 class SentenceVectors(BaseModel):
@@ -77,6 +103,20 @@ class SentenceVectors(BaseModel):
     tokens: list[str]
     shape: list[int]
     vectors: list | str
+    offsets: list[list[int]] | None = None
+
+
+class ChunkVectors(BaseModel):
+    """One late chunk: its tokens ``[first, stop)`` in request order, its characters where the
+    sentences were strings, and its pooled vector."""
+
+    index: int
+    first: int
+    stop: int
+    start: int | None = None
+    end: int | None = None
+    shape: list[int]
+    vector: list | str
 
 
 class Usage(BaseModel):
@@ -88,6 +128,7 @@ class EmbedResponse(BaseModel):
     model: str
     encoding: Encoding
     embeddings: list[SentenceVectors]
+    chunks: list[ChunkVectors] | None = None
     usage: Usage
 
 

@@ -26,6 +26,7 @@ from contextvec.encoders.registry import sentence_vectors
 from contextvec.engine import Engine, QueueFull, ShuttingDown
 from contextvec.engine.worker import WorkerThread
 from contextvec.server import schemas
+from contextvec.server.documents import embed_documentwise
 from contextvec.server.errors import APIError, validation_message
 from contextvec.server.metrics import Metrics
 from contextvec.server.settings import ServerSettings
@@ -99,6 +100,8 @@ class Service:
             view = layer_view(body.layers, body.pool, self.encoder.num_layers)
         except FieldError as e:
             raise APIError(422, str(e), e.field) from None
+        if body.context != "sentence" or body.offsets or body.chunk_tokens or body.spans:
+            return await embed_documentwise(self, body, call, view)
         sentences = await self.atokenize(body.sentences, body.tokenizer, "sentences")
         arrays = await self.vectors(call, sentences)
 
