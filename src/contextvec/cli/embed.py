@@ -18,9 +18,11 @@ from contextvec.cli.common import (
     model_spec,
     positive_int,
 )
+from contextvec.documents.settings import CONTEXTS
 from contextvec.encoders.outputs import POOL_MODES
 from contextvec.io.text_lines import EMPTY_LINE_POLICIES, INVALID_UTF8_POLICIES, read_once
 from contextvec.io.vector_storage import COMPRESSIONS, DEFAULT_GZIP_LEVEL, DTYPES, GZIP_LEVELS
+from contextvec.text.tokenize import Tokenizer
 
 if TYPE_CHECKING:  # the library loads only when the command runs (fast --help)
     from contextvec.bulk import BulkSettings
@@ -87,6 +89,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="lines per resumable shard (default: 2048); a resumed run keeps the first value")
     p.add_argument("--quiet", action="store_true",
                    help="no progress bars (what a resume reuses, and Ctrl-C's one line, still show)")
+    docs = p.add_argument_group("documents (see docs/documents.md)")
+    docs.add_argument("--documents", action="store_true",
+                      help="the input is documents (blank lines or -DOCSTART- lines between them): one "
+                           "HDF5 group per document, with each token's character offsets")
+    docs.add_argument("--context", choices=CONTEXTS, default="sentence",
+                      help="sentence (default): each sentence alone; document: each sentence read with "
+                           "its document (needs --documents)")
+    docs.add_argument("--tokenizer", choices=Tokenizer.NAMES, default="whitespace",
+                      help="how --documents lines become tokens: whitespace (default), moses, "
+                           "moses-sentences (a line may hold several sentences)")
+    docs.add_argument("--chunk-tokens", type=positive_int, metavar="N",
+                      help="late chunking: one vector per N consecutive tokens of a document, pooled "
+                           "(--pool, default mean) after the document's pass, instead of token vectors")
+    docs.add_argument("--pass-tokens", type=positive_int, default=4096, metavar="N",
+                      help="tokens held in memory per pass over a document (default: 4096)")
     engine = p.add_argument_group("engine (see docs/ray.md)")
     engine.add_argument("--engine", choices=ENGINES, default="local",
                         help="local (default): this process; ray: workers on a Ray cluster")
@@ -101,6 +118,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    if args.documents:
+        return _run_documents(args)
+    needs_documents = [flag for flag, given in (
+        ("--context document", args.context != "sentence"), ("--tokenizer", args.tokenizer != "whitespace"),
+        ("--chunk-tokens", args.chunk_tokens is not None)) if given]
+    if needs_documents:
+        raise ValueError(f"{', '.join(needs_documents)} need(s) --documents")
     from contextvec.bulk import BulkSettings
 
     settings = BulkSettings(
@@ -125,6 +149,34 @@ def run(args: argparse.Namespace) -> None:
                           overwrite=args.overwrite, resume=args.resume)
     with _spooled(args.input_file) as sources:
         path = embed_to_hdf5(model_spec(args), sources[0], output, settings)
+    print(f"wrote {path}")
+
+
+def _run_documents(args: argparse.Namespace) -> None:
+    """``--documents``: one call of the documents room; what it cannot do is refused first."""
+    refused = [flag for flag, given in (
+        ("--resume", args.resume), ("--engine ray", args.engine != "local"),
+        ("--use-sentence-keys", args.use_sentence_keys), ("--forget-sentences", args.forget_sentences),
+        ("--empty-lines keep", args.empty_lines != "error"),
+    ) if given]
+    if refused:
+        raise ValueError(f"{', '.join(refused)}: not with --documents")
+    if len(args.input_file) > 1:
+        raise ValueError("--documents reads one input file")
+    from contextvec.documents import DocumentSettings
+    from contextvec.documents.hdf5 import embed_documents_to_hdf5
+    from contextvec.io.vector_storage import VectorStorage
+
+    settings = DocumentSettings(context=args.context, layers=args.layers, pool=args.pool,
+                                chunk_tokens=args.chunk_tokens, tokenizer=args.tokenizer,
+                                pass_tokens=args.pass_tokens, batch_size=args.batch_size,
+                                max_tokens=args.max_tokens)
+    storage = VectorStorage(args.dtype, args.compression, args.gzip_level)
+    output = check_output(args.output_file, inputs=[i for i in args.input_file if i != "-"],
+                          overwrite=args.overwrite)
+    with _spooled(args.input_file) as sources:
+        path = embed_documents_to_hdf5(model_spec(args), sources[0], output, settings, storage,
+                                       invalid_utf8=args.invalid_utf8, overwrite=args.overwrite)
     print(f"wrote {path}")
 
 
