@@ -15,7 +15,9 @@ from contextvec.text.offsets import align_tokens, tokenize_with_offsets
 from contextvec.text.tokenize import Tokenizer
 
 TOKENIZERS = Tokenizer.NAMES
-CONTROL = re.compile(r"[\x00-\x1f]")
+CONTROL = re.compile(r"[\x00-\x1f]")  # what moses drops
+WIKIPEDIA = "corpora/wikipedia-en-2015/part-000.txt.gz"
+LINES = 215  # what tests/data's excerpt holds
 
 
 def _found(result) -> list[list[str]]:
@@ -74,6 +76,23 @@ def test_tokens_moses_escapes_or_rewrites_span_their_source_characters():
         "a\x01b", '"', "hi", '"', "&", "well", "-", "known"]
 
 
+def test_a_dropped_character_does_not_pair_a_word_with_a_later_one():
+    text = "th\x01e anarchist society and anarchists"
+    result = tokenize_with_offsets(text, "moses")
+    assert [text[s:e] for s, e in result.spans] == [
+        "th\x01e", "anarchist", "society", "and", "anarchists"]
+
+
+def test_a_long_line_with_many_altered_tokens_maps_every_token():
+    with gzip.open(shared_file(WIKIPEDIA), "rt", encoding="utf-8") as f:
+        lines = [next(f).rstrip("\n") for _ in range(LINES)]
+    # one line of real text with an altered token every few words and long runs of dropped characters
+    text = " ".join(lines)[:20_000].replace(" the ", " th\x01e ").replace(" of ", " of " + "\x02" * 200 + " ")
+    result = tokenize_with_offsets(text, "moses")
+    assert len(result.sentences) == 1 and len(result) > 3000
+    assert [CONTROL.sub("", text[s:e]) for s, e in result.spans] == list(result.tokens)
+
+
 def test_a_literal_escape_in_the_text_stays_itself():
     assert align_tokens("a &amp; b", ["a", "&amp;", "b"]) == [(0, 1), (2, 7), (8, 9)]
     assert align_tokens("a\x01 &amp; b", ["a", "&amp;", "b"]) == [(0, 1), (3, 8), (9, 10)]
@@ -116,10 +135,6 @@ def test_the_flat_view_counts_tokens_across_sentences():
     assert result.tokens == ("a", "bb", "ccc") and len(result) == 3
     assert result.spans == ((0, 1), (2, 4), (5, 8))
     assert result.characters(1, 2) == (2, 8)
-
-
-WIKIPEDIA = "corpora/wikipedia-en-2015/part-000.txt.gz"
-LINES = 215  # what tests/data's excerpt holds
 
 
 @pytest.mark.parametrize("name", TOKENIZERS)

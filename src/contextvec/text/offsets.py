@@ -57,19 +57,59 @@ class TokenizedText:
         return self.spans[first][0], self.spans[last][1]
 
 
-def _exact_spans(text: str, tokens: Sequence[str]) -> list[Span] | None:
-    """Each token at the next non-space character, as it is or as the character its XML
-    escapes stand for (``&amp;`` for ``&``); None where a token is found neither way."""
-    spans, at = [], 0
-    for token in tokens:
-        while at < len(text) and text[at].isspace():
-            at += 1
-        found = next((form for form in (token, html.unescape(token)) if form and text.startswith(form, at)),
-                     None)
-        if found is None:
-            return None
-        spans.append((at, at + len(found)))
-        at += len(found)
+def _exact_length(text: str, at: int, token: str) -> int | None:
+    """How many characters of ``text`` from ``at`` are ``token``, as it is or as the characters
+    its XML escapes stand for (``&amp;`` for ``&``); None where they are neither."""
+    if text.startswith(token, at):
+        return len(token)
+    plain = html.unescape(token) if "&" in token else token
+    return len(plain) if plain != token and text.startswith(plain, at) else None
+
+
+# Token characters one difflib alignment covers. A short window keeps its time small (it grows
+# faster than linearly where alterations are dense) and leaves few repeated words to pair wrongly.
+_WINDOW = 64
+
+
+def _after_characters(text: str, at: int, count: int) -> int:
+    """The position after ``count`` characters of ``text`` from ``at`` (or its end), not
+    counting those a tokenizer may drop: whitespace, control and format characters."""
+    while at < len(text) and count > 0:
+        count -= text[at].isprintable() and not text[at].isspace()
+        at += 1
+    return at
+
+
+def _aligned_window(text: str, start: int, stop: int, keys: Sequence[str]) -> list[Span]:
+    """Spans of ``keys`` in ``text[start:stop]`` by a character alignment (difflib)."""
+    # a separator that equals no character between keys: no match runs across two keys
+    # (which paired "anarchist" + "s" of "anarchist society" with a later "anarchists")
+    joined: list[str | None] = []
+    for key in keys:
+        joined.extend(key)
+        joined.append(None)
+    where = [-1] * len(joined)  # the text position of each aligned token character
+    matcher = difflib.SequenceMatcher(None, joined, text[start:stop], autojunk=False)
+    for block in matcher.get_matching_blocks():
+        for k in range(block.size):
+            where[block.a + k] = start + block.b + k
+    found: list[Span | None] = []
+    at = 0
+    for key in keys:
+        positions = [p for p in where[at:at + len(key)] if p >= 0]
+        found.append((positions[0], positions[-1] + 1) if positions else None)
+        at += len(key) + 1
+    spans: list[Span] = []
+    for i, span in enumerate(found):
+        if span is None:  # between the previous token's end and the next aligned token's start
+            first = spans[-1][1] if spans else start
+            end = next((s[0] for s in found[i + 1:] if s is not None), stop)
+            while first < end and text[first].isspace():
+                first += 1
+            while end > first and text[end - 1].isspace():
+                end -= 1
+            span = (first, end)
+        spans.append(span)
     return spans
 
 
@@ -78,42 +118,43 @@ def align_tokens(text: str, tokens: Sequence[str]) -> list[Span]:
 
     Where the tokens are ``text``'s characters between whitespace (the usual case), each span
     holds its token exactly; a token that is the XML escape of the text (``&quot;`` for ``"``)
-    spans the characters it escapes. Otherwise the tokens' characters (a token's XML escapes read
-    as the characters they stand for, unless the text holds the token as it is) are aligned with
-    the text's (``difflib``'s longest matching blocks): a token spans from its first to its last
-    aligned character, and a token none of whose characters align spans the text between its
-    neighbours, whitespace trimmed. A token the tokenizer invented, with no characters of its
-    own in the text, gets a zero-width span where it belongs: at the first non-space character
-    after the token before it (or where the next token starts, when none is between).
+    spans the characters it escapes. From a token found neither way, the tokens' characters (a
+    token's XML escapes read as the characters they stand for, unless the text holds the token
+    as it is) are aligned with the text's (``difflib``'s longest matching blocks, a window of
+    tokens at a time, until tokens are found exactly again): a token spans from its first to
+    its last aligned character, and a token none of whose characters align spans the text
+    between its neighbours, whitespace trimmed. A token the tokenizer invented, with no
+    characters of its own in the text, gets a zero-width span where it belongs: at the first
+    non-space character after the token before it (or where the next token starts, when none
+    is between).
     """
-    exact = _exact_spans(text, tokens)
-    if exact is not None:
-        return exact
-    # a token's characters are its own where the text holds them, else those its escapes stand for
-    keys = [token if "&" not in token or token in text else html.unescape(token) for token in tokens]
-    joined = "".join(keys)
-    where = [-1] * len(joined)  # the text position of each aligned token character
-    matcher = difflib.SequenceMatcher(None, joined, text, autojunk=False)
-    for block in matcher.get_matching_blocks():
-        for k in range(block.size):
-            where[block.a + k] = block.b + k
-    found: list[Span | None] = []
-    at = 0
-    for key in keys:
-        positions = [p for p in where[at:at + len(key)] if p >= 0]
-        found.append((positions[0], positions[-1] + 1) if positions else None)
-        at += len(key)
     spans: list[Span] = []
-    for i, span in enumerate(found):
-        if span is None:  # between the previous token's end and the next aligned token's start
-            start = spans[-1][1] if spans else 0
-            end = next((s[0] for s in found[i + 1:] if s is not None), len(text))
-            while start < end and text[start].isspace():
-                start += 1
-            while end > start and text[end - 1].isspace():
-                end -= 1
-            span = (start, end)
-        spans.append(span)
+    at = i = 0
+    while i < len(tokens):
+        while at < len(text) and text[at].isspace():
+            at += 1
+        length = _exact_length(text, at, tokens[i])
+        if length is not None:
+            spans.append((at, at + length))
+            at += length
+            i += 1
+            continue
+        # a token's characters are its own where the text holds them, else those its escapes stand for
+        keys: list[str] = []
+        size = 0
+        while i + len(keys) < len(tokens) and size < _WINDOW:
+            token = tokens[i + len(keys)]
+            keys.append(token if "&" not in token or token in text else html.unescape(token))
+            size += len(keys[-1])
+        last = i + len(keys) == len(tokens)
+        # the text of the window's tokens with room for altered characters (the last window: all
+        # the rest); the window's later half is aligned again by the next window, which sees the
+        # text beyond it
+        stop = len(text) if last else _after_characters(text, at, size + size // 4 + 16)
+        window = _aligned_window(text, at, stop, keys)
+        keep = len(window) if last else max(1, len(window) // 2)
+        spans.extend(window[:keep])
+        at, i = spans[-1][1], i + keep
     return spans
 
 
