@@ -158,18 +158,23 @@ def align_tokens(text: str, tokens: Sequence[str]) -> list[Span]:
     return spans
 
 
-def align_sentences(text: str, sentences: Sequence[Sequence[str]], offset: int = 0) -> TokenizedText:
+def align_sentences(text: str, sentences: Sequence[Sequence[str]]) -> TokenizedText:
     """``sentences`` (token lists of ``text``, in order) with their characters in ``text``, all
-    tokens aligned at once (:func:`align_tokens`); sentences without tokens are dropped.
-    ``offset`` is added to every span (the position of ``text`` in a longer string, which the
-    result then does not hold: its ``text`` is ``text``)."""
+    tokens aligned at once (:func:`align_tokens`); sentences without tokens are dropped."""
     kept = [tuple(sentence) for sentence in sentences if len(sentence)]
-    spans = align_tokens(text, [token for sentence in kept for token in sentence])
+    return TokenizedText(text, tuple(kept), _aligned(text, kept))
+
+
+def _aligned(text: str, sentences: Sequence[tuple[str, ...]],
+             offset: int = 0) -> tuple[tuple[Span, ...], ...]:
+    """Each sentence's spans in ``text`` (:func:`align_tokens`), ``offset`` added to each: where
+    ``text`` starts in the string the spans are into."""
+    spans = align_tokens(text, [token for sentence in sentences for token in sentence])
     grouped, at = [], 0
-    for sentence in kept:
+    for sentence in sentences:
         grouped.append(tuple((start + offset, end + offset) for start, end in spans[at:at + len(sentence)]))
         at += len(sentence)
-    return TokenizedText(text, tuple(kept), tuple(grouped))
+    return tuple(grouped)
 
 
 # The line breaks of contextvec's text files (io/text_lines.py): Unicode line separators inside
@@ -212,9 +217,9 @@ def tokenize_with_offsets(text: str, tokenizer: TokenizerName | str = TokenizerN
     sentences: list[tuple[str, ...]] = []
     spans: list[tuple[Span, ...]] = []
     for start, line in _lines(text):
-        if line.isspace() or not line:
+        if not line.strip():
             continue
-        found = align_sentences(line, tokenize(line), offset=start)
-        sentences.extend(found.sentences)
-        spans.extend(found.sentence_spans)
+        kept = [tuple(sentence) for sentence in tokenize(line) if sentence]
+        sentences.extend(kept)
+        spans.extend(_aligned(line, kept, offset=start))
     return TokenizedText(text, tuple(sentences), tuple(spans))
