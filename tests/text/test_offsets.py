@@ -11,7 +11,7 @@ import pytest
 from conftest import shared_file
 from sacremoses import MosesTokenizer
 
-from contextvec.text.offsets import align_tokens, tokenize_with_offsets
+from contextvec.text.offsets import align_sentences, align_tokens, tokenize_with_offsets
 from contextvec.text.tokenize import Tokenizer
 
 TOKENIZERS = Tokenizer.NAMES
@@ -128,6 +128,13 @@ def test_bad_arguments_are_one_line():
         tokenize_with_offsets("a b", "spacy")
     with pytest.raises(TypeError, match="text must be str, not bytes"):
         tokenize_with_offsets(b"a b")
+
+
+def test_given_sentences_align_as_one_token_sequence_without_empty_ones():
+    text = "Hi there. Bye\n now"
+    result = align_sentences(text, [["Hi", "there", "."], [], ["Bye", "now"]])
+    assert result.sentences == (("Hi", "there", "."), ("Bye", "now"))
+    assert result.sentence_spans == (((0, 2), (3, 8), (8, 9)), ((10, 13), (15, 18)))
 
 
 def test_the_flat_view_counts_tokens_across_sentences():
