@@ -4,6 +4,8 @@ documents, read as every text file is (gzip, byte-order mark, CRLF, invalid UTF-
 from __future__ import annotations
 
 import gzip
+import os
+import threading
 
 import pytest
 
@@ -74,3 +76,17 @@ def test_documents_stream_out_before_the_file_is_read_to_its_end(tmp_path):
     assert next(documents) == ["first ."]
     with pytest.raises(InputError, match="truncated or corrupt gzip file"):
         next(documents)
+
+
+def test_a_pipe_is_refused_where_the_file_is_checked_first_and_read_once_where_not(tmp_path):
+    fifo = tmp_path / "docs.fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match=f"^{fifo} is a pipe, FIFO or device: its lines can be read "
+                                         "only once"):
+        iter_documents(fifo)  # refused before it is opened: nothing waits for a writer
+    writer = threading.Thread(target=fifo.write_text, args=("a .\n\nb .\n",), daemon=True)
+    writer.start()
+    try:
+        assert read_documents(fifo, invalid_utf8="replace") == [["a ."], ["b ."]]
+    finally:
+        writer.join(timeout=10)
