@@ -4,7 +4,10 @@
 (:func:`~contextvec.encoders.fingerprint.model_identity`: the
 encoder's class, its settings and config, its tokenizer if any, and every tensor of its
 state dict), the data (:func:`data_identity`: the exact token lists, in order) and the storage
-dtype. Anything that changes the vectors changes the key; a hit just opens the file.
+dtype; under document context (:class:`~contextvec.documents.settings.Context`), also the
+context and where each document starts (:func:`document_identity`); a sentence-context key is
+what it has always been. Anything that changes the vectors changes the key; a hit just opens the
+file.
 
 **Layout** of ``CACHE_DIR/<key>.h5`` (see :class:`FeatureFile`):
 
@@ -42,6 +45,7 @@ import numpy as np
 from tqdm import tqdm
 
 from contextvec.choices import checked_choice, spellings
+from contextvec.documents.settings import Context, as_context
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.fingerprint import model_identity
 from contextvec.io.atomic import atomic_file, file_lock, output_target
@@ -99,11 +103,46 @@ def data_identity(sentences: Sequence[Sequence[str]]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def cache_key(model_id: str, data_id: str, dtype: FeatureDtype | str = FeatureDtype.FLOAT32) -> str:
-    """The file stem of a cache entry: a hash of format version, model, data and dtype."""
+def document_runs(documents: Sequence[int], n_sentences: int) -> list[tuple[int, int]]:
+    """``(first, stop)`` sentence ranges of each document, in order, from each sentence's document
+    index (``Split.documents``); a ``ValueError`` unless there is one index per sentence and each
+    document's sentences are consecutive."""
+    if len(documents) != n_sentences:
+        raise ValueError(f"{len(documents)} document indices for {n_sentences} sentences")
+    runs: list[tuple[int, int]] = []
+    seen: set[int] = set()
+    for i, document in enumerate(documents):
+        if runs and documents[runs[-1][0]] == document:
+            runs[-1] = (runs[-1][0], i + 1)
+            continue
+        if document in seen:
+            raise ValueError(f"sentence {i + 1}: document {document} resumes after another document "
+                             "(a document's sentences must be consecutive)")
+        seen.add(document)
+        runs.append((i, i + 1))
+    return runs
+
+
+def document_identity(documents: Sequence[int]) -> str:
+    """A sha256 hex digest of where documents start: the number of sentences of each, in order
+    (the document indices themselves do not matter, only the boundaries)."""
+    sizes = [stop - first for first, stop in document_runs(documents, len(documents))]
+    return hashlib.sha256(json.dumps(sizes).encode()).hexdigest()
+
+
+def cache_key(model_id: str, data_id: str, dtype: FeatureDtype | str = FeatureDtype.FLOAT32,
+              context: Context | str = Context.SENTENCE, documents_id: str | None = None) -> str:
+    """The file stem of a cache entry: a hash of format version, model, data and dtype, and under
+    document context the context and ``documents_id`` (:func:`document_identity`; needed then,
+    refused under sentence context, whose key is unchanged)."""
     dtype = checked_choice(FeatureDtype, dtype, "dtype").value
-    blob = json.dumps({"format": FORMAT_VERSION, "model": model_id, "data": data_id, "dtype": dtype})
-    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+    context = as_context(context)
+    fields = {"format": FORMAT_VERSION, "model": model_id, "data": data_id, "dtype": dtype}
+    if (context is Context.DOCUMENT) != (documents_id is not None):
+        raise ValueError("document context keys on the documents (documents_id), sentence context does not")
+    if context is Context.DOCUMENT:
+        fields.update({"context": context.value, "documents": documents_id})
+    return hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:32]
 
 
 @dataclass
@@ -229,19 +268,31 @@ def cached_features(
     progress: bool = True,
     label: str = "",
     model_id: str | None = None,
+    context: Context | str = Context.SENTENCE,
+    documents: Sequence[int] | None = None,
 ) -> Path:
     """The path of the cache entry holding ``encoder``'s layers for ``sentences``.
 
     Computes the missing chunks first (a hit does no work). ``label`` is stored for humans
     (e.g. the source file) and is not part of the key. ``model_id`` may pass a precomputed
-    :func:`model_identity` to avoid rehashing the weights for every split.
+    :func:`model_identity` to avoid rehashing the weights for every split. Under document
+    ``context``, ``documents`` gives each sentence's document (``Split.documents``; a document's
+    sentences consecutive) and each sentence's layers are ``encoder.embed_document``'s for its
+    document; the entry's layout is the same.
     """
     settings = settings or FeatureSettings()
+    context = as_context(context)
     # The dtype's plain spelling: what numpy, the manifest and the HDF5 attributes take.
     cache_dir, dtype, chunk_sentences = settings.cache_dir, settings.dtype.value, settings.chunk_sentences
+    runs, identity = None, {}
+    if context is Context.DOCUMENT:
+        if documents is None:
+            raise ValueError(f"{label or 'these sentences'}: no document boundaries, so no document context")
+        runs = document_runs(documents, len(sentences))
+        identity = {"context": context.value, "documents": document_identity(documents)}
     model_id = model_id or model_identity(encoder)
     data_id = data_identity(sentences)
-    key = cache_key(model_id, data_id, dtype)
+    key = cache_key(model_id, data_id, dtype, context, identity.get("documents"))
     # a cache folder is shared (entries are locked one by one), so only its kind is checked here
     root = (default_cache_dir() if cache_dir is None
             else output_target(os.path.expanduser(cache_dir), directory=True))
@@ -256,6 +307,7 @@ def cached_features(
             return output
         parts = ShardDir(root / f"{key}.parts", {
             "model": model_id, "data": data_id, "dtype": dtype, "chunk_sentences": chunk_sentences,
+            **identity,
         }, free={"chunk_sentences"})
         parts.reuse_or_restart()  # resume with the chunking the shards were written with
         chunk = parts.manifest["chunk_sentences"]
@@ -275,7 +327,9 @@ def cached_features(
                 # tokens it was computed with, so a chunk's layers then never depend on what was
                 # embedded before it (a resumed run, a saved task model's prediction).
                 encoder.clear_caches()
-                for row, array in encoder.embed_batches(batch, settings.batch_size, settings.max_tokens):
+                rows = (encoder.embed_batches(batch, settings.batch_size, settings.max_tokens) if runs is None
+                        else _document_rows(encoder, sentences, runs, number * chunk, len(batch)))
+                for row, array in rows:
                     arrays[row] = array
                     bar.update(1)
                 tokens += sum(len(s) for s in batch)
@@ -285,11 +339,25 @@ def cached_features(
         attrs = {
             "model": model_id, "data": data_id, "dtype": dtype, "num_layers": encoder.num_layers,
             "dim": encoder.output_dim, "n_sentences": n, "n_tokens": int(lengths.sum()),
-            "format_version": FORMAT_VERSION, "label": label, "chunk_sentences": chunk,
+            "format_version": FORMAT_VERSION, "label": label, "chunk_sentences": chunk, **identity,
         }
         _merge(parts, n_chunks, output, lengths, attrs)
         parts.remove()
     return output
+
+
+def _document_rows(encoder: Encoder, sentences: Sequence[Sequence[str]], runs: list[tuple[int, int]],
+                   start: int, n: int) -> Iterator[tuple[int, np.ndarray]]:
+    """``(row, layers)`` of sentences ``start`` to ``start + n`` (rows from 0), each from its whole
+    document: a document across the chunk's edge is read whole (its vectors depend on all of it)."""
+    stop = start + n
+    for first, end in runs:
+        if end <= start or first >= stop:
+            continue
+        document = [list(s) for s in sentences[first:end]]
+        for i, array in enumerate(encoder.embed_document(document), first):
+            if start <= i < stop:
+                yield i - start, array
 
 
 def load_features(encoder: Encoder, sentences: Sequence[Sequence[str]],

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from contextvec.cli import common
 from contextvec.cli import task_options as opts
+from contextvec.documents.settings import CONTEXTS, Context
 from contextvec.features import FeatureSettings
 from contextvec.jobs.choice import EncoderChoice, TaskFiles
 from contextvec.jobs.qa import QAFiles, TrainQASettings, run_train_qa
@@ -43,6 +44,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     opts.add_data_arguments(p, "test file: scored once with the best-on-dev model")
     common.add_model_arguments(p)
     opts.add_contextual_arguments(p)
+    p.add_argument("--context", choices=CONTEXTS, default=Context.SENTENCE.value,
+                   help="what a sentence's frozen features see: the sentence alone, or its whole "
+                   "document (ner: -DOCSTART- lines; Encoder.embed_document) (default: sentence)")
     opts.add_task_model_arguments(p)
     f = p.add_argument_group("fine-tuning BERT (instead of a frozen-feature task model)")
     ft = FineTuneSettings()
@@ -130,7 +134,7 @@ def settings(args: argparse.Namespace) -> TrainTaskSettings:
         EncoderChoice(args.model, args.options_file, args.weight_file, args.device, precision=args.precision),
         None if args.fine_tune else _model_settings(args, task), _training(args),
         FeatureSettings(args.cache_dir, args.feature_dtype, args.embed_batch_size),
-        args.word_vectors, args.word_vectors_format, args.save_model, args.threads)
+        args.word_vectors, args.word_vectors_format, args.save_model, args.threads, args.context)
 
 
 def qa_settings(args: argparse.Namespace) -> TrainQASettings:
@@ -138,6 +142,8 @@ def qa_settings(args: argparse.Namespace) -> TrainQASettings:
     model over a frozen encoder's layers (or, ``--no-contextual``, over its own embeddings)."""
     if args.test:
         raise ValueError("squad scores --dev; score another file with contextvec predict --score")
+    if args.context != Context.SENTENCE:
+        raise ValueError("--context document: squad's contexts are read whole already; drop --context")
     encoder = EncoderChoice(args.model, args.options_file, args.weight_file, args.device,
                             precision=args.precision)
     files = QAFiles(args.train, args.dev, args.max_sentences)

@@ -13,6 +13,7 @@ import torch
 
 from contextvec.api import is_hf_bert_dir
 from contextvec.choices import checked_choice
+from contextvec.documents.settings import Context, as_context
 from contextvec.features import FeatureSettings
 from contextvec.io.word_vectors import WordVectorFormat
 from contextvec.jobs.choice import EncoderChoice, TaskFiles
@@ -21,7 +22,7 @@ from contextvec.tasks.fit import TaskReport
 from contextvec.tasks.models import Classifier, ModelSettings, Placement, wanted_words
 from contextvec.tasks.readers import DEV_SPLIT_SEED
 from contextvec.tasks.saved import save_fine_tuned, save_task_model
-from contextvec.tasks.spec import TaskSpec, as_task
+from contextvec.tasks.spec import TASK_SPECS, TaskSpec, as_task
 from contextvec.tasks.split import Split
 from contextvec.tasks.train import TrainSettings, attach_features, train_task
 
@@ -42,7 +43,8 @@ class TrainTaskSettings:
     ``model``: the task model's settings (not with ``fine-tune``); ``training``:
     :class:`TrainSettings`, or :class:`FineTuneSettings` with ``fine-tune``; ``word_vectors``:
     initial word embeddings (a GloVe/word2vec file); ``save_model``: a directory for the trained
-    model (``contextvec predict``)."""
+    model (``contextvec predict``); ``context``: what the frozen features of a sentence see, the
+    sentence alone or its whole document (a task whose files mark documents, frozen features)."""
 
     task: TaskSpec | str
     files: TaskFiles
@@ -55,10 +57,20 @@ class TrainTaskSettings:
     word_vectors_format: WordVectorFormat = WordVectorFormat.AUTO
     save_model: str | None = None
     threads: int | None = None
+    context: Context = Context.SENTENCE
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "task", as_task(self.task))  # unknown: one line naming the known ones
         object.__setattr__(self, "mode", checked_choice(TrainMode, self.mode, "mode"))
+        object.__setattr__(self, "context", as_context(self.context))
+        if self.context is Context.DOCUMENT:
+            if self.mode is not TrainMode.CONTEXTUAL:
+                raise ValueError(f"--context document is for frozen features, not --{self.mode.value}: "
+                                 "drop one of them")
+            if not self.task.documents:
+                raise ValueError(f"--context document needs a task whose files mark documents "
+                                 f"({', '.join(n for n, s in TASK_SPECS.items() if s.documents)}), not "
+                                 f"{self.task.name}")
         object.__setattr__(self, "word_vectors_format", checked_choice(
             WordVectorFormat, self.word_vectors_format, "word-vector format"))
         fine = self.mode is TrainMode.FINE_TUNE
@@ -146,7 +158,7 @@ def _task_model(settings: TrainTaskSettings, train: Split, dev: Split, test: Spl
         encoder = settings.encoder.load()
         feature_seconds = attach_features(encoder, splits, layers=settings.model.layers,
                                           cache_dir=f.cache_dir, dtype=f.dtype, batch_size=f.batch_size,
-                                          progress=settings.training.progress)
+                                          progress=settings.training.progress, context=settings.context)
     report, model = train_task(settings.task, train, dev, test, settings.model, settings.training, encoder,
                                vectors)
     report.runtime_s["features"] = round(feature_seconds, 3)
@@ -155,11 +167,12 @@ def _task_model(settings: TrainTaskSettings, train: Split, dev: Split, test: Spl
         saved = str(save_task_model(
             settings.save_model, settings.task.name, model, reported=_reported(report), encoder=encoder,
             encoder_ref=settings.encoder.reference() if contextual else None,
-            features={"dtype": f.dtype, "embed_batch_size": f.batch_size},
+            features={"dtype": f.dtype, "embed_batch_size": f.batch_size, "context": settings.context.value},
         ))
     report.extra.update({
         "model": settings.encoder.name if contextual else None, "contextual": contextual,
-        "fine_tune": False, "word_vectors": settings.word_vectors,
+        "fine_tune": False, "context": settings.context.value if contextual else None,
+        "word_vectors": settings.word_vectors,
         "word_vectors_loaded": None if vectors is None else len(vectors.words), "saved_model": saved,
     })
     return report

@@ -15,6 +15,7 @@ import typing
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
+from contextvec.documents.settings import CONTEXTS, Context
 from contextvec.features import FeatureSettings
 from contextvec.tasks.models import ModelSettings
 from contextvec.tasks.spec import get_task
@@ -55,10 +56,20 @@ class EncoderRef:
 
 @dataclass(frozen=True)
 class FeaturePass:
-    """How a frozen-feature model's features were computed (prediction computes them the same way)."""
+    """How a frozen-feature model's features were computed (prediction computes them the same way).
+    ``context``: what a sentence's features saw (``task.json`` names it only when it is
+    ``document``, so a file written before it reads and writes back the same)."""
 
     dtype: str = FeatureSettings().dtype.value
     embed_batch_size: int = FeatureSettings().batch_size
+    context: str = Context.SENTENCE.value
+
+    def to_json(self) -> dict:
+        """The fields in ``task.json`` (``context`` only when it is ``document``)."""
+        fields = asdict(self)
+        if fields["context"] == Context.SENTENCE:
+            del fields["context"]
+        return fields
 
 
 @dataclass(frozen=True)
@@ -95,7 +106,7 @@ class TaskRecord:
             "labels": list(self.labels), "model_settings": settings,
             **({} if fine_tune else {"word_dim": self.word_dim}),
             "encoder": None if self.encoder is None else asdict(self.encoder),
-            **({} if fine_tune else {"features": asdict(self.features or FeaturePass())}),
+            **({} if fine_tune else {"features": (self.features or FeaturePass()).to_json()}),
             "pair": spec.pair, "regression": spec.regression, "eval_batch_size": self.eval_batch_size,
             "reported": self.reported,
             "seen_mentions": None if self.seen_mentions is None else sorted(self.seen_mentions),
@@ -138,8 +149,10 @@ class TaskRecord:
             need(_is(number, int) and number >= 1, field, "a positive integer", number)
         features = value.get("features")
         need(fine_tune or isinstance(features, dict) and features.get("dtype") in ("float32", "float16")
-             and _is(features.get("embed_batch_size"), int) and features["embed_batch_size"] >= 1,
-             "features", "{dtype: float32|float16, embed_batch_size: a positive integer}", features)
+             and _is(features.get("embed_batch_size"), int) and features["embed_batch_size"] >= 1
+             and features.get("context", Context.SENTENCE.value) in CONTEXTS,
+             "features", "{dtype: float32|float16, embed_batch_size: a positive integer, "
+             "context: sentence|document (optional)}", features)
         encoder = value.get("encoder")
         fingerprint = encoder.get("fingerprint") if isinstance(encoder, dict) else None
         need(encoder is None or isinstance(encoder, dict)
@@ -165,4 +178,5 @@ class TaskRecord:
             eval_batch_size=value["eval_batch_size"], reported=reported,
             seen_mentions=None if seen is None else frozenset(seen),
             word_dim=None if fine_tune else value["word_dim"],
-            features=None if fine_tune else FeaturePass(features["dtype"], features["embed_batch_size"]))
+            features=None if fine_tune else FeaturePass(features["dtype"], features["embed_batch_size"],
+                                                        features.get("context", Context.SENTENCE.value)))

@@ -33,6 +33,7 @@ from safetensors.torch import save_file
 from torch import nn
 
 from contextvec.api import load as load_encoder
+from contextvec.documents.settings import Context
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.bert.loader import check_tokenizer_files
 from contextvec.encoders.bert.tokenizer import WordPieceTokenizer
@@ -85,7 +86,8 @@ def save_task_model(
 
     ``reported``: the dev (and test) scores training reported; ``encoder``/``encoder_ref``: the
     encoder and how to load it again (:func:`encoder_reference`), None for a model without
-    contextual vectors; ``features``: ``{"dtype", "embed_batch_size"}`` of its feature pass.
+    contextual vectors; ``features``: ``{"dtype", "embed_batch_size", "context"}`` of its feature
+    pass (:class:`~contextvec.tasks.record.FeaturePass`).
     """
     indexer: Indexer = model.indexer
     settings: ModelSettings = model.settings
@@ -194,12 +196,17 @@ def load_task_model(directory: str | os.PathLike, encoder: Encoder | None = None
         FileNotFoundError: no directory, or a file of the saved model missing.
         ValueError: not a task model, a format version this contextvec does not read, an
             encoder that cannot be loaded or whose fingerprint differs from the one trained
-            on, or weights that do not fit the configuration.
+            on, weights that do not fit the configuration, or a model trained on features
+            with document context (prediction reads sentences alone, which would give it
+            other vectors than it was trained on).
     """
     directory = Path(directory)
     if not directory.is_dir():
         raise FileNotFoundError(f"{directory} is not a directory (a saved task model is one)")
     record = read_task_record(directory)
+    if record.features is not None and record.features.context == Context.DOCUMENT:
+        raise ValueError(f"{directory / TASK_FILE}: trained with --context document, and prediction reads "
+                         "sentences alone (other vectors); retrain with --context sentence to predict")
     spec = get_task(record.task)
     if record.kind == "fine-tune":
         for name in (hf_bert.CONFIG_NAME, hf_bert.SAFETENSORS_NAME):  # before the HF reader opens them

@@ -79,6 +79,9 @@ class TaskSpec:
     """The range of a regression task's scores (the reader refuses a score outside it)."""
     tokenizer: TokenizerName = TokenizerName.WHITESPACE
     """How the reader tokenizes the task's text, so ``predict`` tokenizes new text the same way."""
+    documents: bool = False
+    """The files mark documents (``Split.documents``): features may be computed with document
+    context."""
 
     def model_settings(self, **given: object) -> ModelSettings:
         """The frozen-feature model's settings: those ``given`` (None: not given), this task's
@@ -101,7 +104,8 @@ class TaskSpec:
         """Read a data file of this task (for GLUE tasks a labeled train file or an unlabeled
         test.tsv: labels all None)."""
         data = self.read(path, max_sentences)
-        return Split(data.sentences, data.labels, data.source, second=data.second, ids=data.ids)
+        return Split(data.sentences, data.labels, data.source, second=data.second, ids=data.ids,
+                     documents=data.documents)
 
     def load_splits(
         self,
@@ -187,7 +191,7 @@ _CLASSES = {"tagging": False, "metric": "accuracy", "model": SentenceClassifier,
 TASK_SPECS: Mapping[str, TaskSpec] = MappingProxyType({spec.name: spec for spec in (
     TaskSpec("ner", "CoNLL-2003 NER (IOB1 files, scored with seqeval on IOB2)", read_conll2003,
              tagging=True, metric="f1", model=NerTagger, fine_tune_head=BertForTokenClassification,
-             model_defaults=_TAGGER),
+             model_defaults=_TAGGER, documents=True),
     TaskSpec("sst5", "SST trees, five classes of the root", partial(_read_sst, "sst5"), **_CLASSES),
     TaskSpec("sst2", "SST trees, negative/positive (neutral dropped)", partial(_read_sst, "sst2"),
              **_CLASSES),

@@ -25,7 +25,9 @@ class Split:
     float score), or None per item in an unlabeled file; ``features``: the encoder's layers per
     first sentence, ``(num_layers, n_tokens, dim)``, or None; ``second``/``second_features``: the
     second sentence of each item of a pair task and its layers; ``ids``: the file's own id of each
-    item (GLUE's index column, or the row number)."""
+    item (GLUE's index column, or the row number); ``documents``: each item's document, counting
+    from 0 in file order, where the reader marks documents (CoNLL-2003's ``-DOCSTART-``), else
+    None."""
 
     sentences: list[list[str]]
     labels: list
@@ -34,11 +36,12 @@ class Split:
     second: list[list[str]] | None = None
     second_features: list[np.ndarray] | None = None
     ids: list[str] | None = None
+    documents: list[int] | None = None
 
     def __post_init__(self) -> None:
         if len(self.sentences) != len(self.labels):
             raise ValueError(f"{self.source}: {len(self.sentences)} sentences but {len(self.labels)} labels")
-        for name in ("second", "ids"):
+        for name in ("second", "ids", "documents"):
             other = getattr(self, name)
             if other is not None and len(other) != len(self.sentences):
                 raise ValueError(f"{self.source}: {len(self.sentences)} sentences but {len(other)} {name}")
@@ -78,7 +81,7 @@ class Split:
             return None if items is None else [items[i] for i in ids]
 
         return Split(pick(self.sentences), pick(self.labels), source, pick(self.features), pick(self.second),
-                     pick(self.second_features), pick(self.ids))
+                     pick(self.second_features), pick(self.ids), pick(self.documents))
 
 
 LabeledSentences = Split

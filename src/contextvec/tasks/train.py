@@ -10,6 +10,10 @@ split (and once for the second sentences of a pair task) through the disk cache 
 :mod:`contextvec.features` and keeps them in memory in the cache's dtype (only the fixed
 combination when ``layers`` is not ``mix``), so an epoch runs only the task model.
 
+**Context.** Under document context (``Context.DOCUMENT``), a split's features are computed
+per document (``Split.documents``) with ``Encoder.embed_document``, so each sentence's vectors
+depend on its document; the cache keys on the context and the document boundaries.
+
 **Pairs and scores.** A pair task's split carries its second sentences; :class:`PreparedSplit`
 then makes :class:`~contextvec.tasks.models.PairBatch` batches for the
 :class:`~contextvec.tasks.models.PairModel`. A regression task (STS-B) has float labels, no label
@@ -32,6 +36,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
+from contextvec.documents.settings import Context, as_context
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.bert.combine import combine_layers
 from contextvec.encoders.fingerprint import model_identity
@@ -109,21 +114,32 @@ def attach_features(
     dtype: str = "float32",
     batch_size: int = 64,
     progress: bool = True,
+    context: Context | str = Context.SENTENCE,
 ) -> float:
     """Fill each split's ``features`` (and a pair split's ``second_features``) from the feature
     cache; returns the seconds it took.
+
+    ``context``: ``sentence`` (each sentence alone) or ``document`` (each sentence read in its
+    document, ``Split.documents``: a split without documents, or a pair split, is a ``ValueError``).
 
     ``layers``: ``mix`` keeps all layers; a fixed combination (``last``, ``sum_last_4``,
     ``concat_last_4``) keeps only that, as one layer (the cache itself always holds all layers).
     The cache keys on the sentence list, so a pair split's second sentences are an entry of their own.
     """
     check_layers(layers, encoder.num_layers)
+    context = as_context(context)
+    if context is Context.DOCUMENT:
+        for split in splits:
+            if split.documents is None or split.second is not None:
+                raise ValueError(f"{split.source}: no documents marked in the file, so no document context "
+                                 "(use --context sentence)")
     started = time.perf_counter()
     model_id = model_identity(encoder)
 
-    def cached(sentences: list[list[str]], label: str) -> list[np.ndarray]:
+    def cached(sentences: list[list[str]], label: str, documents: list[int] | None) -> list[np.ndarray]:
         path = cached_features(encoder, sentences, FeatureSettings(cache_dir, dtype, batch_size),
-                               progress=progress, label=label, model_id=model_id)
+                               progress=progress, label=label, model_id=model_id, context=context,
+                               documents=documents)
         with FeatureFile.open(path) as features:
             # Read only the layers the combination needs (BERT has 13), in the stored dtype.
             wanted = {"mix": 0, "last": features.num_layers - 1}.get(layers, features.num_layers - 4)
@@ -132,9 +148,9 @@ def attach_features(
         return [kept[:, offsets[i]:offsets[i + 1]] for i in range(len(sentences))]
 
     for split in splits:
-        split.features = cached(split.sentences, split.source)
+        split.features = cached(split.sentences, split.source, split.documents)
         if split.second is not None:
-            split.second_features = cached(split.second, f"{split.source} (second sentences)")
+            split.second_features = cached(split.second, f"{split.source} (second sentences)", None)
     return time.perf_counter() - started
 
 
