@@ -92,3 +92,39 @@ def test_spans_need_string_sentences(served):
     app, _ = served
     status, got = post(app, {"sentences": [["a", "b"]], "spans": [[0, 1]]})
     assert status == 422 and "need every sentence as a string" in json.dumps(got)
+
+
+def embeddings(app, payload: dict) -> tuple[int, dict]:
+    status, body = asyncio.run(ask(app, "POST", "/v1/embeddings", json.dumps(payload).encode()))
+    return status, json.loads(body)
+
+
+def test_openai_embeddings_late_chunks_are_items_of_their_text(served):
+    app, encoder = served
+    texts = [TEXT, "Another text here ."]
+    status, got = embeddings(app, {"input": texts, "chunk_tokens": 4, "context": "document"})
+    assert status == 200, got
+    settings = DocumentSettings(context="document", chunk_tokens=4, layers="average")
+    want = [embed_document(encoder, t, settings) for t in texts]
+    assert [(d["index"], d["chunk"]) for d in got["data"]] == [
+        (i, k) for i, w in enumerate(want) for k in range(len(w.chunks))]
+    for item in got["data"]:
+        doc = want[item["index"]]
+        assert [item["start"], item["end"]] == doc.chunk_offsets[item["chunk"]].tolist()
+        np.testing.assert_allclose(np.asarray(item["embedding"], dtype=np.float32), doc.chunks[item["chunk"]],
+                                   rtol=0, atol=1e-6)
+    river = TEXT.index("bank of")
+    status, got = embeddings(app, {"input": [TEXT], "spans": [[[river, river + 7], [0, 3]]]})
+    assert status == 200 and [(d["start"], d["end"]) for d in got["data"]] == [(river, river + 7), (0, 3)]
+
+
+@pytest.mark.parametrize(("payload", "status", "message"), [
+    ({"input": ["a b"], "spans": [[[0, 1]]], "chunk_tokens": 2}, 422, "not both"),
+    ({"input": ["a b", "c"], "spans": [[[0, 1]]]}, 422, "1 lists for 2 texts"),
+    ({"input": ["a  b"], "spans": [[[1, 2]]]}, 422, r"spans\[0\]: \(1, 2\) covers no token"),
+    ({"input": ["a b"], "context": "document"}, 422, "document context is for late chunking"),
+])
+def test_bad_openai_chunk_fields_name_the_field(served, payload, status, message):
+    app, _ = served
+    got_status, got = embeddings(app, payload)
+    assert got_status == status and __import__("re").search(message, got["error"]["message"]), got

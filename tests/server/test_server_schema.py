@@ -46,11 +46,13 @@ BUDGET_S = 40.0
 CASES = {schemathesis.GenerationMode.POSITIVE: 240, schemathesis.GenerationMode.NEGATIVE: 120}
 KEYED_CASES = 80
 DATA_BOUND = {("POST /v1/explore/nearest", "position"), ("POST /v1/explore/similarity", "senses"),
-              ("POST /v1/embed", "spans")}
+              ("POST /v1/embed", "spans"), ("POST /v1/embeddings", "spans"),
+              ("POST /v1/embeddings", "context")}
 """(operation, field) whose bound depends on another field, which no JSON Schema states: the
 explorer's ``position`` must be one of its sentence's tokens, its ``senses`` as many as its
-``sentences``, ``/v1/embed``'s ``spans`` inside the text of its sentences and over a token (else a
-422 naming the field)."""
+``sentences``, the ``spans`` of ``/v1/embed`` and ``/v1/embeddings`` inside their text and over a
+token, ``/v1/embeddings``' ``context="document"`` with late chunks only (else a 422 naming the
+field)."""
 """Cases in all per mode: the operations share them (the strategy picks an operation, then its data)."""
 
 

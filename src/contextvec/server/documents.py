@@ -1,5 +1,6 @@
-"""``POST /v1/embed``'s document fields: ``context="document"``, ``offsets``, and late chunking
-(``chunk_tokens``, ``spans``), through the same engine and the documents room's functions.
+"""``POST /v1/embed``'s document fields (``context="document"``, ``offsets``, and late chunking:
+``chunk_tokens``, ``spans``) and ``POST /v1/embeddings``' late chunking extension, through the
+same engine and the documents room's functions.
 
 Under ``context="document"`` the request's sentences are one document: it runs on the engine's
 worker thread as one item (``Encoder.embed_document``), its tokens counted against
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 
+import anyio
 import numpy as np
 import orjson
 
@@ -22,8 +24,9 @@ from contextvec.documents.chunks import ChunkPooler, chunk_token_ranges, span_to
 from contextvec.encoders.base import Encoder
 from contextvec.server import schemas
 from contextvec.server.errors import APIError
-from contextvec.server.vectors import LayerView, encode
-from contextvec.text.offsets import align_tokens
+from contextvec.server.vectors import LayerView, encode, unit_length
+from contextvec.text.offsets import align_tokens, tokenize_with_offsets
+from contextvec.text.tokenize import as_tokenizer_name
 
 DOCUMENT = "document"
 """The engine kind of a document's pass (documents of concurrent requests share a call)."""
@@ -115,3 +118,75 @@ def _text_offsets(strings: list[str | None], offsets: list) -> np.ndarray | None
         rows.extend((start + at, end + at) for start, end in spans)
         at += len(text) + 1
     return np.asarray(rows, dtype=np.int64).reshape(-1, 2)
+
+
+async def embeddings_chunked(service, body: schemas.EmbeddingsRequest, call) -> bytes:
+    """``/v1/embeddings`` with late chunking (``chunk_tokens`` or ``spans``): each text is a
+    document, its lines its sentences (split by the server's ``--tokenizer``, with offsets), read
+    in the request's ``context``; each chunk becomes one item, with its text's ``index``, its
+    ``chunk`` number and its characters ``start``/``end``. The layers and pooling are the other
+    items' (``--openai-layers``/``--openai-pool``; a model's own sentence vectors pool its
+    ``sentence_layers`` by mean here, as chunks are made of token vectors)."""
+    texts = [body.input] if isinstance(body.input, str) else body.input
+    settings = service.settings
+    if len(texts) > settings.openai_max_inputs:
+        raise APIError(422, f"input: {len(texts)} texts, over the limit of {settings.openai_max_inputs} "
+                            "per request (--openai-max-inputs)", "input")
+    if body.spans is not None and body.chunk_tokens is not None:
+        raise APIError(422, "spans, chunk_tokens: give one of them, not both", "spans")
+    if body.spans is not None and len(body.spans) != len(texts):
+        raise APIError(422, f"spans: {len(body.spans)} lists for {len(texts)} texts (one per text)", "spans")
+    tokenizer = as_tokenizer_name(settings.tokenizer)
+    tokenized = await anyio.to_thread.run_sync(
+        lambda: [tokenize_with_offsets(text, tokenizer) for text in texts])
+    documents = [[list(s) for s in t.sentences] for t in tokenized]
+    for i, document in enumerate(documents):
+        longest = max(map(len, document), default=0)
+        if longest > settings.max_sentence_tokens:
+            raise APIError(413, f"input[{i}]: a line of {longest} tokens, over the limit of "
+                                f"{settings.max_sentence_tokens} per sentence (--max-sentence-tokens)",
+                           f"input[{i}]")
+    ranges = []
+    for i, (text, found) in enumerate(zip(texts, tokenized, strict=True)):
+        every = np.asarray(found.spans, dtype=np.int64).reshape(-1, 2)
+        if body.spans is None:
+            ranges.append(chunk_token_ranges(len(every), body.chunk_tokens))
+            continue
+        try:
+            ranges.append(span_token_ranges(body.spans[i], every[:, 0], every[:, 1], len(text)))
+        except ValueError as e:
+            raise APIError(422, f"spans[{i}]: {str(e).split(': ', 1)[1]}", "spans") from None
+    if body.context == DOCUMENT:
+        layers = await service.vectors(call, [DocumentItem(d) for d in documents],
+                                       partial(_documents, service.encoder), DOCUMENT, "context")
+    else:
+        flat = await service.vectors(call, [s for d in documents for s in d], field="input")
+        layers, at = [], 0
+        for document in documents:
+            layers.append(flat[at:at + len(document)])
+            at += len(document)
+    view = service.openai_view or LayerView(mode=service.encoder.sentence_layers, pool=None)
+    selected = dataclasses.replace(view, pool=None)
+    data = []
+    for i, (arrays, chunks, found) in enumerate(zip(layers, ranges, tokenized, strict=True)):
+        pooler = ChunkPooler(chunks, view.pool or "mean")
+        first = 0
+        for array in arrays:
+            out = selected.apply(array)
+            pooler.add(first, out)
+            first += out.shape[-2]
+        vectors = pooler.result((service.encoder.output_dim,))
+        for k, ((lo, hi), vector) in enumerate(zip(chunks.tolist(), vectors, strict=True)):
+            if settings.openai_normalize:
+                vector = unit_length(vector)
+                if vector is None:
+                    raise APIError(500, f"input[{i}]: chunk {k} has no length to normalise "
+                                        "(--openai-normalize)", f"input[{i}]")
+            data.append({"object": "embedding", "index": i, "chunk": k, "start": found.spans[lo][0],
+                         "end": found.spans[hi - 1][1], "embedding": encode(vector, body.encoding_format)})
+    if body.dimensions is not None and body.dimensions != service.encoder.output_dim:
+        raise APIError(422, f"dimensions: chunks have {service.encoder.output_dim} dimensions, not "
+                            f"{body.dimensions}", "dimensions")
+    total = sum(len(s) for d in documents for s in d)
+    return orjson.dumps({"object": "list", "data": data, "model": settings.model_name,
+                         "usage": {"prompt_tokens": total, "total_tokens": total}})

@@ -145,12 +145,24 @@ class EmbeddingsRequest(BaseModel):
     dimensions: Integer | None = Field(
         None, description="if given, must equal the model's (vectors are never cut)")
     user: StrictStr | None = None
+    chunk_tokens: Count | None = Field(
+        None, description="contextvec's extension, late chunking: each text is a document (its lines its "
+        "sentences), read whole, then every chunk_tokens consecutive tokens pooled into one item")
+    spans: Annotated[list[list[CharacterSpan]], Field(min_length=1)] | None = Field(
+        None, description="contextvec's extension, late chunking: per text, the (start, end) character "
+        "offsets to pool into one item each, after the text's pass")
+    context: ContextName = Field(
+        "sentence", description='contextvec\'s extension: "document" reads each text\'s lines (sentences) '
+        "with each other (docs/documents.md)")
 
 
 class EmbeddingItem(BaseModel):
     object: Literal["embedding"] = "embedding"
     index: int
     embedding: list[float] | str
+    chunk: int | None = Field(None, description="with late chunking: the chunk's index in its text")
+    start: int | None = Field(None, description="with late chunking: the chunk's first character")
+    end: int | None = Field(None, description="with late chunking: the character after its last one")
 
 
 class EmbeddingsResponse(BaseModel):

@@ -26,11 +26,18 @@ from contextvec.encoders.registry import sentence_vectors
 from contextvec.engine import Engine, QueueFull, ShuttingDown
 from contextvec.engine.worker import WorkerThread
 from contextvec.server import schemas
-from contextvec.server.documents import embed_documentwise
+from contextvec.server.documents import embed_documentwise, embeddings_chunked
 from contextvec.server.errors import APIError, validation_message
 from contextvec.server.metrics import Metrics
 from contextvec.server.settings import ServerSettings
-from contextvec.server.vectors import FieldError, LayerView, encode, has_lone_surrogate, layer_view
+from contextvec.server.vectors import (
+    FieldError,
+    LayerView,
+    encode,
+    has_lone_surrogate,
+    layer_view,
+    unit_length,
+)
 from contextvec.text.tokenize import Tokenizer, TokenizerName, as_tokenizer_name
 
 logger = logging.getLogger("contextvec.server")
@@ -125,6 +132,11 @@ class Service:
         if body.dimensions is not None and body.dimensions != self.openai_dim:
             raise APIError(422, f"dimensions: this model gives {self.openai_dim} dimensions, "
                                 f"not {body.dimensions}", "dimensions")
+        if body.chunk_tokens is not None or body.spans is not None:
+            return await embeddings_chunked(self, body, call)
+        if body.context != "sentence":
+            raise APIError(422, "context: document context is for late chunking (chunk_tokens or spans): "
+                                "a text without chunks is one pooled vector", "context")
         texts = [body.input] if isinstance(body.input, str) else body.input
         sentences = await self.atokenize(texts, None, "input", self.settings.openai_max_inputs,
                                          "--openai-max-inputs")
@@ -282,8 +294,8 @@ async def _disconnected(receive: Receive) -> None:
 def _unit(vector: np.ndarray, index: int) -> np.ndarray:
     """``vector`` at unit length (--openai-normalize); one that has none is an error, never
     returned as it is."""
-    norm = float(np.linalg.norm(vector))
-    if not (norm > 0 and np.isfinite(norm)):
+    unit = unit_length(vector)
+    if unit is None:
         raise APIError(500, f"input[{index}]: the model's vector has no length to normalise "
                             "(--openai-normalize)", f"input[{index}]")
-    return vector / np.float32(norm)
+    return unit

@@ -88,6 +88,14 @@ def encode(array: np.ndarray, encoding: str) -> list | orjson.Fragment:
     return array.tolist()
 
 
+def unit_length(vector: np.ndarray) -> np.ndarray | None:
+    """``vector`` scaled to length 1; None for one without a finite, non-zero length."""
+    norm = float(np.linalg.norm(vector))
+    if not (norm > 0 and np.isfinite(norm)):
+        return None
+    return vector / np.float32(norm)
+
+
 def has_lone_surrogate(text: str) -> bool:
     """True for text that is not valid Unicode (a lone UTF-16 surrogate from a JSON escape)."""
     try:
