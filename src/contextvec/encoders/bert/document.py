@@ -46,16 +46,39 @@ import bisect
 import itertools
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Protocol
 
 import numpy as np
 import torch
+from torch import nn
 
-from contextvec.encoders.bert.encoder import BertEncoder, first_pieces, window_spans
+from contextvec.encoders.bert.model import BertModel
+from contextvec.encoders.bert.tokenizer import WordPieceTokenizer
+from contextvec.encoders.bert.windows import first_pieces, window_spans
 from contextvec.text.tokenize import as_sentences
 
 
+class WindowReader(Protocol):
+    """What a document's pass reads of a ``BertEncoder`` (whose ``embed_document`` calls
+    :func:`document_vectors`, so this module does not import it)."""
+
+    model: BertModel
+    tokenizer: WordPieceTokenizer
+    window: int
+    subword_pooling: str
+    num_layers: int
+    output_dim: int
+
+    def pool_rows(self, ids: torch.Tensor, row_lengths: Sequence[int], take: torch.Tensor,
+                  put: torch.Tensor, out: torch.Tensor) -> None: ...
+
+    def modules(self) -> Iterator[nn.Module]: ...
+
+    def eval(self) -> nn.Module: ...
+
+
 def document_vectors(
-    encoder: BertEncoder, sentences: Sequence[Sequence[str]], pass_tokens: int
+    encoder: WindowReader, sentences: Sequence[Sequence[str]], pass_tokens: int
 ) -> Iterator[np.ndarray]:
     """Each sentence's float32 ``(num_layers, words, dim)`` array in document order, with the
     document's context as the module docstring says; arguments are checked before the first
@@ -66,7 +89,7 @@ def document_vectors(
 
 
 @contextmanager
-def _inference(encoder: BertEncoder) -> Iterator[None]:
+def _inference(encoder: WindowReader) -> Iterator[None]:
     """Eval mode without gradients for one window's work, switched back before the caller runs
     again (never held across a yield). As ``Encoder.embed_batches``: modes are switched, and
     restored module by module, only when some module is training."""
@@ -83,7 +106,7 @@ def _inference(encoder: BertEncoder) -> Iterator[None]:
                 module.training = mode
 
 
-def _sentences(encoder: BertEncoder, document: list[list[str]]) -> Iterator[np.ndarray]:
+def _sentences(encoder: WindowReader, document: list[list[str]]) -> Iterator[np.ndarray]:
     ends = list(itertools.accumulate(len(s) for s in document))   # words up to each sentence's end
     n_words = ends[-1] if ends else 0
     empty = np.zeros((encoder.num_layers, 0, encoder.output_dim), dtype=np.float32)
