@@ -137,7 +137,7 @@ def _sentences(encoder: WindowReader, document: list[list[str]]) -> Iterator[np.
             row = torch.tensor([encoder.tokenizer.cls_id, *ids[start:end], encoder.tokenizer.sep_id])
             encoder.pool_rows(row.to(weight.device), [len(row)], (take - start + 1).to(weight.device),
                               (word_of_piece[take] - base).to(weight.device), pending)
-            # Words before the first piece of the next window's are complete.
+            # The words before the first piece no window has supplied yet are complete.
             complete = n_words if keep_end == len(ids) else int(word_of_piece[keep_end])
             finished = []
             while done < len(document) and ends[done] <= complete:
@@ -148,7 +148,7 @@ def _sentences(encoder: WindowReader, document: list[list[str]]) -> Iterator[np.
                     words = words / counts[None, :, None]
                 finished.append(words.to("cpu", torch.float32, copy=True).numpy())
                 done += 1
-            if done:
+            if finished:
                 new_base = ends[done - 1]
                 pending, base = pending[:, new_base - base:], new_base
         yield from finished
