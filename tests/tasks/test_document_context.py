@@ -139,6 +139,8 @@ def test_document_context_refusals_are_one_line(tmp_path, own_tiny_dir, capsys):
           "--model", str(own_tiny_dir)], "--context document is for frozen features, not --fine-tune"),
         (["ner", "--train", str(train), "--dev", str(train), "--context", "document", "--no-contextual"],
          "--context document is for frozen features, not --no-contextual"),
+        (["squad", "--train", str(train), "--context", "document"],
+         "--context document: squad's contexts are read whole already"),
     ]
     for argv, wanted in cases:
         assert main(["train-task", *argv, "--quiet"]) == 2
