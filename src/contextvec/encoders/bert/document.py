@@ -28,12 +28,13 @@ computes, exactly:
 So sentence k's vectors are fixed by the ids of the pieces in the windows that supply its
 pieces and by where those windows lie: by the number of pieces before the sentence and, for its
 pieces among the document's last ``window``, by ``n``. A supplying window reaches at most
-``window - 1`` pieces beyond the sentence; pieces further away count by their number only, so
-an edit there that keeps the number of pieces leaves sentence k's bits as they were, and one
-that changes the number of pieces before it may move the windows under it. On one machine and
-thread count, the same document gives the same bits in every call, whatever ``pass_tokens``,
-the documents before it or other callers' work, as every window runs alone as the same
-products of the same shapes.
+``window - 1`` pieces beyond the sentence, and every piece sees at least ``window // 4`` pieces on
+each side (or all the document has on that side, if fewer). Pieces further away count by their
+number only: an edit there that keeps the number of pieces leaves sentence k's bits as they
+were, one that changes the number of pieces before it may move the windows under it. On one
+machine and thread count, the same document gives the same bits in every call, whatever
+``pass_tokens``, the documents before it or other callers' work, as every window runs alone as
+the same products of the same shapes.
 
 Memory: the piece ids of the whole document (integers) and, in floats, one window's hidden
 states and the rows of the sentences reached and not yet complete; a sentence is yielded as
