@@ -224,5 +224,5 @@ def test_modes_and_bad_arguments(own_tiny_bert_dir):
         np.testing.assert_array_equal(g, w)
     with pytest.raises(ValueError, match="pass_tokens must be a positive integer, not 0"):
         encoder.embed_document(document, pass_tokens=0)
-    with pytest.raises(TypeError, match="a document's sentences must be a list of sentences"):
+    with pytest.raises(TypeError, match="a document must be a list of sentences"):
         encoder.embed_document("one bare string")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
@@ -14,6 +15,32 @@ from torch import nn
 from contextvec.encoders.outputs import Layers, Pooling, as_layers, as_pooling, view_layers
 from contextvec.text.batching import length_batches
 from contextvec.text.tokenize import Sentence, as_sentences, refuse_bare_string
+
+
+def check_pass_tokens(pass_tokens: object) -> int:
+    """``pass_tokens`` of :meth:`Encoder.embed_document`, checked: a ``ValueError`` for anything
+    but an integer of at least 1."""
+    if isinstance(pass_tokens, bool) or not isinstance(pass_tokens, int) or pass_tokens < 1:
+        raise ValueError(f"pass_tokens must be a positive integer, not {pass_tokens!r}")
+    return pass_tokens
+
+
+@contextlib.contextmanager
+def evaluating(module: nn.Module) -> Iterator[None]:
+    """Eval mode and ``torch.inference_mode`` for the block, the modes restored module by module
+    afterwards. Only a module with some part in train mode is switched: one already in eval mode
+    (the server's) is never written to, so threads can share it."""
+    modes = {sub: sub.training for sub in module.modules()}
+    switched = any(modes.values())
+    if switched:
+        module.eval()
+    try:
+        with torch.inference_mode():
+            yield
+    finally:
+        if switched:  # (restoring modes that never changed costs a lone sentence time)
+            for sub, mode in modes.items():
+                sub.training = mode
 
 
 class EncoderOutput(NamedTuple):
@@ -200,28 +227,19 @@ class Encoder(nn.Module, ABC):
             Pairs ``(index, array)`` of the sentence's position in ``sentences`` and its
             float32 ``(num_layers, tokens, dim)`` array.
         """
-        # Eval mode for this call only, restored module by module: a wrapped model shared with
-        # another encoder keeps its own mode, and an encoder already in eval mode (the server's)
-        # is never switched, so threads can share it.
-        modes = {module: module.training for module in self.modules()}
-        switched = any(modes.values())
-        if switched:
-            self.eval()
-        try:
-            with torch.inference_mode():
-                empty = np.zeros((self.num_layers, 0, self.output_dim), dtype=np.float32)
-                nonempty = [i for i, s in enumerate(sentences) if s]
-                for i in range(len(sentences)):
-                    if not sentences[i]:
-                        yield i, empty.copy()
-                lengths = [len(sentences[i]) for i in nonempty]
-                for batch in length_batches(lengths, batch_size, max_tokens):
-                    indices = [nonempty[b] for b in batch]
-                    layers, _ = self([sentences[i] for i in indices])
-                    layers = layers.float().cpu().numpy()
-                    for row, i in enumerate(indices):
-                        yield i, np.ascontiguousarray(layers[:, row, : len(sentences[i])])
-        finally:
-            if switched:  # (restoring modes that never changed costs a lone sentence time)
-                for module, mode in modes.items():
-                    module.training = mode
+        # Eval mode for this call only (evaluating): a wrapped model shared with another encoder
+        # keeps its own mode, and an encoder already in eval mode (the server's) is never
+        # switched, so threads can share it.
+        with evaluating(self):
+            empty = np.zeros((self.num_layers, 0, self.output_dim), dtype=np.float32)
+            nonempty = [i for i, s in enumerate(sentences) if s]
+            for i in range(len(sentences)):
+                if not sentences[i]:
+                    yield i, empty.copy()
+            lengths = [len(sentences[i]) for i in nonempty]
+            for batch in length_batches(lengths, batch_size, max_tokens):
+                indices = [nonempty[b] for b in batch]
+                layers, _ = self([sentences[i] for i in indices])
+                layers = layers.float().cpu().numpy()
+                for row, i in enumerate(indices):
+                    yield i, np.ascontiguousarray(layers[:, row, : len(sentences[i])])

@@ -46,13 +46,13 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from typing import Protocol
 
 import numpy as np
 import torch
 from torch import nn
 
+from contextvec.encoders.base import check_pass_tokens, evaluating
 from contextvec.encoders.bert.model import BertModel
 from contextvec.encoders.bert.tokenizer import WordPieceTokenizer
 from contextvec.encoders.bert.windows import first_pieces, window_spans
@@ -84,27 +84,8 @@ def document_vectors(
     """Each sentence's float32 ``(num_layers, words, dim)`` array in document order, with the
     document's context as the module docstring says; arguments are checked before the first
     ``next``. ``pass_tokens`` (at least 1) is rounded up to one window, BERT's block."""
-    if isinstance(pass_tokens, bool) or not isinstance(pass_tokens, int) or pass_tokens < 1:
-        raise ValueError(f"pass_tokens must be a positive integer, not {pass_tokens!r}")
-    return _sentences(encoder, as_sentences(sentences, "a document's sentences"))
-
-
-@contextmanager
-def _inference(encoder: WindowReader) -> Iterator[None]:
-    """Eval mode without gradients for one window's work, switched back before the caller runs
-    again (never held across a yield). As ``Encoder.embed_batches``: modes are switched, and
-    restored module by module, only when some module is training."""
-    modes = {module: module.training for module in encoder.modules()}
-    switched = any(modes.values())
-    if switched:
-        encoder.eval()
-    try:
-        with torch.inference_mode():
-            yield
-    finally:
-        if switched:
-            for module, mode in modes.items():
-                module.training = mode
+    check_pass_tokens(pass_tokens)
+    return _sentences(encoder, as_sentences(sentences, "a document"))
 
 
 def _sentences(encoder: WindowReader, document: list[list[str]]) -> Iterator[np.ndarray]:
@@ -125,7 +106,7 @@ def _sentences(encoder: WindowReader, document: list[list[str]]) -> Iterator[np.
     pending = weight.new_zeros(encoder.num_layers, 0, encoder.output_dim)
     done = base = 0
     for start, end, keep_start, keep_end in window_spans(len(ids), encoder.window):
-        with _inference(encoder):
+        with evaluating(encoder):
             take = torch.arange(keep_start, keep_end)
             if encoder.subword_pooling == "first":
                 take = take[is_first[keep_start:keep_end]]

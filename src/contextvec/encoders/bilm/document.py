@@ -34,13 +34,13 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from typing import BinaryIO, NamedTuple
 
 import numpy as np
 import torch
 from torch import nn
 
+from contextvec.encoders.base import check_pass_tokens, evaluating
 from contextvec.text.tokenize import Sentence, as_sentences
 
 BLOCK = 64
@@ -91,9 +91,8 @@ def embed_document(
         TypeError: a bare string instead of a list of sentences.
         ValueError: ``pass_tokens`` not a positive integer, or a forward-only LM.
     """
-    tokenized = as_sentences(sentences)
-    if isinstance(pass_tokens, bool) or not isinstance(pass_tokens, int) or pass_tokens < 1:
-        raise ValueError(f"pass_tokens must be a positive integer, not {pass_tokens!r}")
+    tokenized = as_sentences(sentences, "a document")
+    check_pass_tokens(pass_tokens)
     # (ELMoForManyLangs' models are all bidirectional: their config has no such field.)
     if not getattr(encoder.bilm.config, "bidirectional", True):
         raise ValueError("a forward-only LM has no ELMo representations; train it bidirectional")
@@ -113,7 +112,7 @@ def _sentences(
         return
     padded = -(-steps // BLOCK) * BLOCK
     if padded <= pass_steps:
-        with _inference(encoder):
+        with evaluating(encoder):
             table = _table(encoder, token_vectors, layout.words)
             [(_, outputs)] = _passes(encoder, table, layout.ids, skip_connections, pass_steps)
             tokens = table.float().cpu().numpy()
@@ -122,7 +121,7 @@ def _sentences(
         return
     width = encoder.bilm.layers[0].projection_dim
     with tempfile.TemporaryFile() as file:
-        with _inference(encoder):
+        with evaluating(encoder):
             table = _table(encoder, token_vectors, layout.words)
             for first, block in _passes(encoder, table, layout.ids, skip_connections, pass_steps):
                 _write(file, block, first, padded)
@@ -148,23 +147,6 @@ def _layout(sentences: list[list[str]]) -> _Layout:
     token_offsets = np.cumsum(lengths) - lengths
     ids[np.repeat(starts - token_offsets, lengths) + np.arange(len(token_ids))] = token_ids
     return _Layout(words, ids, starts, lengths)
-
-
-@contextmanager
-def _inference(encoder: nn.Module) -> Iterator[None]:
-    """Eval mode (restored module by module afterwards) and inference mode; never held across a
-    ``yield`` to the caller, whose own code runs in between."""
-    modes = {module: module.training for module in encoder.modules()}
-    switched = any(modes.values())
-    if switched:
-        encoder.eval()
-    try:
-        with torch.inference_mode():
-            yield
-    finally:
-        if switched:
-            for module, mode in modes.items():
-                module.training = mode
 
 
 def _table(encoder: nn.Module, token_vectors: TokenVectors, words: list[str]) -> torch.Tensor:

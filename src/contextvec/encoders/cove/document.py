@@ -40,8 +40,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from contextvec.encoders.base import check_pass_tokens
 from contextvec.encoders.cove.mt_lstm import MTLSTM
-from contextvec.text.tokenize import refuse_bare_string
+from contextvec.text.tokenize import as_sentences
 
 BLOCK = 64
 """Steps per LSTM call: the one shape every call has, so no result depends on ``pass_tokens``."""
@@ -55,7 +56,7 @@ def document_layers(mt_lstm: MTLSTM, sentences: Sequence[Sequence[str]],
 
     Args:
         mt_lstm: the encoder's MT-LSTM.
-        sentences: the document's token lists, in order (empty ones allowed).
+        sentences: the document's sentences, in order: token lists or strings (empty ones allowed).
         pass_tokens: tokens per pass, rounded up to a multiple of :data:`BLOCK`.
 
     Returns:
@@ -63,15 +64,12 @@ def document_layers(mt_lstm: MTLSTM, sentences: Sequence[Sequence[str]],
         array, ``[word vector; context vector]`` per layer as ``CoveEncoder.forward`` gives them.
 
     Raises:
-        TypeError: a bare string for the document or for one of its sentences.
+        TypeError: a bare string for the document (a sentence that is a string is split on
+            whitespace, as ``embed`` splits it).
         ValueError: ``pass_tokens`` below 1.
     """
-    refuse_bare_string(sentences, "a document")
-    for k, sentence in enumerate(sentences):
-        if isinstance(sentence, str | bytes):
-            raise TypeError(f"sentence {k} of the document is a {type(sentence).__name__}, not a token list")
-    if isinstance(pass_tokens, bool) or not isinstance(pass_tokens, int) or pass_tokens < 1:
-        raise ValueError(f"pass_tokens must be an integer >= 1, not {pass_tokens!r}")
+    sentences = as_sentences(sentences, "a document")
+    check_pass_tokens(pass_tokens)
     return _document_layers(mt_lstm, sentences, -(-pass_tokens // BLOCK) * BLOCK)
 
 
