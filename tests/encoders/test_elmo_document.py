@@ -187,3 +187,12 @@ def test_an_elmoformanylangs_document():
     dim = encoder.output_dim // 2
     second = in_memory[1][1:, :, :dim]
     assert np.abs(second - encoder.embed([SHORT[1]])[0][1:, :, :dim]).max() > 1e-3
+
+
+def test_a_forward_only_lm_is_refused_at_the_call():
+    from contextvec.encoders.bilm import ElmoBiLM, ElmoEncoder
+    from contextvec.encoders.bilm.config import PRESETS
+
+    forward_only = ElmoEncoder(ElmoBiLM(dataclasses.replace(PRESETS["tiny"], bidirectional=False)))
+    with pytest.raises(ValueError, match="forward-only LM has no ELMo representations"):
+        forward_only.embed_document([["a", "b"]])

@@ -89,13 +89,10 @@ def embed_document(
 
     Raises:
         TypeError: a bare string instead of a list of sentences.
-        ValueError: ``pass_tokens`` not a positive integer, or a forward-only LM.
+        ValueError: ``pass_tokens`` not a positive integer.
     """
     tokenized = as_sentences(sentences, "a document")
     check_pass_tokens(pass_tokens)
-    # (ELMoForManyLangs' models are all bidirectional: their config has no such field.)
-    if not getattr(encoder.bilm.config, "bidirectional", True):
-        raise ValueError("a forward-only LM has no ELMo representations; train it bidirectional")
     pass_steps = -(-pass_tokens // BLOCK) * BLOCK
     return _sentences(encoder, token_vectors, skip_connections, tokenized, pass_steps)
 

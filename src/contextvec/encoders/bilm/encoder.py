@@ -164,6 +164,15 @@ class ElmoEncoder(TokenVectorEncoder):
     def skip_connections(self) -> bool:
         return self.config.use_skip_connections
 
+    def embed_document(
+        self, sentences: Sequence[Sequence[str]], pass_tokens: int = 4096
+    ) -> Iterator[np.ndarray]:
+        """:meth:`TokenVectorEncoder.embed_document`; a forward-only LM is refused (``ValueError``),
+        as its ``forward`` refuses it: it has no backward half to give."""
+        if not self.config.bidirectional:
+            raise ValueError("a forward-only LM has no ELMo representations; train it bidirectional")
+        return super().embed_document(sentences, pass_tokens)
+
     def _token_vectors(self, words: list[str]) -> torch.Tensor:
         cnn = self.bilm.token_encoder
         if not words:
