@@ -24,17 +24,27 @@ truncated or inconsistent file is a one-line :class:`CheckpointError` naming the
 from __future__ import annotations
 
 import codecs
-import functools
 import math
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
-from contextvec.io.untrusted import UntrustedFileError, model_file, read_bounded
+from contextvec.io.tf_wire import (
+    I32,
+    LEN,
+    VARINT,
+    CheckpointError,
+    Message,
+    masked_crc32c,
+    read_message,
+    signed,
+    varint,
+)
+from contextvec.io.untrusted import model_file, read_bounded
 
 CHECKPOINT_STATE = "checkpoint"
 _TABLE_MAGIC = 0xDB4775248B80FB57
@@ -59,11 +69,6 @@ _DTYPES = {
     5: np.dtype("<i2"), 6: np.dtype("i1"), 9: np.dtype("<i8"), 10: np.dtype("?"),
     17: np.dtype("<u2"), 19: np.dtype("<f2"), 22: np.dtype("<u4"), 23: np.dtype("<u8"),
 }
-
-
-class CheckpointError(UntrustedFileError):
-    """A TensorFlow checkpoint or graph that cannot be read: missing, truncated, malformed or of
-    a kind this reader does not support; the one-line message names the file."""
 
 
 class TensorEntry(NamedTuple):
@@ -180,7 +185,7 @@ def read_index(prefix: str | os.PathLike, directory: str | os.PathLike | None = 
     num_shards, endianness = 1, 0
     for field, value in read_message(header, _BUNDLE_HEADER, path):
         if field == 1:
-            num_shards = _signed(value)
+            num_shards = signed(value)
         else:
             endianness = value
     if not 1 <= num_shards <= _INT32_MAX:
@@ -271,8 +276,8 @@ def _table_items(table: bytes) -> Iterator[tuple[bytes, memoryview]]:
 
 
 def _block_handle(buf: memoryview, pos: int) -> tuple[tuple[int, int], int]:
-    offset, pos = _varint(buf, pos)
-    size, pos = _varint(buf, pos)
+    offset, pos = varint(buf, pos)
+    size, pos = varint(buf, pos)
     return (offset, size), pos
 
 
@@ -300,9 +305,9 @@ def _block_entries(block: memoryview) -> Iterator[tuple[bytes, memoryview]]:
         raise ValueError("a block's restart array is longer than the block")
     pos, key, spelled = 0, b"", 0
     while pos < end:
-        shared, pos = _varint(block, pos)
-        unshared, pos = _varint(block, pos)
-        value_length, pos = _varint(block, pos)
+        shared, pos = varint(block, pos)
+        unshared, pos = varint(block, pos)
+        value_length, pos = varint(block, pos)
         if shared > len(key) or pos + unshared + value_length > end:
             raise ValueError("a block entry runs past its block")
         key = key[:shared] + block[pos:pos + unshared]
@@ -316,20 +321,6 @@ def _block_entries(block: memoryview) -> Iterator[tuple[bytes, memoryview]]:
 
 # --------------------------------------------------------------------------- protobuf
 
-VARINT, I64, LEN, I32 = 0, 1, 2, 5
-"""Protobuf wire types: how a field's value is stored."""
-_WIRE_NAMES = {VARINT: "varint", I64: "64-bit", LEN: "length-delimited", 3: "group start",
-               4: "group end", I32: "32-bit"}
-
-
-class Message(NamedTuple):
-    """The part of a protobuf message's schema a reader reads: field number -> (name, the wire
-    types it may come in: one, or a repeated number's packed and unpacked forms)."""
-
-    name: str
-    fields: Mapping[int, tuple[str, tuple[int, ...]]]
-
-
 _BUNDLE_HEADER = Message("BundleHeaderProto", {1: ("num_shards", (VARINT,)),
                                                2: ("endianness", (VARINT,))})
 _BUNDLE_ENTRY = Message("BundleEntryProto", {
@@ -338,75 +329,6 @@ _BUNDLE_ENTRY = Message("BundleEntryProto", {
 })
 _TENSOR_SHAPE = Message("TensorShapeProto", {2: ("dim", (LEN,)), 3: ("unknown_rank", (VARINT,))})
 _DIM = Message("TensorShapeProto.Dim", {1: ("size", (VARINT,))})
-
-
-def _varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
-    if pos < len(buf) and buf[pos] < 0x80:
-        return buf[pos], pos + 1
-    result = shift = 0
-    while True:
-        if pos >= len(buf) or shift > 63:
-            raise ValueError("a truncated or overlong varint")
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            if result >> 64:
-                raise ValueError("a varint over 64 bits")
-            return result, pos
-        shift += 7
-
-
-def _signed(value: int) -> int:
-    """A varint as the int32/int64 it encodes (negative numbers take all 64 bits)."""
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
-def read_message(buf: bytes | memoryview, message: Message, path: Path,
-                 context: str = "") -> Iterator[tuple[int, int | memoryview]]:
-    """(field number, value) of each field of ``message`` that its schema names, in order: an
-    int for varint and fixed-width fields, a memoryview of ``buf`` for length-delimited ones.
-    Other fields are skipped, but must be well-formed.
-
-    Raises:
-        CheckpointError: a truncated or malformed message, or a field in a wire type its schema
-            does not allow; the message names ``path``, ``context`` (what holds the message) and
-            the field.
-    """
-    view = memoryview(buf)
-    pos, size = 0, len(view)
-    fields = message.fields
-    try:
-        while pos < size:
-            key = view[pos]
-            if key < 0x80:  # the one-byte keys of field numbers up to 15, inline
-                pos += 1
-            else:
-                key, pos = _varint(view, pos)
-            number, wire = key >> 3, key & 7
-            if wire == VARINT:
-                value, pos = _varint(view, pos)
-            elif wire == LEN:
-                length, pos = _varint(view, pos)
-                value, pos = view[pos:pos + length], pos + length
-            elif wire in (I64, I32):
-                width = 8 if wire == I64 else 4
-                value, pos = int.from_bytes(view[pos:pos + width], "little"), pos + width
-            else:
-                raise ValueError(f"wire type {wire} ({_WIRE_NAMES.get(wire, 'unknown')})")
-            if pos > size:
-                raise ValueError(f"field {number} runs past the message's end")
-            field = fields.get(number)
-            if field is None:
-                continue
-            if wire not in field[1]:
-                raise CheckpointError(path, f"{context}{message.name}.{field[0]} (field {number}) "
-                                            f"comes as {_WIRE_NAMES[wire]}, not {_WIRE_NAMES[field[1][0]]}")
-            yield number, value
-    except CheckpointError:
-        raise
-    except ValueError as e:
-        raise CheckpointError(path, f"{context}a malformed {message.name} ({e})") from None
 
 
 def _entry(buf: memoryview, path: Path, name: str) -> TensorEntry:
@@ -425,39 +347,11 @@ def _entry(buf: memoryview, path: Path, name: str) -> TensorEntry:
             if len(shape) == _MAX_RANK:
                 raise CheckpointError(path, f"{context}a tensor of over {_MAX_RANK} dimensions")
             sizes = [v for _, v in read_message(value, _DIM, path, context)]
-            shape.append(_signed(sizes[-1]) if sizes else 0)
+            shape.append(signed(sizes[-1]) if sizes else 0)
     if any(d < 0 for d in shape):
         raise CheckpointError(path, f"{context}a tensor of unknown shape {tuple(shape)}")
-    dtype, shard, offset, size = (_signed(values.get(n, 0)) for n in (1, 3, 4, 5))
+    dtype, shard, offset, size = (signed(values.get(n, 0)) for n in (1, 3, 4, 5))
     for what, number in (("dtype", dtype), ("shard_id", shard), ("offset", offset), ("size", size)):
         if number < 0:
             raise CheckpointError(path, f"{context}a negative {what} ({number})")
     return TensorEntry(dtype, tuple(shape), shard, offset, size, values.get(6, 0), sliced)
-
-
-# --------------------------------------------------------------------------- crc32c
-
-
-@functools.cache
-def _crc_table() -> tuple[int, ...]:
-    table = []
-    for n in range(256):
-        c = n
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        table.append(c)
-    return tuple(table)
-
-
-def _crc32c(data: bytes) -> int:
-    table, crc = _crc_table(), 0xFFFFFFFF
-    for byte in data:
-        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
-
-def masked_crc32c(data: bytes) -> int:
-    """The crc32c of ``data`` as a table block's trailer stores it: masked as LevelDB does (a crc
-    of data that holds crcs is not itself a plain crc)."""
-    crc = _crc32c(data)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF

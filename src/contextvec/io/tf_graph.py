@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from contextvec.io.tf_checkpoint import I32, LEN, VARINT, CheckpointError, Message, read_message
+from contextvec.io.tf_wire import I32, LEN, VARINT, CheckpointError, Message, read_message
 from contextvec.io.untrusted import read_bounded
 
 # tensorflow/core/protobuf/saved_model.proto, meta_graph.proto and framework/*.proto: the fields
