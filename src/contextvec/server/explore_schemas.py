@@ -7,9 +7,9 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field, StrictBool, StrictStr
 
-from contextvec.server.schemas import Integer, NonBlank, Strict, TokenizerName
+from contextvec.server.schemas import NOT_SPACE, Integer, NonBlank, Strict, TokenizerName
 
-Word = Annotated[StrictStr, Field(min_length=1, max_length=100, pattern=r"^\S+$")]
+Word = Annotated[StrictStr, Field(min_length=1, max_length=100, pattern=f"^{NOT_SPACE}+$")]
 """One token: no spaces (the server's tokenizers never make a token with one)."""
 
 MAX_OCCURRENCES = 64

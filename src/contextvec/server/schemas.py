@@ -36,7 +36,11 @@ def _integral(value: object) -> object:
 Integer = Annotated[StrictInt, BeforeValidator(_integral)]
 """An integer as JSON Schema means it: ``2`` or ``2.0``."""
 
-NonBlank = Annotated[StrictStr, Field(json_schema_extra={"pattern": r"\S"})]
+NOT_SPACE = r"[^\s\x1c-\x1f\x85\ufeff]"
+r"""A character no regex engine here counts as a space: ``\s`` differs between JSON Schema's
+(ECMAScript: ``\ufeff`` is one), Python's (``\x1c``-``\x1f`` and ``\x85`` are) and pydantic's
+(Unicode's White_Space: ``\x85`` is), so a schema that says ``\S`` admits what the server refuses."""
+NonBlank = Annotated[StrictStr, Field(json_schema_extra={"pattern": NOT_SPACE})]
 """A text with a word: the server answers a blank one with a 400 (as OpenAI does), not pydantic."""
 
 
