@@ -125,19 +125,27 @@ class StreamBatcher:
         if all(len(r) < 2 for r in self.forward):
             raise StopIteration
         n = self.unroll
-        streams = [self.forward, self.backward][: self.directions]
-        skip = [BOS_TOKEN, EOS_TOKEN]  # targets that merely start the next sentence
-        tokens = [[r[:n] + [None] * (n - len(r[:n])) for r in stream] for stream in streams]
-        targets = torch.zeros(self.directions, self.rows, n, dtype=torch.long)
-        mask = torch.zeros(self.directions, self.rows, n, dtype=torch.bool)
-        for d, stream in enumerate(streams):
-            for r, buffer in enumerate(stream):
-                for t, word in enumerate(buffer[1 : n + 1]):
-                    if word != skip[d]:
-                        targets[d, r, t] = self.vocab.id(word)
-                        mask[d, r, t] = True
+        window = window_of([self.forward, self.backward][: self.directions], n, self.vocab)
+        for stream in (self.forward, self.backward):
+            for buffer in stream:
                 del buffer[:n]
-        if self.directions == 1:
-            for buffer in self.backward:
-                del buffer[:n]
-        return Window(tokens, targets, mask)
+        return window
+
+
+def window_of(streams: list[list[list[str]]], unroll: int, vocab: CorpusVocabulary) -> Window:
+    """The next ``unroll`` steps of every row of ``streams`` (the forward rows, then the backward
+    ones for a biLM), without consuming them: tokens padded with None, and as targets each step's
+    next token, masked out past a row's end and where the next token only starts the next
+    sentence (``<S>`` forward, ``</S>`` backward)."""
+    skip = [BOS_TOKEN, EOS_TOKEN]
+    rows = len(streams[0])
+    tokens = [[r[:unroll] + [None] * (unroll - len(r[:unroll])) for r in stream] for stream in streams]
+    targets = torch.zeros(len(streams), rows, unroll, dtype=torch.long)
+    mask = torch.zeros(len(streams), rows, unroll, dtype=torch.bool)
+    for d, stream in enumerate(streams):
+        for r, buffer in enumerate(stream):
+            for t, word in enumerate(buffer[1 : unroll + 1]):
+                if word != skip[d]:
+                    targets[d, r, t] = vocab.id(word)
+                    mask[d, r, t] = True
+    return Window(tokens, targets, mask)

@@ -20,15 +20,14 @@ import os
 from collections.abc import Iterable, Iterator
 
 import torch
-from tqdm import tqdm
 
 from contextvec.documents.settings import Context, as_context
 from contextvec.io.document_formats import DocumentFormat, iter_documents_as
 from contextvec.text.chars import BOS_TOKEN, EOS_TOKEN
 from contextvec.text.tokenize import Tokenizer, TokenizerName
-from contextvec.training.bilm.batcher import Window
-from contextvec.training.bilm.lm import LanguageModel, LSTMState
-from contextvec.training.bilm.model_files import Perplexity
+from contextvec.training.bilm.batcher import Window, window_of
+from contextvec.training.bilm.lm import LanguageModel
+from contextvec.training.bilm.model_files import Perplexity, score_windows
 from contextvec.training.corpus import CorpusVocabulary
 
 Document = list[list[str]]
@@ -76,7 +75,6 @@ class SegmentBatcher:
 
     def __iter__(self) -> Iterator[tuple[Window, list[int]]]:
         n = self.unroll
-        skip = [BOS_TOKEN, EOS_TOKEN]  # targets that merely start the next sentence
         while True:
             fresh = []
             for row in range(self.rows):
@@ -89,27 +87,11 @@ class SegmentBatcher:
                         fresh.append(row)
             if all(len(r) < 2 for r in self.forward):
                 return
-            streams = [self.forward, self.backward][: self.directions]
-            tokens = [[r[:n] + [None] * (n - len(r[:n])) for r in stream] for stream in streams]
-            targets = torch.zeros(self.directions, self.rows, n, dtype=torch.long)
-            mask = torch.zeros(self.directions, self.rows, n, dtype=torch.bool)
-            for d, stream in enumerate(streams):
-                for r, buffer in enumerate(stream):
-                    for t, word in enumerate(buffer[1 : n + 1]):
-                        if word != skip[d]:
-                            targets[d, r, t] = self.vocab.id(word)
-                            mask[d, r, t] = True
+            window = window_of([self.forward, self.backward][: self.directions], n, self.vocab)
             for stream in (self.forward, self.backward):
                 for buffer in stream:
                     del buffer[:n]
-            yield Window(tokens, targets, mask), fresh
-
-
-def _zero_rows(state: LSTMState, rows: list[int]) -> None:
-    index = torch.tensor(rows, dtype=torch.long, device=state[0][0].device)
-    for h, c in state:  # each (directions, rows, dim)
-        h[:, index] = 0
-        c[:, index] = 0
+            yield window, fresh
 
 
 @torch.no_grad()
@@ -139,24 +121,5 @@ def evaluate_context_perplexity(
         ValueError: no token to score.
     """
     context = as_context(context)
-    was_training = model.training
-    model.eval()
-    bidirectional = model.config.bidirectional
-    batcher = SegmentBatcher(_segments(documents, context), vocab, rows, unroll, bidirectional)
-    nll = torch.zeros(2 if bidirectional else 1, dtype=torch.float64)
-    count = torch.zeros_like(nll)
-    state: LSTMState | None = None
-    bar = tqdm(desc=f"perplexity ({context} context)", unit="tok", unit_scale=True, disable=not progress)
-    for window, fresh in batcher:
-        if state is not None and fresh:
-            _zero_rows(state, fresh)
-        sums, counts, state = model(window, state)
-        nll += sums.double().cpu()
-        count += counts.double().cpu()
-        bar.update(int(counts[0]))
-    bar.close()
-    model.train(was_training)
-    if not count[0]:
-        raise ValueError("no tokens to score: the text is empty")
-    ppl = torch.exp(nll / count.clamp(min=1)).tolist()
-    return Perplexity(ppl[0], ppl[1] if bidirectional else None, int(count[0]))
+    batcher = SegmentBatcher(_segments(documents, context), vocab, rows, unroll, model.config.bidirectional)
+    return score_windows(model, batcher, f"perplexity ({context} context)", progress)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,9 +25,9 @@ from contextvec.encoders.bilm.config import BiLMConfig
 from contextvec.encoders.registry import family_of
 from contextvec.io.atomic import atomic_path
 from contextvec.io.native import load_native, save_native
-from contextvec.training.bilm.batcher import StreamBatcher
+from contextvec.training.bilm.batcher import StreamBatcher, Window
 from contextvec.training.bilm.config import TrainConfig
-from contextvec.training.bilm.lm import LanguageModel
+from contextvec.training.bilm.lm import LanguageModel, LSTMState
 from contextvec.training.corpus import CorpusVocabulary
 from contextvec.training.loop import TRAINING_RECORD
 
@@ -129,15 +129,30 @@ def evaluate_perplexity(
     ``contiguous`` reads the file as ``rows`` contiguous streams (the PTB convention), so every
     sentence is scored after its real predecessors; otherwise sentences are dealt to the rows.
     """
+    batcher = StreamBatcher(sentences, vocab, rows, unroll, model.config.bidirectional, contiguous=contiguous)
+    return score_windows(model, ((window, []) for window in batcher), "perplexity", progress)
+
+
+@torch.no_grad()
+def score_windows(model: LanguageModel, windows: Iterable[tuple[Window, list[int]]], description: str,
+                  progress: bool = False) -> Perplexity:
+    """``exp(mean NLL)`` per direction of ``windows``, read in order with the LSTM states carried
+    from each window to the next; each comes with the rows that start afresh there (their states
+    zeroed first). The model runs in eval mode and is put back as it was.
+
+    Raises:
+        ValueError: no token to score.
+    """
     was_training = model.training
     model.eval()
     bidirectional = model.config.bidirectional
-    batcher = StreamBatcher(sentences, vocab, rows, unroll, bidirectional, contiguous=contiguous)
     nll = torch.zeros(2 if bidirectional else 1, dtype=torch.float64)
     count = torch.zeros_like(nll)
-    state = None
-    bar = tqdm(desc="perplexity", unit="tok", unit_scale=True, disable=not progress)
-    for window in batcher:
+    state: LSTMState | None = None
+    bar = tqdm(desc=description, unit="tok", unit_scale=True, disable=not progress)
+    for window, fresh in windows:
+        if state is not None and fresh:
+            _zero_rows(state, fresh)
         sums, counts, state = model(window, state)
         nll += sums.double().cpu()
         count += counts.double().cpu()
@@ -148,6 +163,13 @@ def evaluate_perplexity(
         raise ValueError("no tokens to score: the text is empty")
     ppl = torch.exp(nll / count.clamp(min=1)).tolist()
     return Perplexity(ppl[0], ppl[1] if bidirectional else None, int(count[0]))
+
+
+def _zero_rows(state: LSTMState, rows: list[int]) -> None:
+    index = torch.tensor(rows, dtype=torch.long, device=state[0][0].device)
+    for h, c in state:  # each (directions, rows, dim)
+        h[:, index] = 0
+        c[:, index] = 0
 
 
 def init_weights(model: LanguageModel, seed: int) -> None:
