@@ -33,6 +33,7 @@ pytest.importorskip("pybase64", reason="the server extra is not installed")
 import contextvec  # noqa: E402
 from contextvec.client import Client, ServerError  # noqa: E402
 from contextvec.server.process import ServerProcess, ServerStartError  # noqa: E402
+from contextvec.server.schemas import NOT_SPACE  # noqa: E402
 
 
 def assert_same_vectors(got, want, encoder) -> None:
@@ -280,7 +281,7 @@ def test_openapi_states_what_the_server_takes_and_answers(server):
     assert (weights["items"]["minimum"], weights["items"]["maximum"]) == (-1e30, 1e30)
     openai = models["EmbeddingsRequest"]["properties"]
     texts = next(b for b in openai["input"]["anyOf"] if b.get("type") == "array")
-    assert texts["maxItems"] == 2048 and texts["items"]["pattern"] == r"\S"
+    assert texts["maxItems"] == 2048 and texts["items"]["pattern"] == NOT_SPACE
     dimensions = next(b for b in openai["dimensions"]["anyOf"] if b.get("type") == "integer")
     assert (dimensions["minimum"], dimensions["maximum"]) == (256, 256)
     error = {"$ref": "#/components/schemas/ErrorResponse"}
