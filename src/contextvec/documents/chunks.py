@@ -59,8 +59,8 @@ class ChunkPooler:
     """Pools token ranges of a document whose token vectors arrive sentence by sentence.
 
     ``ranges`` ``(chunks, 2)``: each chunk's ``[first, stop)`` in document token order (chunks
-    may overlap). :meth:`add` takes one sentence's selected layers ``(..., tokens, dim)`` (the
-    array ``select_layers`` gives) and where its first token is in the document; :meth:`result`
+    may overlap). :meth:`add` takes the document's sentences in order, each its selected layers
+    ``(..., tokens, dim)`` (the array ``select_layers`` gives); :meth:`result`
     gives ``(chunks, ..., dim)`` float32, pooled as ``Encoder.embed``'s ``pool`` would pool the
     chunk's tokens had they been one sentence (means summed in float64, then rounded once).
     """
@@ -70,9 +70,11 @@ class ChunkPooler:
         self.mode = as_pooling(mode)
         self._acc: np.ndarray | None = None
         self._seen = np.zeros(len(ranges), dtype=bool)
+        self._first = 0  # the document position of the next sentence's first token
 
-    def add(self, first: int, vectors: np.ndarray) -> None:
-        stop = first + vectors.shape[-2]
+    def add(self, vectors: np.ndarray) -> None:
+        first = self._first
+        stop = self._first = first + vectors.shape[-2]
         if stop == first:
             return
         lo = np.maximum(self.ranges[:, 0], first)

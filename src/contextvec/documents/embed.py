@@ -132,11 +132,8 @@ def pool_chunks(encoder: Encoder, prepared: PreparedDocument, settings: Document
     """The document's token ranges ``(chunks, 2)`` pooled after its pass (late chunking):
     ``(chunks, ...)`` float32, a chunk's vector shaped as one pooled sentence's."""
     pooler = ChunkPooler(ranges, settings.chunk_pool)
-    first = 0
     for layers in sentence_layers(encoder, prepared.sentences, settings):
-        selected = select_layers(layers, settings.layers)
-        pooler.add(first, selected)
-        first += selected.shape[-2]
+        pooler.add(select_layers(layers, settings.layers))
     empty = select_layers(np.zeros((encoder.num_layers, 0, encoder.output_dim), np.float32), settings.layers)
     return pooler.result(empty.shape[:-2] + empty.shape[-1:])
 

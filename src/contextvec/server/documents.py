@@ -90,12 +90,11 @@ async def embed_documentwise(service, body: schemas.EmbedRequest, call, view: La
         ranges = chunk_token_ranges(total, body.chunk_tokens)
     selected = dataclasses.replace(view, pool=None)
     pooler = ChunkPooler(ranges, view.pool or "mean")
-    first, shape = 0, ()
+    shape: tuple[int, ...] = ()
     for array in arrays:
         out = selected.apply(array)
         shape = out.shape[:-2] + out.shape[-1:]
-        pooler.add(first, out)
-        first += out.shape[-2]
+        pooler.add(out)
     pooled = pooler.result(shape)
     chunks = []
     for i, ((lo, hi), vector) in enumerate(zip(ranges.tolist(), pooled, strict=True)):
@@ -170,11 +169,8 @@ async def embeddings_chunked(service, body: schemas.EmbeddingsRequest, call) -> 
     data = []
     for i, (arrays, chunks, found) in enumerate(zip(layers, ranges, tokenized, strict=True)):
         pooler = ChunkPooler(chunks, view.pool or "mean")
-        first = 0
         for array in arrays:
-            out = selected.apply(array)
-            pooler.add(first, out)
-            first += out.shape[-2]
+            pooler.add(selected.apply(array))
         vectors = pooler.result((service.encoder.output_dim,))
         for k, ((lo, hi), vector) in enumerate(zip(chunks.tolist(), vectors, strict=True)):
             if settings.openai_normalize:
