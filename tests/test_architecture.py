@@ -12,7 +12,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "contextvec"
 LAYERS = {
     "allocator": 0, "choices": 0, "extras": 0, "logs": 0, "text": 0, "io": 1, "hub": 1,
     "encoders": 2,
-    "api": 3, "embedder": 3,
+    "api": 3, "resolve": 3, "embedder": 3,
     "bulk": 4, "files": 4, "engine": 4, "export": 4, "features": 4, "documents": 4,
     "tasks": 5, "training": 5, "allennlp": 5, "flair": 5, "distributed": 5, "spacy": 5,
     "sentence_transformers": 5,

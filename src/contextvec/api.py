@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from importlib import resources
 from pathlib import Path
 
 import torch
@@ -27,11 +24,19 @@ from contextvec.encoders.precision import (
     check_precision,
     precision_of,
 )
-from contextvec.encoders.registry import family_of, family_saving, not_a_model, refuse_conversion
+from contextvec.encoders.registry import family_saving, refuse_conversion
 from contextvec.encoders.threads import in_passing_thread
-from contextvec.hub.pull import NotPulledError, PulledModel, pulled_model
 from contextvec.io.hf_bert import is_hf_bert_dir
-from contextvec.io.native import cast_weights, is_native_dir
+from contextvec.io.native import cast_weights
+from contextvec.resolve import (
+    DEFAULT_MODEL,
+    ModelNotFoundError,
+    bundled_models,
+    family_at,
+    model_path,
+    resolve_model,
+    verified,
+)
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -52,17 +57,6 @@ __all__ = [
     "save",
 ]
 
-DEFAULT_MODEL = "elmo-en-small"
-"""The model shipped inside the package: ``load()`` and ``contextvec embed`` use it by default."""
-
-
-def bundled_models() -> dict[str, Path]:
-    """Names and directories of the models shipped inside the package."""
-    root = Path(str(resources.files("contextvec") / "models"))
-    if not root.is_dir():
-        return {}
-    return {p.name: p for p in sorted(root.iterdir()) if is_native_dir(p)}
-
 
 def check_device(device: str | torch.device) -> torch.device:
     """The device, or a one-line ``ValueError`` for a name torch does not know or a device this
@@ -76,10 +70,6 @@ def check_device(device: str | torch.device) -> torch.device:
     if device.type == "mps" and not torch.backends.mps.is_available():
         raise ValueError(f"device {device}: MPS is not available here; use --device cpu")
     return device
-
-
-class ModelNotFoundError(FileNotFoundError):
-    """No model at the path given, or no bundled default model (a ``FileNotFoundError``)."""
 
 
 def load(
@@ -145,88 +135,12 @@ def load(
             raise ValueError("options_file and weight_file go together")
         return in_passing_thread(lambda: apply_precision(
             load_bilm_tf_encoder(options_file, weight_file, device), precision))
-    path, pulled = _model_path(model)
-    with _verified(pulled):
-        family = _family(path)
+    path, pulled = model_path(model)
+    with verified(pulled):
+        family = family_at(path)
         if precision != "fp32" and not family.low_precision:
             raise ValueError(f"precision {precision}: {family.kind} runs in fp32 only")
         return in_passing_thread(lambda: apply_precision(family.load(path, device), precision))
-
-
-@contextmanager
-def _verified(pulled: PulledModel | None) -> Iterator[None]:
-    """Run the body (the load) while a pulled model's files are hashed, then wait for the hashes:
-    a file that differs raises ``CorruptModelError`` and what the body made is dropped; it also
-    takes the place of the body's own error, which a corrupted file explains."""
-    if pulled is None:
-        yield
-        return
-    try:
-        yield
-    except Exception:
-        pulled.verified()
-        raise
-    pulled.verified()
-
-
-def _model_path(model: str | os.PathLike | None) -> tuple[Path, PulledModel | None]:
-    """The directory of ``model`` (None: the bundled default; a bundled model's name), and the
-    check of its files under way where it is a pulled model."""
-    bundled = bundled_models()
-    if model is None:
-        model = DEFAULT_MODEL
-        if model not in bundled:
-            raise ModelNotFoundError(
-                f"the bundled model {DEFAULT_MODEL} is missing from this installation of "
-                f"contextvec ({Path(__file__).parent / 'models'}); reinstall, or pass a model "
-                "directory"
-            )
-    path, pulled = _resolved(model)
-    if not path.exists():
-        names = ", ".join(bundled) or "none"
-        raise ModelNotFoundError(f"no model at {path} (bundled models: {names})")
-    return path, pulled
-
-
-def resolve_model(model: str | os.PathLike) -> Path:
-    """The path ``model`` names: itself where it exists, else the bundled model of that name,
-    else the published model of that name pulled into the cache (``contextvec pull``; its files
-    checked against the pull's record), else itself (not checked: [`load`][contextvec.api.load]
-    says what is missing).
-
-    Raises:
-        ModelNotFoundError: a published model's name (``contextvec models``) not pulled yet: one
-            line saying which ``contextvec pull`` to run (loading never downloads).
-        CorruptModelError: a pulled model whose files differ from what was downloaded (a
-            ``ValueError``).
-    """
-    path, pulled = _resolved(model)
-    if pulled is not None:
-        pulled.verified()
-    return path
-
-
-def _resolved(model: str | os.PathLike) -> tuple[Path, PulledModel | None]:
-    """What [`resolve_model`][contextvec.api.resolve_model] finds, a pulled model's hashes still
-    under way."""
-    path = Path(model)
-    if path.exists():
-        return path, None
-    bundled = bundled_models().get(str(model))
-    if bundled is not None:
-        return bundled, None
-    try:
-        pulled = pulled_model(str(model))
-    except NotPulledError as e:
-        raise ModelNotFoundError(str(e)) from None
-    return (path, None) if pulled is None else (pulled.path, pulled)
-
-
-def _family(path: Path) -> Family:
-    family = family_of(path)
-    if family is None:
-        raise ModelNotFoundError(not_a_model(path))
-    return family
 
 
 @dataclass(frozen=True)
@@ -262,9 +176,9 @@ def model_info(model: str | os.PathLike | None = None) -> ModelInfo:
         ModelNotFoundError: as for ``load``.
         ValueError: a malformed model (the one-line error of its format).
     """
-    path, pulled = _model_path(model)
-    with _verified(pulled):
-        family = _family(path)
+    path, pulled = model_path(model)
+    with verified(pulled):
+        family = family_at(path)
         encoder = in_passing_thread(lambda: family.load(path, torch.device("cpu")))
     facts = family.facts(encoder) if family.facts is not None else {}
     return ModelInfo(

@@ -228,7 +228,7 @@ def test_bundled_model_is_the_default(tmp_path, monkeypatch, capsys):
         expected = named.embed([["The", "bank", "was", "robbed", "."]])[0]
         assert_reordered_close(f["0"][()], expected, terms=elmo_terms(named.config))
     # A broken installation says what is missing instead of failing obscurely.
-    monkeypatch.setattr(contextvec.api, "bundled_models", lambda: {})
+    monkeypatch.setattr(contextvec.resolve, "bundled_models", lambda: {})
     assert main(["embed", str(src), str(tmp_path / "p.h5"), "--all", "--quiet"]) == 2
     assert "bundled model elmo-en-small is missing" in capsys.readouterr().err
 

@@ -184,7 +184,7 @@ def test_load_directory_without_model(tmp_path):
 def test_load_without_model_gives_the_bundled_one(monkeypatch):
     encoder = contextvec.load()
     assert (encoder.num_layers, encoder.output_dim) == (3, 256)
-    monkeypatch.setattr(contextvec.api, "bundled_models", lambda: {})
+    monkeypatch.setattr(contextvec.resolve, "bundled_models", lambda: {})
     with pytest.raises(contextvec.ModelNotFoundError, match="missing from this installation"):
         contextvec.load()
 
