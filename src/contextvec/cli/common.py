@@ -14,7 +14,6 @@ if TYPE_CHECKING:  # the heavy imports wait until a command runs (fast --help)
     from contextvec.api import ModelSpec
 
 
-
 def add_model_arguments(parser: argparse.ArgumentParser, precision: bool = True) -> None:
     """``--model``/``--options-file``/``--weight-file``, ``--device``, ``--threads`` and, unless
     ``precision`` is False (commands that save the model), ``--precision``."""
@@ -29,12 +28,20 @@ def add_model_arguments(parser: argparse.ArgumentParser, precision: bool = True)
     parser.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0 (default: cpu)")
     parser.add_argument("--threads", type=thread_count,
                         help="torch CPU threads (default: torch's choice)")
-    if precision:  # a command's own parser: its module imports torch already
-        from contextvec.encoders.precision import PRECISIONS, Precision
+    if precision:
+        add_precision_argument(parser, "--precision", "for inference", default="fp32")
 
-        parser.add_argument("--precision", default=Precision.FP32.value, choices=PRECISIONS,
-                            help="weight precision for inference: fp32 (default, exact), bf16 (CPUs "
-                                 "with native bf16 only) or int8; see docs/precision.md")
+
+def add_precision_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup, flag: str,
+                           whose: str, default: str | None) -> None:
+    """The one ``--precision`` option (``flag``: its name, e.g. ``--task-precision``), with
+    ``whose`` in its help: ``"weight precision {whose}: fp32 ..."``. ``default`` None lets a
+    command tell whether it was given."""
+    from contextvec.encoders.precision import PRECISIONS  # a command's own parser: torch is wanted anyway
+
+    parser.add_argument(flag, default=default, choices=PRECISIONS,
+                        help=f"weight precision {whose}: fp32 (default, exact), bf16 (CPUs with native "
+                             "bf16 only) or int8; see docs/precision.md")
 
 
 def model_spec(args: argparse.Namespace) -> ModelSpec:

@@ -13,13 +13,10 @@ def add_reading_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGr
                           prefix: str = "") -> None:
     """``--{prefix}max-length`` and ``--{prefix}precision``. Both default to None (the saved
     window length; fp32), so a command can tell whether they were given."""
-    from contextvec.encoders.precision import PRECISIONS  # the command runs: torch is wanted anyway
-
     parser.add_argument(f"--{prefix}max-length", type=common.positive_int, metavar="N",
                         help="a fine-tuned BERT reader's pieces per row instead of its saved length (at "
                              "most the model's positions; the stride between windows stays the saved "
                              "one; default: the saved length)")
-    parser.add_argument(f"--{prefix}precision", choices=PRECISIONS,
-                        help="weight precision of the question-answering model (a span model: of its "
-                             "encoder): fp32 (default, exact), bf16 (CPUs with native bf16 only) or int8; "
-                             "see docs/precision.md")
+    common.add_precision_argument(
+        parser, f"--{prefix}precision", "of the question-answering model (a span model: of its encoder)",
+        default=None)
