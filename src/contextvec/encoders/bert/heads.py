@@ -11,31 +11,21 @@ does. The heads add nothing to the encoder's outputs; ``contextvec.load`` reads 
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import save_file
 from torch import nn
 
+from contextvec.encoders.bert.checkpoint import INITIALIZER_RANGE, read_files, write_config, write_weights
 from contextvec.encoders.bert.config import BertConfig
 from contextvec.encoders.bert.model import BertModel
-from contextvec.io.atomic import atomic_path
-from contextvec.io.hf_bert import (
-    CONFIG_NAME,
-    SAFETENSORS_NAME,
-    BertCheckpointError,
-    read_state_dict,
-    to_model_keys,
-    weights_file,
-)
+from contextvec.io.hf_bert import BertCheckpointError, to_model_keys
 
 TIED_KEYS = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
 """State-dict keys that are other tensors under a second name (never saved)."""
-INITIALIZER_RANGE = 0.02
 
 
 class BertPredictionHeadTransform(nn.Module):
@@ -171,26 +161,15 @@ def save_pretraining_model(model: BertForPreTraining, directory: str | os.PathLi
     ``model.safetensors`` with HF's key names, each atomically. The tokenizer files are the
     caller's to add. Returns the directory."""
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    tensors = {k: v.detach().cpu().contiguous() for k, v in pretraining_state_dict(model).items()}
-    with atomic_path(directory / SAFETENSORS_NAME) as tmp:
-        save_file(tensors, str(tmp), metadata={"format": "pt"})  # HF refuses files without it
-    config = {**model.config.to_dict(), "architectures": ["BertForPreTraining"],
-              "initializer_range": INITIALIZER_RANGE}
-    with atomic_path(directory / CONFIG_NAME) as tmp:
-        tmp.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    write_weights(directory, pretraining_state_dict(model))
+    write_config(directory, model.config, "BertForPreTraining", {})
     return directory
 
 
 def load_pretraining_model(directory: str | os.PathLike) -> BertForPreTraining:
     """:class:`BertForPreTraining` from an HF BERT directory that keeps its pretraining heads
     (``bert.*`` + ``cls.*`` keys; legacy ``gamma``/``beta`` names are read), eval mode."""
-    directory = Path(directory)
-    config = BertConfig.from_json_file(directory / CONFIG_NAME)
-    path = weights_file(directory)
-    if path is None:
-        raise BertCheckpointError(f"{directory}: needs model.safetensors or pytorch_model.bin")
-    raw = read_state_dict(path)
+    config, path, raw = read_files(Path(directory))
     heads = {k.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias"): v
              for k, v in raw.items() if k.startswith("cls.") and k not in TIED_KEYS}
     if not heads or not any(k.startswith("bert.") for k in raw):

@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import ClassVar, Self
 
 import torch
-from safetensors.torch import save_file
 from torch import nn
 
+from contextvec.encoders.bert.checkpoint import INITIALIZER_RANGE, read_files, write_config, write_weights
 from contextvec.encoders.bert.config import BertConfig
-from contextvec.encoders.bert.heads import INITIALIZER_RANGE
 from contextvec.encoders.bert.loader import build_model
 from contextvec.encoders.bert.model import BertModel, BertModelOutput
 from contextvec.encoders.bert.tokenizer import (
@@ -27,14 +26,7 @@ from contextvec.encoders.bert.tokenizer import (
     VOCAB_TXT,
 )
 from contextvec.io.atomic import atomic_path
-from contextvec.io.hf_bert import (
-    CONFIG_NAME,
-    SAFETENSORS_NAME,
-    BertCheckpointError,
-    read_state_dict,
-    to_model_keys,
-    weights_file,
-)
+from contextvec.io.hf_bert import CONFIG_NAME, BertCheckpointError, to_model_keys
 
 TOKENIZER_FILES = (TOKENIZER_JSON, VOCAB_TXT, TOKENIZER_CONFIG, SPECIAL_TOKENS_MAP)
 
@@ -121,17 +113,11 @@ class BertWithHead(nn.Module):
         if cls.fixed_outputs is not None and (labels is not None or num_labels is not None):
             raise ValueError(f"{cls.__name__} has {cls.fixed_outputs} fixed output(s): no labels")
         directory = Path(directory)
-        config_path = directory / CONFIG_NAME
-        config = BertConfig.from_json_file(config_path)
-        path = weights_file(directory)
-        if path is None:
-            raise BertCheckpointError(f"{directory}: needs {SAFETENSORS_NAME} or pytorch_model.bin")
-        raw = read_state_dict(path)
+        config, path, raw = read_files(directory)
         prefix = f"{cls.head_name}."
         head = {k[len(prefix) :]: v for k, v in raw.items() if k.startswith(prefix)}
-        labels = cls._labels(
-            json.loads(config_path.read_text(encoding="utf-8")), head, labels, num_labels, str(path)
-        )
+        stored = json.loads((directory / CONFIG_NAME).read_text(encoding="utf-8"))
+        labels = cls._labels(stored, head, labels, num_labels, str(path))
         generator = torch.Generator().manual_seed(seed)
         state = to_model_keys(raw)
         has_pooler = any(k.startswith("pooler.") for k in state)
@@ -197,28 +183,17 @@ class BertWithHead(nn.Module):
         ``config.json`` (``architectures``, ``id2label``/``label2id``), each atomically,
         config.json last. Returns the directory."""
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        tensors = {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}
-        with atomic_path(directory / SAFETENSORS_NAME) as tmp:
-            save_file(tensors, str(tmp), metadata={"format": "pt"})  # HF refuses files without it
+        write_weights(directory, self.state_dict())
         if tokenizer_dir is not None and Path(tokenizer_dir).resolve() != directory.resolve():
             for name in TOKENIZER_FILES:
                 if (Path(tokenizer_dir) / name).is_file():
                     with atomic_path(directory / name) as tmp:
                         shutil.copyfile(Path(tokenizer_dir) / name, tmp)
-        config = {
-            **self.config.to_dict(),
-            "architectures": [type(self).__name__],
-            "initializer_range": INITIALIZER_RANGE,
+        labels = {} if self.fixed_outputs is not None else {
+            "id2label": {str(i): label for i, label in enumerate(self.labels)},
+            "label2id": {label: i for i, label in enumerate(self.labels)},
         }
-        if self.fixed_outputs is None:
-            config |= {
-                "id2label": {str(i): label for i, label in enumerate(self.labels)},
-                "label2id": {label: i for i, label in enumerate(self.labels)},
-            }
-        config |= self.config_extras()
-        with atomic_path(directory / CONFIG_NAME) as tmp:
-            tmp.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        write_config(directory, self.config, type(self).__name__, labels | self.config_extras())
         return directory
 
     def config_extras(self) -> dict:
