@@ -24,7 +24,7 @@ from contextvec.tasks.finetune import FineTuneSettings
 from contextvec.tasks.fit import TaskReport
 from contextvec.tasks.qa.decode import SpanAnswer
 from contextvec.tasks.qa.frozen import SpanTrainSettings
-from contextvec.tasks.qa.saved import check_reading
+from contextvec.tasks.qa.saved import QAModel, check_reading, load_qa_model
 from contextvec.tasks.qa.squad import (
     DEV_ARTICLES_SEED,
     Question,
@@ -147,8 +147,30 @@ def run_train_qa(settings: TrainQASettings) -> TrainQAResult:
     return TrainQAResult(report, None if saved is None else Path(saved))
 
 
+class SavedQAReading:
+    """How a job reads a saved QA model, for the settings that declare its fields (``model_dir``,
+    ``device``, ``threads``, ``max_length``, ``precision``): checked once when made, used once."""
+
+    model_dir: str
+    device: str
+    threads: int | None
+    max_length: int | None
+    precision: Precision
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "precision", check_reading(self.max_length, self.precision))
+
+    def load_model(self) -> QAModel:
+        """The saved model, read as the settings say, with torch limited to ``threads`` threads
+        in this process (if set)."""
+        if self.threads:
+            torch.set_num_threads(self.threads)
+        return load_qa_model(self.model_dir, self.device, max_length=self.max_length,
+                             precision=self.precision)
+
+
 @dataclass(frozen=True)
-class PredictQASettings:
+class PredictQASettings(SavedQAReading):
     """A saved QA model run on a SQuAD-format ``input`` file; ``score``: the official exact
     match and F1 against the file's answers; ``max_length`` and ``precision``: how the model
     reads (:func:`~contextvec.tasks.qa.saved.load_qa_model`; None: the saved window length)."""
@@ -162,9 +184,6 @@ class PredictQASettings:
     threads: int | None = None
     max_length: int | None = None
     precision: Precision = Precision.FP32
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "precision", check_reading(self.max_length, self.precision))
 
 
 @dataclass
@@ -196,14 +215,10 @@ def run_predict_qa(settings: PredictQASettings) -> PredictQAResult:
     """Answer every question of the input file; score them when asked."""
     from contextvec.tasks.qa.metric import squad_scores
     from contextvec.tasks.qa.record import read_record
-    from contextvec.tasks.qa.saved import load_qa_model
 
-    if settings.threads:
-        torch.set_num_threads(settings.threads)
     started = time.perf_counter()
     record = read_record(settings.model_dir)
-    model = load_qa_model(settings.model_dir, settings.device, max_length=settings.max_length,
-                          precision=settings.precision)
+    model = settings.load_model()
     data = (_stdin_squad(settings.max_questions) if settings.input == "-"
             else read_squad(settings.input, settings.max_questions))
     loaded = time.perf_counter()
@@ -225,7 +240,7 @@ def _stdin_squad(max_questions: int | None) -> SquadData:
 
 
 @dataclass(frozen=True)
-class AnswerSettings:
+class AnswerSettings(SavedQAReading):
     """One question on one context, asked of a saved QA model; ``n_best`` answers returned;
     ``max_length`` and ``precision`` as in :class:`PredictQASettings`."""
 
@@ -239,7 +254,7 @@ class AnswerSettings:
     precision: Precision = Precision.FP32
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "precision", check_reading(self.max_length, self.precision))
+        super().__post_init__()
         if not self.question.strip():
             raise ValueError("the question is empty")
         if not self.context.strip():
@@ -250,12 +265,7 @@ class AnswerSettings:
 
 def run_answer(settings: AnswerSettings) -> list[SpanAnswer]:
     """The saved model's ``n_best`` answers, best first, with character offsets into the context."""
-    from contextvec.tasks.qa.saved import load_qa_model
-
-    if settings.threads:
-        torch.set_num_threads(settings.threads)
-    model = load_qa_model(settings.model_dir, settings.device, max_length=settings.max_length,
-                          precision=settings.precision)
+    model = settings.load_model()
     asked = Question("q", settings.question, settings.context, ())
     return model.answer_questions([asked], settings.n_best)[0]
 
