@@ -17,6 +17,13 @@ from contextvec.tasks.models.settings import ModelSettings
 from contextvec.tasks.models.vocab import PAD, UNK, Batch, Vocabulary, _random_embeddings
 
 
+def _given_as_asked(part: object | None, asked: bool, setting: str, article: str, what: str) -> None:
+    """A one-line ``ValueError`` where an optional ``part`` is given though ``setting`` asks for
+    none, or missing though it asks for one: "{setting} needs {article or no} {what}"."""
+    if (part is None) == asked:
+        raise ValueError(f"{setting} needs {article if asked else 'no'} {what}")
+
+
 class WordCharCNN(nn.Module):
     """Character embeddings -> one convolution -> max over the token's characters (padding excluded)."""
 
@@ -83,9 +90,8 @@ class TokenEmbedder(nn.Module):
         ngrams: Vocabulary | None = None,
     ) -> None:
         super().__init__()
-        if (ngrams is None) != (settings.char_ngram_dim == 0):
-            raise ValueError(f"char_ngram_dim {settings.char_ngram_dim} needs "
-                             f"{'an' if settings.char_ngram_dim else 'no'} n-gram vocabulary")
+        _given_as_asked(ngrams, settings.char_ngram_dim != 0, f"char_ngram_dim {settings.char_ngram_dim}",
+                        "an", "n-gram vocabulary")
         dim = settings.word_dim if pretrained is None else pretrained.shape[1]
         initial = _random_embeddings(len(words), dim) if pretrained is None else pretrained
         self.words = nn.Embedding(len(words), dim, padding_idx=PAD)
@@ -151,9 +157,8 @@ class TaskModelBase(nn.Module):
         contextual: ContextualEmbedder | None = None,
     ) -> None:
         super().__init__()
-        if (contextual is None) != (settings.num_mixes == 0):
-            raise ValueError(f"placement {settings.placement.value!r} needs "
-                             f"{'a' if settings.num_mixes else 'no'} contextual embedder")
+        _given_as_asked(contextual, settings.num_mixes != 0, f"placement {settings.placement.value!r}",
+                        "a", "contextual embedder")
         if contextual is not None and len(contextual.mixes) != settings.num_mixes:
             raise ValueError(f"the embedder has {len(contextual.mixes)} mixes, "
                              f"placement needs {settings.num_mixes}")
