@@ -39,7 +39,7 @@ import torch
 
 from contextvec.encoders.bert.model import BertModel, BertModelOutput
 from contextvec.encoders.bert.qa import BertForQuestionAnswering, SpanLogits, best_spans, context_mask
-from contextvec.encoders.bert.rows import WordPieceRows, pad_rows, truncated_rows, word_rows
+from contextvec.encoders.bert.rows import WordPieceRows, moved_to, pad_rows, truncated_rows, word_rows
 from contextvec.encoders.bert.tokenizer import WordPieces
 from contextvec.encoders.bert.with_head import TOKENIZER_FILES, BertWithHead
 from contextvec.io.hf_bert import CONFIG_NAME, BertCheckpointError
@@ -128,8 +128,7 @@ class PairRows(NamedTuple):
     token_type_ids: torch.Tensor
     truncated: torch.Tensor
 
-    def to(self, device: torch.device | str) -> PairRows:
-        return PairRows(*(t.to(device) for t in self))
+    to = moved_to
 
 
 def longest_first(first: int, second: int, budget: int) -> tuple[int, int]:

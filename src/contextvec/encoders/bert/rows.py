@@ -5,12 +5,20 @@ per sentence, cut at the position limit: for sentence classification)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import torch
 
 from contextvec.encoders.bert.encoder import window_spans
 from contextvec.encoders.bert.tokenizer import WordPieces
+
+Rows = TypeVar("Rows", bound=tuple)
+
+
+def moved_to(rows: Rows, device: torch.device | str) -> Rows:
+    """``rows``, a named tuple of tensors, with each tensor on ``device`` (the ``to`` of
+    :class:`WordPieceRows` and :class:`~contextvec.encoders.bert.finetune.PairRows`)."""
+    return type(rows)(*(t.to(device) for t in rows))
 
 
 class WordPieceRows(NamedTuple):
@@ -24,8 +32,7 @@ class WordPieceRows(NamedTuple):
     first_pos: torch.Tensor
     word_mask: torch.Tensor
 
-    def to(self, device: torch.device | str) -> WordPieceRows:
-        return WordPieceRows(*(t.to(device) for t in self))
+    to = moved_to
 
 
 def pad_rows(rows: Sequence[Sequence[int]], pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
