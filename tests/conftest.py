@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -146,3 +147,30 @@ def own_tiny_bert_dir(tmp_path_factory) -> Path:
     letters = [chr(c) for c in range(ord("a"), ord("z") + 1)]
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *letters, ".", ",", *(f"##{c}" for c in letters)]
     return write_tiny_bert(tmp_path_factory.mktemp("own-tiny-bert") / "model", vocab)
+
+
+def write_tiny_cove(directory: Path, words: list[str]) -> Path:
+    """A tiny CoVe (seeded random word vectors and MT-LSTM, 2 layers of 4 per direction over
+    6-d words) over ``words`` as a contextvec directory at ``directory``."""
+    from contextvec.encoders.cove import MTLSTM, MTLSTMConfig, save_cove_encoder
+
+    generator = torch.Generator().manual_seed(0)
+    config = MTLSTMConfig(input_dim=6, hidden_size=4, num_layers=2)
+    mt_lstm = MTLSTM(config, words, torch.randn(len(words), config.input_dim, generator=generator))
+    with torch.no_grad():
+        for parameter in mt_lstm.parameters():
+            parameter.uniform_(-0.5, 0.5, generator=generator)
+    return save_cove_encoder(mt_lstm, directory)
+
+
+@pytest.fixture
+def temp_files(monkeypatch) -> list:
+    """Every temporary file opened while the test runs (a document's spilled passes)."""
+    opened, make = [], tempfile.TemporaryFile
+
+    def recorded(*args, **kwargs):
+        opened.append(make(*args, **kwargs))
+        return opened[-1]
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", recorded)
+    return opened
