@@ -177,7 +177,7 @@ def test_a_documents_bad_arguments_are_refused_at_the_call(case):
     for pass_tokens in (0, -64, 1.5, True):
         with pytest.raises(ValueError, match="pass_tokens must be a positive integer"):
             case.encoder.embed_document(SENTENCES, pass_tokens=pass_tokens)
-    with pytest.raises(TypeError, match="not a single str"):
+    with pytest.raises(TypeError, match="a document must be a list of sentences, not a single str"):
         case.encoder.embed_document("the bank was robbed")
 
 

@@ -1,5 +1,5 @@
 """ELMoForManyLangs directories: parity with the original package's outputs, native round
-trips, statelessness and ``contextvec info``.
+trips and ``contextvec info`` (statelessness: test_encoder_contract.py).
 
 The fixtures (tests/data/efml, made by its make_fixtures.py with the ``elmoformanylangs``
 package) are tiny random-weight models in that project's own format: word embeddings +
@@ -59,18 +59,6 @@ def test_over_long_tokens_are_cut_for_words_and_characters(fixture):
     assert max(map(len, long_sentence)) > keep
     full, cut = encoder.embed([long_sentence, [t[:keep] for t in long_sentence]])
     assert_reordered_close(full, cut, terms=64)  # two rows of one batch: the same sums
-
-
-def test_a_sentence_does_not_depend_on_its_batch(fixture):
-    """Unlike the original, which carries LSTM states from batch to batch."""
-    _, encoder = fixture
-    together = encoder.embed(SENTENCES, batch_size=len(SENTENCES))
-    for sentence, batched in zip(SENTENCES, together, strict=True):
-        alone = encoder.embed([sentence], batch_size=1)[0]
-        assert_reordered_close(alone, batched, terms=64)
-    repeated = encoder.embed(SENTENCES, batch_size=len(SENTENCES))
-    for a, b in zip(together, repeated, strict=True):
-        np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize("name", MODELS)
