@@ -18,7 +18,7 @@ from contextvec.engine.worker import WorkerThread
 from contextvec.server import schemas
 from contextvec.server.errors import APIError, install_error_handlers
 from contextvec.server.explore import Explorer, ExploreSettings
-from contextvec.server.explore_routes import bound_schema, install_explorer
+from contextvec.server.explore_routes import install_explorer
 from contextvec.server.hot import HotRoute, HotRoutes, declare
 from contextvec.server.middleware import OPEN_PATHS, ApiKey, BodyReader, HostCheck, RequestContext
 from contextvec.server.service import Call, Service
@@ -100,11 +100,15 @@ def create_app(encoder: Encoder, settings: ServerSettings | None = None,
     # before FastAPI sees them; each is declared once, for both (hot.declare).
     keyed = (401,) if settings.api_key else ()
     hot_routes: dict[tuple[str, str], HotRoute] = {}
-    declare(app, hot_routes, "POST", "/v1/embed", HotRoute(schemas.EmbedRequest, service.embed), "embed",
+    requests = schemas.request_models(
+        max_sentences=settings.max_sentences, max_sentence_tokens=settings.max_sentence_tokens,
+        num_layers=encoder.num_layers, openai_max_inputs=settings.openai_max_inputs,
+        openai_dim=service.openai_dim, max_context_chars=settings.max_context_chars)
+    declare(app, hot_routes, "POST", "/v1/embed", HotRoute(requests.embed, service.embed), "embed",
             "Per-token vectors of each sentence (or pooled ones), shaped like ``contextvec embed``.",
             response_model=schemas.EmbedResponse, responses=errors(*keyed, *WORK))
     declare(app, hot_routes, "POST", "/v1/embeddings",
-            HotRoute(schemas.EmbeddingsRequest, service.embeddings), "embeddings",
+            HotRoute(requests.embeddings, service.embeddings), "embeddings",
             "OpenAI-compatible: one pooled vector per input, with the server's layer mix.",
             response_model=schemas.EmbeddingsResponse, responses=errors(400, *keyed, *WORK))
 
@@ -136,7 +140,7 @@ def create_app(encoder: Encoder, settings: ServerSettings | None = None,
         from contextvec.server.answer import Answerer
 
         answerer = Answerer(task, service)
-        declare(app, hot_routes, "POST", "/v1/answer", HotRoute(schemas.AnswerRequest, answerer.answer),
+        declare(app, hot_routes, "POST", "/v1/answer", HotRoute(requests.answer, answerer.answer),
                 "answer", "The question-answering model's answers: spans of the context "
                 "(``context[start:end]``),\nbest first, with their scores.",
                 response_model=schemas.AnswerResponse, responses=errors(400, *keyed, *WORK))
@@ -148,7 +152,7 @@ def create_app(encoder: Encoder, settings: ServerSettings | None = None,
 
     if explorer is not None:
         install_explorer(app, explorer, errors, keyed, WORK)
-    app.openapi = lambda: _openapi(app, service, settings, explorer)
+    app.openapi = lambda: _openapi(app, settings)
     hot = HotRoutes(app, hot_routes)
     wrapped = BodyReader(hot, settings.max_body_bytes, settings.request_timeout)
     if settings.api_key:
@@ -162,28 +166,11 @@ def create_app(encoder: Encoder, settings: ServerSettings | None = None,
     return RequestContext(wrapped, service.metrics)
 
 
-def _openapi(app: FastAPI, service: Service, settings: ServerSettings, explorer: Explorer | None) -> dict:
-    """FastAPI's schema with this server's bounds: the limits it was started with and the
-    model's layers and dimensions, so that every request the schema allows is one it takes."""
+def _openapi(app: FastAPI, settings: ServerSettings) -> dict:
+    """FastAPI's schema (the request models state this server's bounds: ``schemas.request_models``),
+    with every error answered as JSON and, with an API key, the bearer scheme on every guarded path."""
     if app.openapi_schema is None:
         schema = FastAPI.openapi(app)
-        layers = service.encoder.num_layers
-        models = schema["components"]["schemas"]
-        embed = models["EmbedRequest"]["properties"]
-        embed["sentences"]["maxItems"] = settings.max_sentences
-        embed["sentences"]["items"]["anyOf"][1]["maxItems"] = settings.max_sentence_tokens
-        indices = next(b for b in embed["layers"]["anyOf"] if b.get("type") == "array")
-        indices["items"].update(minimum=-layers, maximum=layers - 1)
-        models["ScalarMixSpec"]["properties"]["weights"].update(minItems=layers, maxItems=layers)
-        openai = models["EmbeddingsRequest"]["properties"]
-        texts = next(b for b in openai["input"]["anyOf"] if b.get("type") == "array")
-        texts["maxItems"] = settings.openai_max_inputs
-        integer = next(b for b in openai["dimensions"]["anyOf"] if b.get("type") == "integer")
-        integer.update(minimum=service.openai_dim, maximum=service.openai_dim)
-        if "AnswerRequest" in models:
-            models["AnswerRequest"]["properties"]["context"]["maxLength"] = settings.max_context_chars
-        if explorer is not None:
-            bound_schema(schema, explorer, settings)
         error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}
         for operations in schema["paths"].values():
             for operation in operations.values():

@@ -1,8 +1,8 @@
 """The explorer page at ``/`` (static files shipped in the package) and its endpoints, in the
 OpenAPI schema with this server's bounds."""
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: FastAPI reads a route's body model from its
+# annotation, and the endpoints below name this server's models, made when they are installed.
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,7 +13,6 @@ from starlette.staticfiles import StaticFiles
 from contextvec.server import explore_schemas as es
 from contextvec.server.explore import Explorer
 from contextvec.server.service import Call
-from contextvec.server.settings import ServerSettings
 
 STATIC = Path(__file__).resolve().parent / "static"
 """The page's files: ``index.html``, its script and style, and the charting library."""
@@ -22,7 +21,11 @@ STATIC = Path(__file__).resolve().parent / "static"
 def install_explorer(app: FastAPI, explorer: Explorer, responses: Callable[..., dict],
                      keyed: tuple[int, ...], work: tuple[int, ...]) -> None:
     """Add the page and the ``/v1/explore`` endpoints to ``app`` (``responses(*statuses)``: the
-    OpenAPI error responses)."""
+    OpenAPI error responses), their request models stating the server's bounds and the models'
+    ids."""
+    limits = explorer.service.settings
+    requests = es.request_models([m.id for m in explorer.models], limits.max_sentences,
+                                 limits.max_sentence_tokens)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
     @app.get("/", include_in_schema=False)
@@ -36,31 +39,14 @@ def install_explorer(app: FastAPI, explorer: Explorer, responses: Callable[..., 
 
     @app.post("/v1/explore/similarity", response_model=es.SimilarityResponse,
               responses=responses(*keyed, *work))
-    async def similarity(body: es.SimilarityRequest, request: Request) -> dict:
+    async def similarity(body: requests.similarity, request: Request) -> dict:
         """A word's occurrences in a few sentences: their cosine similarity per layer, and the
         closest and farthest pair per layer."""
         return await explorer.similarity(body, Call.of(request))
 
     @app.post("/v1/explore/nearest", response_model=es.NearestResponse,
               responses=responses(*keyed, *work))
-    async def nearest(body: es.NearestRequest, request: Request) -> dict:
+    async def nearest(body: requests.nearest, request: Request) -> dict:
         """A word of a sentence: the corpus's occurrences of it nearest to it, per layer."""
         return await explorer.nearest(body, Call.of(request))
 
-
-def bound_schema(schema: dict, explorer: Explorer, settings: ServerSettings) -> None:
-    """The explorer's request bounds in ``schema``: the model ids, and the server's limits."""
-    models = schema["components"]["schemas"]
-    ids = [m.id for m in explorer.models]
-    for name in ("SimilarityRequest", "NearestRequest"):
-        properties = models[name]["properties"]
-        text = next(b for b in properties["model"]["anyOf"] if b.get("type") == "string")
-        text["enum"] = ids
-    sentences = models["SimilarityRequest"]["properties"]["sentences"]
-    sentences["maxItems"] = settings.max_sentences
-    sentences["items"]["anyOf"][1]["maxItems"] = settings.max_sentence_tokens
-    tokens = next(b for b in models["NearestRequest"]["properties"]["sentence"]["anyOf"]
-                  if b.get("type") == "array")
-    tokens["maxItems"] = settings.max_sentence_tokens
-    position = models["NearestRequest"]["properties"]["position"]
-    position["maximum"] = settings.max_sentence_tokens - 1

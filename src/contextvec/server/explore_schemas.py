@@ -3,11 +3,21 @@ rest of the API (:mod:`contextvec.server.schemas`)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, NamedTuple
 
 from pydantic import BaseModel, Field, StrictBool, StrictStr
 
-from contextvec.server.schemas import NOT_SPACE, Integer, NonBlank, Strict, TokenizerName
+from contextvec.server.schemas import (
+    NOT_SPACE,
+    Integer,
+    NonBlank,
+    Sentences,
+    Strict,
+    TokenizerName,
+    restated,
+    sentence_list,
+    stated,
+)
 
 Word = Annotated[StrictStr, Field(min_length=1, max_length=100, pattern=f"^{NOT_SPACE}+$")]
 """One token: no spaces (the server's tokenizers never make a token with one)."""
@@ -49,15 +59,27 @@ class ExploreInfo(BaseModel):
     reports: list[ReportInfo]
 
 
+def model_id(ids: list[str] | None = None) -> Any:
+    """An optional model id, stated: one of ``ids``."""
+    return Annotated[StrictStr, stated(enum=ids)] | None
+
+
+def sentence(tokens: int | None = None) -> Any:
+    """A sentence: a string with a word, or a list of at most ``tokens`` tokens (stated)."""
+    return NonBlank | Annotated[list[StrictStr], Field(min_length=1), stated(maxItems=tokens)]
+
+
+ModelId, Sentence = model_id(), sentence()
+
+
 class SimilarityRequest(BaseModel):
     """``POST /v1/explore/similarity``: one word's occurrences in a few sentences, compared."""
 
     model_config = Strict
-    sentences: list[StrictStr | list[StrictStr]] = Field(
-        min_length=1, description="strings (split by `tokenizer`) or token lists")
+    sentences: Sentences = Field(min_length=1, description="strings (split by `tokenizer`) or token lists")
     word: Word = Field(description=f"the token to compare (at least 2, at most {MAX_OCCURRENCES} "
                                    "occurrences)")
-    model: StrictStr | None = Field(None, description="a model id of GET /v1/explore (default: the first)")
+    model: ModelId = Field(None, description="a model id of GET /v1/explore (default: the first)")
     ignore_case: StrictBool = False
     tokenizer: TokenizerName | None = None
     senses: list[Word] | None = Field(None, description=(
@@ -133,13 +155,13 @@ class NearestRequest(BaseModel):
     """``POST /v1/explore/nearest``: a word of a sentence, its nearest contexts in the corpus."""
 
     model_config = Strict
-    sentence: NonBlank | Annotated[list[StrictStr], Field(min_length=1)] = Field(
+    sentence: Sentence = Field(
         description="a string with a word (split by `tokenizer`) or a token list")
     position: Integer = Field(ge=0, description=(
         "the word's token index: below the sentence's token count, a bound no JSON Schema can "
         "state (one past it is a 422 naming `position`)"))
     top_k: Integer = Field(5, ge=1, le=MAX_TOP_K, description="contexts per layer")
-    model: StrictStr | None = None
+    model: ModelId = None
     ignore_case: StrictBool = False
     tokenizer: TokenizerName | None = None
 
@@ -164,3 +186,21 @@ class NearestResponse(BaseModel):
     word: str
     occurrences: int
     layers: list[LayerContexts]
+
+
+class ExploreRequests(NamedTuple):
+    """A server's explorer request models (:func:`request_models`)."""
+
+    similarity: type[SimilarityRequest]
+    nearest: type[NearestRequest]
+
+
+def request_models(ids: list[str], max_sentences: int, max_sentence_tokens: int) -> ExploreRequests:
+    """The explorer's request models of a server with these limits (``ServerSettings``' names)
+    comparing the models ``ids``: the classes above with the bounds stated in their schemas
+    (``contextvec.server.schemas.request_models`` says why)."""
+    similarity = restated(SimilarityRequest, model=model_id(ids), sentences=Annotated[
+        sentence_list(max_sentence_tokens), stated(maxItems=max_sentences)])
+    nearest = restated(NearestRequest, model=model_id(ids), sentence=sentence(max_sentence_tokens),
+                       position=Annotated[Integer, stated(maximum=max_sentence_tokens - 1)])
+    return ExploreRequests(similarity, nearest)

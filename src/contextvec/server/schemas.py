@@ -3,13 +3,17 @@
 Requests are strict: wrong types are not coerced (``"1"`` is not a layer index, ``1`` is not a
 sentence) and unknown fields are refused, so a typo gives a 422 naming the field instead of a
 silently ignored option.
+
+A server validates with its own request models (:func:`request_models`): these classes with its
+limits and its model's layers and dimensions stated in their schemas.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, NamedTuple, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, StrictStr
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, StrictStr, create_model
+from pydantic.fields import FieldInfo
 
 from contextvec.documents.settings import CONTEXTS
 from contextvec.encoders.outputs import LAYER_MODES, POOL_MODES
@@ -53,6 +57,39 @@ CharacterSpan = Annotated[list[Offset], Field(min_length=2, max_length=2)]
 """``[start, end)``: character offsets, end exclusive."""
 
 
+def stated(**bounds: object) -> FieldInfo:
+    """JSON Schema keywords (``maxItems``, ``maximum``, ...) in the schema alone, the ones None
+    left out: the server checks these bounds itself after validation (service.py), with the
+    status and message it documents (a string over --max-sentence-tokens words is a 413, a
+    request over --max-sentences names the option), which pydantic's checks would replace."""
+    return Field(json_schema_extra={k: v for k, v in bounds.items() if v is not None} or None)
+
+
+def sentence_list(tokens: int | None = None) -> Any:
+    """Sentences as strings or token lists, a token list of at most ``tokens`` (stated)."""
+    return list[StrictStr | Annotated[list[StrictStr], stated(maxItems=tokens)]]
+
+
+Sentences = sentence_list()
+
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def restated(model: type[Model], /, **fields: Any) -> type[Model]:
+    """``model`` with each of ``fields`` (``name=annotation``) retyped, keeping the field's
+    default, description and constraints: the annotations carry :func:`stated` bounds. The class
+    keeps ``model``'s name and docstring, so its schema is the same component, bounded."""
+    retyped = {}
+    for name, annotation in fields.items():
+        field = model.model_fields[name]
+        kept = Field(field.default, description=field.description)
+        kept.metadata = list(field.metadata)  # its constraints, applied as they were (ge before a validator)
+        retyped[name] = (annotation, kept)
+    return create_model(model.__name__, __base__=model, __doc__=model.__doc__,
+                        __module__=model.__module__, **retyped)
+
+
 class ScalarMixSpec(BaseModel):
     """``gamma * sum_k softmax(weights)_k * layer_k`` (ELMo's scalar mix, fixed weights)."""
 
@@ -61,14 +98,21 @@ class ScalarMixSpec(BaseModel):
     gamma: FiniteFloat = 1.0
 
 
-LayerSpec = LayerMode | Annotated[list[Integer], Field(min_length=1)] | ScalarMixSpec
+def layer_spec(layers: int | None = None, mix: type[ScalarMixSpec] = ScalarMixSpec) -> Any:
+    """A mode, layer indices (stated: of a model of ``layers`` layers) or a scalar mix."""
+    index = Annotated[Integer, stated(minimum=None if layers is None else -layers,
+                                      maximum=None if layers is None else layers - 1)]
+    return LayerMode | Annotated[list[index], Field(min_length=1)] | mix
+
+
+LayerSpec = layer_spec()
 
 
 class EmbedRequest(BaseModel):
     """``POST /v1/embed``: per-token vectors of chosen layers, or pooled sentence vectors."""
 
     model_config = Strict
-    sentences: list[StrictStr | list[StrictStr]] = Field(
+    sentences: Sentences = Field(
         min_length=1,
         description="strings (split on whitespace, or by `tokenizer`) or token lists",
     )
@@ -136,17 +180,30 @@ class EmbedResponse(BaseModel):
     usage: Usage
 
 
+def text_list(most: int | None = None) -> Any:
+    """A text or a list of at most ``most`` texts (stated), each with a word."""
+    return NonBlank | Annotated[list[NonBlank], Field(min_length=1), stated(maxItems=most)]
+
+
+def dimension(dim: int | None = None) -> Any:
+    """An optional number of dimensions, stated: ``dim`` (the model's) only."""
+    return Annotated[Integer, stated(minimum=dim, maximum=dim)] | None
+
+
+Texts, Dimensions = text_list(), dimension()
+
+
 class EmbeddingsRequest(BaseModel):
     """``POST /v1/embeddings`` (OpenAI-compatible): pooled vectors with the server's mix."""
 
     model_config = ConfigDict(strict=True)  # OpenAI clients may send fields we do not use
-    input: NonBlank | Annotated[list[NonBlank], Field(min_length=1)] = Field(
+    input: Texts = Field(
         description="a text or a list of texts, each with at least one word (token-id arrays "
         "are not supported); at most --openai-max-inputs texts (2048 by default)"
     )
     model: StrictStr | None = Field(None, description="ignored: the server serves one model")
     encoding_format: Encoding = "float"
-    dimensions: Integer | None = Field(
+    dimensions: Dimensions = Field(
         None, description="if given, must equal the model's (vectors are never cut)")
     user: StrictStr | None = None
     chunk_tokens: Count | None = Field(
@@ -209,6 +266,31 @@ class AnswerSpan(BaseModel):
 class AnswerResponse(BaseModel):
     model: str
     answers: list[AnswerSpan]
+
+
+class RequestModels(NamedTuple):
+    """A server's request models (:func:`request_models`)."""
+
+    embed: type[EmbedRequest]
+    embeddings: type[EmbeddingsRequest]
+    answer: type[AnswerRequest]
+
+
+def request_models(*, max_sentences: int, max_sentence_tokens: int, num_layers: int,
+                   openai_max_inputs: int, openai_dim: int, max_context_chars: int) -> RequestModels:
+    """The request models of a server with these limits (``ServerSettings``' names) serving a
+    model of ``num_layers`` layers whose ``/v1/embeddings`` vectors have ``openai_dim``
+    dimensions: the classes above, each bound the server checks stated in their schemas, so
+    that every request the schema allows is one the server takes. They validate as the classes
+    above do (:func:`stated`)."""
+    mix = restated(ScalarMixSpec, weights=Annotated[list[FiniteFloat],
+                                                    stated(minItems=num_layers, maxItems=num_layers)])
+    embed = restated(EmbedRequest, layers=layer_spec(num_layers, mix), sentences=Annotated[
+        sentence_list(max_sentence_tokens), stated(maxItems=max_sentences)])
+    embeddings = restated(EmbeddingsRequest, input=text_list(openai_max_inputs),
+                          dimensions=dimension(openai_dim))
+    answer = restated(AnswerRequest, context=Annotated[NonBlank, stated(maxLength=max_context_chars)])
+    return RequestModels(embed, embeddings, answer)
 
 
 class ModelCard(BaseModel):
