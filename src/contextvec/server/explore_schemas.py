@@ -3,10 +3,12 @@ rest of the API (:mod:`contextvec.server.schemas`)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, NamedTuple
+import dataclasses
+from typing import Annotated, Any, NamedTuple, get_type_hints
 
-from pydantic import BaseModel, Field, StrictBool, StrictStr
+from pydantic import BaseModel, Field, StrictBool, StrictStr, create_model
 
+from contextvec.explore import contexts
 from contextvec.server.schemas import (
     NOT_SPACE,
     Integer,
@@ -112,21 +114,17 @@ class LayerSimilarity(BaseModel):
     farthest: PairOut
 
 
-class LayerSeparation(BaseModel):
-    """One layer's same-sense pairs against its different-sense pairs
-    (``contextvec.explore.contexts.LayerSeparation``; ``verdict``: its numbers in words)."""
+def _fields_of(cls: type) -> dict[str, Any]:
+    """A dataclass's fields as required pydantic fields, in its order (a response that is the
+    dataclass's ``asdict``)."""
+    hints = get_type_hints(cls)
+    return {f.name: (hints[f.name], ...) for f in dataclasses.fields(cls)}
 
-    layer: int
-    name: str
-    same: float
-    different: float
-    margin: float
-    separates: bool
-    every_pair: bool
-    farthest_same: float
-    closest_different: float
-    means: dict[str, float]
-    verdict: str
+
+LayerSeparation = create_model(
+    "LayerSeparation", __module__=__name__, **_fields_of(contexts.LayerSeparation), verdict=(str, ...),
+    __doc__="""One layer's same-sense pairs against its different-sense pairs
+    (``contextvec.explore.contexts.LayerSeparation``; ``verdict``: its numbers in words).""")
 
 
 class SenseSeparation(BaseModel):
