@@ -10,7 +10,6 @@ from pathlib import Path
 import torch
 
 from contextvec.encoders.base import Encoder
-from contextvec.encoders.bilm.loader import is_bilm_tf_dir, load_bilm_tf_encoder, save_bilm_tf
 from contextvec.encoders.cpu import InferencePath, Kernel, inference_paths
 from contextvec.encoders.family import Family, Form
 from contextvec.encoders.fingerprint import model_identity
@@ -24,7 +23,7 @@ from contextvec.encoders.precision import (
     check_precision,
     precision_of,
 )
-from contextvec.encoders.registry import family_saving, refuse_conversion
+from contextvec.encoders.registry import load_files, refuse_conversion, refuse_shadowed, writer
 from contextvec.encoders.threads import in_passing_thread
 from contextvec.io.hf_bert import is_hf_bert_dir
 from contextvec.io.native import cast_weights
@@ -134,7 +133,7 @@ def load(
         if options_file is None or weight_file is None:
             raise ValueError("options_file and weight_file go together")
         return in_passing_thread(lambda: apply_precision(
-            load_bilm_tf_encoder(options_file, weight_file, device), precision))
+            load_files(options_file, weight_file, device), precision))
     path, pulled = model_path(model)
     with verified(pulled):
         family = family_at(path)
@@ -240,13 +239,18 @@ def save(encoder: Encoder, directory: str | os.PathLike) -> Path:
         ValueError: a bf16 or int8 encoder (its rounded weights are not the model).
         TypeError: an encoder of a family contextvec cannot save.
     """
+    return _write(encoder, Path(directory), Form.NATIVE)
+
+
+def _write(encoder: Encoder, directory: Path, form: Form) -> Path:
+    """Write ``encoder`` in ``form`` by its family's writer (``Family.writes``)."""
     precision = precision_of(encoder)
     if precision != "fp32":
         raise ValueError(f"cannot save a {precision} encoder: load the model in fp32 to save it")
-    family = family_saving(encoder)
-    if family is None or family.save is None:
+    write = writer(encoder, form)
+    if write is None:
         raise TypeError(f"cannot save {type(encoder).__name__} yet")
-    return family.save(encoder, Path(directory))
+    return write(encoder, directory)
 
 
 def _absolute(path: str | None) -> str | None:
@@ -353,17 +357,12 @@ def convert(conversion: Conversion, directory: str | os.PathLike) -> Path:
         FileExistsError: a native model asked for in a directory of bilm-tf files (which
             ``load`` would read first).
         ModelNotFoundError: as for [`load`][contextvec.api.load].
+        ValueError: a ``conversion.model`` of a precision other than fp32 (as for
+            [`save`][contextvec.api.save]).
     """
     out = Path(directory)
-    if conversion.to == Form.NATIVE and is_bilm_tf_dir(out):
-        raise FileExistsError(f"{out} holds bilm-tf files, which contextvec.load reads before a native "
-                              "model: remove options.json and weights.hdf5, or write elsewhere")
-    encoder = conversion.model.load()
-    if conversion.to == Form.BILM_TF:
-        out.mkdir(exist_ok=True)
-        save_bilm_tf(encoder.bilm, out / "options.json", out / "weights.hdf5")
-        return out
-    save(encoder, out)
+    refuse_shadowed(out, conversion.to)
+    _write(conversion.model.load(), out, conversion.to)
     if conversion.dtype != "float32":
         cast_weights(out, STORED_DTYPES[conversion.dtype])
     return out

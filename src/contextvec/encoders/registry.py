@@ -7,7 +7,10 @@ Each family's loader module says how to recognise and load its directories
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import torch
 
 from contextvec.encoders.base import Encoder, SentenceVectors
 from contextvec.encoders.bert.encoder import BertEncoder
@@ -16,7 +19,7 @@ from contextvec.encoders.bert.sentence import BertSentenceEncoder
 from contextvec.encoders.bilm.loader import BILM_TF, NATIVE_ELMO
 from contextvec.encoders.bilm.tf_loader import TF_ELMO
 from contextvec.encoders.cove.loader import COVE
-from contextvec.encoders.family import Family, Form
+from contextvec.encoders.family import Family, Form, Writer
 from contextvec.encoders.manylangs.loader import MANYLANGS, MANYLANGS_NATIVE
 from contextvec.io.native import NativeFormatError, is_native_dir, read_meta
 from contextvec.io.sentence_transformers import SentencePooling
@@ -80,12 +83,36 @@ def refuse_conversion(path: Path, form: Form, name: str) -> None:
     raise ValueError(f"{name} is {family.kind}, which has no {form} form: {CONVERSIONS}")
 
 
+def refuse_shadowed(directory: Path, form: Form) -> None:
+    """A one-line ``FileExistsError`` where a model written to ``directory`` in ``form`` would not
+    be the one ``contextvec.load`` reads there: a native model beside bilm-tf files, which
+    :data:`FAMILIES` tries first."""
+    if form == Form.NATIVE and BILM_TF.recognise(directory):
+        raise FileExistsError(f"{directory} holds bilm-tf files, which contextvec.load reads before a native "
+                              "model: remove options.json and weights.hdf5, or write elsewhere")
+
+
+def load_files(
+    options_file: str | os.PathLike, weight_file: str | os.PathLike, device: torch.device
+) -> Encoder:
+    """The encoder (eval mode, on ``device``) of a model given as two loose files rather than a
+    directory: the one family that takes them (``Family.load_files``) loads them."""
+    (load,) = (family.load_files for family in FAMILIES if family.load_files is not None)
+    return load(options_file, weight_file, device)
+
+
 def family_saving(encoder: Encoder) -> Family | None:
     """The family that writes encoders of ``encoder``'s class, or None."""
     for family in FAMILIES:
         if family.saves is not None and isinstance(encoder, family.saves):
             return family
     return None
+
+
+def writer(encoder: Encoder, form: Form) -> Writer | None:
+    """What writes ``encoder`` in ``form``: its class's family's writer of that form, or None."""
+    family = family_saving(encoder)
+    return None if family is None else family.writes.get(form)
 
 
 def sentence_vectors(encoder: Encoder, pooling: SentencePooling | None = None) -> SentenceVectors | None:

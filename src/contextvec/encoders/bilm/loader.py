@@ -97,6 +97,16 @@ def save_native_encoder(encoder: Encoder, directory: Path) -> Path:
     return save_native(directory, MODEL_TYPE, encoder.config.to_dict(), encoder.bilm.state_dict())
 
 
+def save_bilm_tf_encoder(encoder: Encoder, directory: Path) -> Path:
+    """Write an :class:`ElmoEncoder`'s biLM as bilm-tf files (``options.json`` + ``weights.hdf5``)
+    into ``directory`` (created if missing, its parent not)."""
+    if not isinstance(encoder, ElmoEncoder):
+        raise TypeError(f"cannot save {type(encoder).__name__} as bilm-tf files")
+    directory.mkdir(exist_ok=True)
+    save_bilm_tf(encoder.bilm, directory / bilm_tf.OPTIONS_NAME, directory / bilm_tf.WEIGHTS_NAME)
+    return directory
+
+
 def elmo_facts(encoder: Encoder) -> dict[str, str]:
     """What ``contextvec info`` says of an ELMo beyond layers and width."""
     config = encoder.config
@@ -106,12 +116,14 @@ def elmo_facts(encoder: Encoder) -> dict[str, str]:
             "LSTM": f"{config.n_layers} layers, cell {config.lstm_dim}, projection {config.projection_dim}"}
 
 
+# Its encoders are ElmoEncoders, which NATIVE_ELMO writes (in either form).
 BILM_TF = Family("bilm-tf", is_bilm_tf_dir, _load_bilm_tf_dir, "a bilm-tf ELMo model",
+                 load_files=load_bilm_tf_encoder,
                  format="bilm-tf/allennlp HDF5 (options.json + weights.hdf5)", facts=elmo_facts,
                  converts_to=tuple(Form), low_precision=True)
 NATIVE_ELMO = Family(
     MODEL_TYPE, lambda path: native_model_type(path) == MODEL_TYPE, load_native_encoder, "an ELMo biLM",
-    saves=ElmoEncoder, save=save_native_encoder,
+    saves=ElmoEncoder, writes={Form.NATIVE: save_native_encoder, Form.BILM_TF: save_bilm_tf_encoder},
     format=f"contextvec native, model_type {MODEL_TYPE} (config.json + model.safetensors)", facts=elmo_facts,
     converts_to=tuple(Form), low_precision=True,
 )

@@ -164,7 +164,7 @@ def _save(encoder: Encoder, directory: Path) -> Path:
 COVE = Family(
     MODEL_TYPE, lambda path: native_model_type(path) in MODEL_TYPES,
     lambda path, device: load_cove_encoder(path, device=device), "a CoVe model",
-    saves=CoveEncoder, save=_save,
+    saves=CoveEncoder, writes={Form.NATIVE: _save},
     format="contextvec native, model_type cove or cove-seq2seq "
            "(config.json + model.safetensors + words.json)",
     facts=lambda encoder: {"vocabulary": f"{len(encoder.mt_lstm.words)} words "

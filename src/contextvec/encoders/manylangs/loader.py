@@ -146,7 +146,7 @@ MANYLANGS = Family(
 )
 MANYLANGS_NATIVE = Family(
     MODEL_TYPE, lambda path: native_model_type(path) == MODEL_TYPE, load_native_manylangs,
-    "an ELMoForManyLangs model", saves=ManyLangsEncoder, save=save_native_manylangs,
+    "an ELMoForManyLangs model", saves=ManyLangsEncoder, writes={Form.NATIVE: save_native_manylangs},
     format=f"contextvec native, model_type {MODEL_TYPE} (config.json + model.safetensors + vocabulary.json)",
     facts=manylangs_facts, converts_to=(Form.NATIVE,), no_form=no_bilm_tf_form,
 )
