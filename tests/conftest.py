@@ -122,18 +122,18 @@ def minilm_dir() -> Path:
     return Path(spec.submodule_search_locations[0]) / "model"
 
 
-def write_tiny_bert(directory: Path, vocab: list[str]) -> Path:
-    """A tiny BERT (seeded random weights, 2 layers of 16, 64 positions) over ``vocab`` as an HF
-    directory at ``directory`` (created)."""
+def write_tiny_bert(directory: Path, vocab: list[str], *, layers: int = 2, pooler: bool = True) -> Path:
+    """A tiny BERT (seeded random weights, ``layers`` layers of 16, 64 positions, a pooler or
+    none) over ``vocab`` as an HF directory at ``directory`` (created)."""
     import json
 
     from safetensors.torch import save_file
     from transformers import BertConfig, BertModel
 
-    config = BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=64)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=layers,
+                        num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
     torch.manual_seed(0)
-    state = BertModel(config).state_dict()
+    state = BertModel(config, add_pooling_layer=pooler).state_dict()
     directory.mkdir()
     (directory / "config.json").write_text(json.dumps(config.to_dict()))
     (directory / "vocab.txt").write_text("\n".join(vocab) + "\n")

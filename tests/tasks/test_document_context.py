@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers_task_data import CONLL_FIRST_DOCUMENT
 
 from contextvec.cli.main import main
 from contextvec.encoders.fingerprint import model_identity
@@ -18,17 +19,7 @@ from contextvec.tasks.saved import load_task_model
 from contextvec.tasks.spec import get_task
 from contextvec.tasks.train import TrainSettings, attach_features
 
-CONLL = """-DOCSTART- -X- O O
-
-EU NNP I-NP I-ORG
-rejects VBZ I-VP O
-German JJ I-NP I-MISC
-call NN I-NP O
-
-Peter NNP I-NP I-PER
-Blackburn NNP I-NP I-PER
-
--DOCSTART- -X- O O
+CONLL = CONLL_FIRST_DOCUMENT + """-DOCSTART- -X- O O
 
 BRUSSELS NNP I-NP I-LOC
 1996-08-22 CD I-NP O

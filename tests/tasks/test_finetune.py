@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import SHARED, need_shared, shared_file
-from safetensors.torch import save_file
+from conftest import need_shared, write_tiny_bert
+from helpers_task_data import CONLL_DEV, CONLL_TRAIN, SST_DEV, SST_TRAIN
 from tolerance import assert_reordered_close, bert_terms
 
 import contextvec
 from contextvec.cli.main import main
-from contextvec.encoders.bert import BertCheckpointError, BertConfig, BertEncoder, BertModel, combine_layers
+from contextvec.encoders.bert import BertCheckpointError, BertEncoder, combine_layers
 from contextvec.encoders.bert.finetune import (
     BertForMultipleChoice,
     BertForQuestionAnswering,
@@ -36,12 +36,6 @@ from contextvec.tasks.models import FixedLayers, ModelSettings
 from contextvec.tasks.train import Split, attach_features, build_task_model, load_split
 from contextvec.training.optim import bert_parameter_groups
 
-TASKS = SHARED / "tasks"
-CONLL_TRAIN = TASKS / "conll2003" / "eng.train.gz"
-CONLL_DEV = TASKS / "conll2003" / "eng.testa.gz"
-SST_TRAIN = shared_file("tasks/sst/trees/train.txt.gz")  # or its committed excerpt (tests/data)
-SST_DEV = shared_file("tasks/sst/trees/dev.txt.gz")
-
 LETTERS = "abcdefghijklmnopqrstuvwxyz0123456789"
 PUNCTUATION = ".,;:!?'\"()-&$%/`"
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *LETTERS, *PUNCTUATION, *(f"##{c}" for c in LETTERS)]
@@ -58,23 +52,9 @@ def _one_thread():
     torch.set_num_threads(1)  # tiny models; the machine is shared
 
 
-def _write_bert(directory: Path, pooler: bool = True, layers: int = 3, positions: int = 64) -> Path:
+def _write_bert(directory: Path, layers: int = 3, pooler: bool = True) -> Path:
     """A tiny random BERT (letters as pieces: real words split into many pieces) as an HF directory."""
-    config = BertConfig(
-        vocab_size=len(VOCAB),
-        hidden_size=16,
-        num_hidden_layers=layers,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=positions,
-    )
-    torch.manual_seed(0)
-    state = BertModel(config, add_pooling_layer=pooler).state_dict()
-    directory.mkdir(parents=True)
-    (directory / "config.json").write_text(json.dumps(config.to_dict()))
-    (directory / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
-    save_file({k: v.contiguous() for k, v in state.items()}, str(directory / "model.safetensors"))
-    return directory
+    return write_tiny_bert(directory, VOCAB, layers=layers, pooler=pooler)
 
 
 @pytest.fixture(scope="module")
@@ -309,6 +289,12 @@ def _run(tmp_path, *argv: str) -> dict:
     return json.loads(out.read_text(encoding="utf-8"))
 
 
+def _ner_on_20_sentences(bert_dir: Path) -> list[str]:
+    """train-task's arguments for NER on the first 20 sentences of CoNLL-2003 with the tiny BERT."""
+    return ["ner", "--train", str(CONLL_TRAIN), "--dev", str(CONLL_DEV), "--max-sentences", "20",
+            "--model", str(bert_dir)]
+
+
 def _balanced_sst(source: Path, target: Path, per_class: int) -> Path:
     """The first ``per_class`` negative and positive trees of an SST file, alternating (the files
     start with long runs of one class; their committed excerpts hold three negative trees)."""
@@ -372,15 +358,7 @@ def test_cli_fine_tune_sst2(tmp_path, bert_dir):
 def test_cli_fine_tune_ner(tmp_path, bert_dir):
     result = _run(
         tmp_path,
-        "ner",
-        "--train",
-        str(CONLL_TRAIN),
-        "--dev",
-        str(CONLL_DEV),
-        "--max-sentences",
-        "20",
-        "--model",
-        str(bert_dir),
+        *_ner_on_20_sentences(bert_dir),
         "--fine-tune",
         "--epochs",
         "2",
@@ -429,15 +407,7 @@ def test_fixed_layer_combinations(tmp_path, bert_dir):
 def test_cli_layers_sum_last_4(tmp_path, bert_dir):
     result = _run(
         tmp_path,
-        "ner",
-        "--train",
-        str(CONLL_TRAIN),
-        "--dev",
-        str(CONLL_DEV),
-        "--max-sentences",
-        "20",
-        "--model",
-        str(bert_dir),
+        *_ner_on_20_sentences(bert_dir),
         "--layers",
         "sum-last-4",
         "--epochs",

@@ -9,10 +9,10 @@ import random
 import pytest
 import torch
 from conftest import SHARED, need_shared
+from helpers_task_data import tiny_elmo
 from tolerance import assert_reordered_close, elmo_terms
 
 from contextvec.cli.main import main
-from contextvec.encoders.bilm import PRESETS, ElmoBiLM, ElmoEncoder
 from contextvec.tasks.models import ModelSettings, PairModel, pair_batch
 from contextvec.tasks.split import Split
 from contextvec.tasks.train import TrainSettings, build_task_model, train_task
@@ -99,13 +99,8 @@ def test_a_pairs_prediction_does_not_depend_on_its_batch():
     assert_reordered_close(together, alone, terms=(16 + 12) + 24 + 192 + 16)
 
 
-def _tiny_encoder() -> ElmoEncoder:
-    torch.manual_seed(0)
-    return ElmoEncoder(ElmoBiLM(PRESETS["tiny"])).eval()
-
-
 def test_precomputed_layers_of_both_sentences_equal_running_the_encoder():
-    encoder = _tiny_encoder()
+    encoder = tiny_elmo()
     data = _pairs(4, random.Random(4))
     torch.manual_seed(0)
     model, indexer = build_task_model("rte", data, [], ModelSettings(**SMALL, placement="input+output"),

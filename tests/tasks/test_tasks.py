@@ -10,11 +10,20 @@ import random
 import numpy as np
 import pytest
 import torch
-from conftest import SHARED, need_shared, shared_file
+from conftest import need_shared, shared_file
+from helpers_task_data import (
+    CONLL_DEV,
+    CONLL_FIRST_DOCUMENT,
+    CONLL_TRAIN,
+    SST_DEV,
+    SST_TRAIN,
+    sentiment_split,
+    tiny_elmo,
+    top_layer_split,
+)
 from tolerance import assert_reordered_close, elmo_terms
 
 from contextvec.cli.main import main
-from contextvec.encoders.bilm import PRESETS, ElmoBiLM, ElmoEncoder
 from contextvec.io.word_vectors import WordVectors, save_word_vectors
 from contextvec.tasks.crf import CRF, allowed_transitions
 from contextvec.tasks.models import (
@@ -47,13 +56,7 @@ from contextvec.tasks.train import (
     train_task,
 )
 
-TASKS = SHARED / "tasks"
-CONLL_TRAIN = TASKS / "conll2003" / "eng.train.gz"
-CONLL_DEV = TASKS / "conll2003" / "eng.testa.gz"
-# The committed excerpts (tests/data) stand in for these where ../shared is absent: the first
-# 62 (SST train), 57 (SST dev) and 60 (TREC) lines.
-SST_TRAIN = shared_file("tasks/sst/trees/train.txt.gz")
-SST_DEV = shared_file("tasks/sst/trees/dev.txt.gz")
+# The committed excerpt (tests/data) stands in for it where ../shared is absent: the first 60 lines.
 TREC_TRAIN = shared_file("tasks/trec/train_5500.label.gz")
 
 
@@ -64,17 +67,7 @@ def _one_thread():
 
 # ---------------------------------------------------------------- readers
 
-CONLL = """-DOCSTART- -X- O O
-
-EU NNP I-NP I-ORG
-rejects VBZ I-VP O
-German JJ I-NP I-MISC
-call NN I-NP O
-
-Peter NNP I-NP I-PER
-Blackburn NNP I-NP I-PER
-
--DOCSTART- -X- O O
+CONLL = CONLL_FIRST_DOCUMENT + """-DOCSTART- -X- O O
 
 In IN I-PP O
 Paris NNP I-NP I-LOC
@@ -258,13 +251,8 @@ def test_allowed_transitions_bioul():
 # ---------------------------------------------------------------- models
 
 
-def _tiny_encoder() -> ElmoEncoder:
-    torch.manual_seed(0)
-    return ElmoEncoder(ElmoBiLM(PRESETS["tiny"])).eval()
-
-
 def test_precomputed_layers_equal_running_the_encoder():
-    encoder = _tiny_encoder()
+    encoder = tiny_elmo()
     sentences = [["EU", "rejects", "German", "call"], ["Peter"], ["In", "Paris", "!"]]
     train = Split(sentences, [["I-ORG", "O", "I-MISC", "O"], ["I-PER"], ["O", "I-LOC", "O"]], "s")
     settings = ModelSettings(placement="input+output", layer_norm=True, hidden=8, char_filters=4)
@@ -282,7 +270,7 @@ def test_precomputed_layers_equal_running_the_encoder():
 
 
 def test_last_layer_only_is_a_fixed_mix():
-    encoder = _tiny_encoder()
+    encoder = tiny_elmo()
     embedder = contextual_embedder(encoder, ModelSettings(placement="input", layers="last")).eval()
     assert isinstance(embedder.encoder, FixedLayers) and embedder.encoder.num_layers == 1
     assert not any(p.requires_grad for p in embedder.mixes.parameters())
@@ -368,37 +356,16 @@ def test_ner_model_fits_learnable_data(scheme):
 def test_classifier_uses_the_contextual_mix():
     """Words carry nothing (always "x"); the label is only in the precomputed top layer."""
     rng = np.random.default_rng(0)
-
-    def split(n: int) -> Split:
-        labels = [str(rng.integers(2)) for _ in range(n)]
-        sentences = [["x"] * int(rng.integers(2, 6)) for _ in range(n)]
-        features = []
-        for label, sentence in zip(labels, sentences, strict=True):
-            layers = rng.normal(size=(3, len(sentence), 32)).astype(np.float32)
-            layers[2, :, 0] += 3.0 if label == "1" else -3.0
-            features.append(layers)
-        return Split(sentences, labels, "synthetic", features)
-
+    train, dev = top_layer_split(120, rng), top_layer_split(60, rng)
     settings = ModelSettings(**{**SMALL, "char_cnn": False}, placement="input", mix_dropout=0.0)
-    report, model = train_task("sst2", split(120), split(60), None, settings, FAST, _tiny_encoder())
+    report, model = train_task("sst2", train, dev, None, settings, FAST, tiny_elmo())
     assert report.dev["accuracy"] > 0.95
     assert len(report.mixes) == 1 and len(report.mixes[0]["weights"]) == 3
 
 
 def test_classifier_fits_learnable_data():
     rng = random.Random(0)
-
-    def split(n: int) -> Split:
-        sentences, labels = [], []
-        for _ in range(n):
-            words = [rng.choice(["a", "film", "it", "was", "plot"]) for _ in range(rng.randint(3, 7))]
-            label = rng.choice(["positive", "negative"])
-            words.insert(rng.randrange(len(words) + 1), "good" if label == "positive" else "bad")
-            sentences.append(words)
-            labels.append(label)
-        return Split(sentences, labels, "synthetic")
-
-    train, dev = split(120), split(60)
+    train, dev = sentiment_split(120, rng), sentiment_split(60, rng)
     settings = ModelSettings(**{**SMALL, "char_cnn": False})
     report, _ = train_task("sst2", train, dev, None, settings, FAST)
     assert report.dev["accuracy"] > 0.95

@@ -9,6 +9,7 @@ import random
 import numpy as np
 import pytest
 import torch
+from helpers_task_data import sentiment_split, tiny_elmo, top_layer_split
 from tolerance import assert_reordered_close
 
 from contextvec.tasks.models import BCNClassifier, ModelSettings, char_ngrams, ngram_vocabulary
@@ -28,20 +29,9 @@ def _one_thread():
     torch.set_num_threads(1)
 
 
-def _sentiment(n: int, rng: random.Random) -> Split:
-    sentences, labels = [], []
-    for _ in range(n):
-        words = [rng.choice(["a", "film", "it", "was", "plot"]) for _ in range(rng.randint(3, 7))]
-        label = rng.choice(["positive", "negative"])
-        words.insert(rng.randrange(len(words) + 1), "good" if label == "positive" else "bad")
-        sentences.append(words)
-        labels.append(label)
-    return Split(sentences, labels, "synthetic")
-
-
 def test_bcn_fits_learnable_data_even_with_a_batch_of_one():
     rng = random.Random(0)
-    train, dev = _sentiment(113, rng), _sentiment(60, rng)  # 113 = 7 x 16 + 1: a one-sentence batch
+    train, dev = sentiment_split(113, rng), sentiment_split(60, rng)  # 113 = 7 x 16 + 1: a one-sentence batch
     report, model = train_task("sst2", train, dev, None, BCN, FAST)
     assert isinstance(model, BCNClassifier) and report.dev["accuracy"] > 0.95
     assert report.model_settings["classifier"] == "bcn"
@@ -49,7 +39,7 @@ def test_bcn_fits_learnable_data_even_with_a_batch_of_one():
 
 def test_bcn_shape_follows_the_seed():
     rng = random.Random(0)
-    train = _sentiment(20, rng)
+    train = sentiment_split(20, rng)
     model, _ = build_task_model("sst5", Split(train.sentences, ["1"] * 10 + ["3"] * 10), [], BCN)
     h = BCN.hidden
     assert isinstance(model.feedforward[1], torch.nn.ReLU) and model.feedforward[0].out_features == h
@@ -64,7 +54,7 @@ def test_bcn_drops_its_input_once():
     """Dropout before ``f`` is the task model's input dropout: in training, a share ``dropout`` of
     the word-vector entries reaching ``f`` is zero (a second dropout would make it 0.75)."""
     rng = random.Random(0)
-    train = _sentiment(40, rng)
+    train = sentiment_split(40, rng)
     torch.manual_seed(0)
     model, indexer = build_task_model("sst2", train, [], ModelSettings(**{**BCN.__dict__, "dropout": 0.5}))
     batch = indexer.batch(train.sentences, train.labels)
@@ -79,7 +69,7 @@ def test_bcn_drops_its_input_once():
 
 def test_bcn_loads_the_weights_of_models_saved_with_the_old_feedforward_names():
     rng = random.Random(0)
-    train = _sentiment(20, rng)
+    train = sentiment_split(20, rng)
     torch.manual_seed(0)
     model, _ = build_task_model("sst2", train, [], BCN)
     state = {k.replace("feedforward.0.", "feedforward.1."): v.clone() for k, v in model.state_dict().items()}
@@ -95,7 +85,7 @@ def test_bcn_predictions_do_not_depend_on_padding():
     """The biattention and the poolings mask the padding: a sentence scores the same alone or
     in a batch with longer sentences."""
     rng = random.Random(1)
-    train = _sentiment(30, rng)
+    train = sentiment_split(30, rng)
     torch.manual_seed(0)
     model, indexer = build_task_model("sst2", train, [], BCN)
     model.eval()
@@ -123,23 +113,9 @@ def test_bcn_is_for_sentence_tasks_and_input_placement():
 def test_bcn_reads_the_contextual_mix():
     """Words carry nothing (always "x"); the label is only in the precomputed top layer."""
     rng = np.random.default_rng(0)
-
-    def split(n: int) -> Split:
-        labels = [str(rng.integers(2)) for _ in range(n)]
-        sentences = [["x"] * int(rng.integers(2, 6)) for _ in range(n)]
-        features = []
-        for label, sentence in zip(labels, sentences, strict=True):
-            layers = rng.normal(size=(3, len(sentence), 32)).astype(np.float32)
-            layers[2, :, 0] += 3.0 if label == "1" else -3.0
-            features.append(layers)
-        return Split(sentences, labels, "synthetic", features)
-
-    from contextvec.encoders.bilm import PRESETS, ElmoBiLM, ElmoEncoder
-
-    torch.manual_seed(0)
-    encoder = ElmoEncoder(ElmoBiLM(PRESETS["tiny"])).eval()
+    train, dev = top_layer_split(120, rng), top_layer_split(60, rng)
     settings = ModelSettings(**{**BCN.__dict__, "placement": "input", "mix_dropout": 0.0})
-    report, _ = train_task("sst2", split(120), split(60), None, settings, FAST, encoder)
+    report, _ = train_task("sst2", train, dev, None, settings, FAST, tiny_elmo())
     assert report.dev["accuracy"] > 0.95 and len(report.mixes) == 1
 
 
@@ -166,7 +142,7 @@ def test_char_ngrams_are_the_unique_1_to_4_grams_with_boundaries():
 
 def test_a_word_vector_is_the_mean_of_its_known_ngram_vectors():
     rng = random.Random(0)
-    train = _sentiment(20, rng)
+    train = sentiment_split(20, rng)
     settings = ModelSettings(word_dim=4, char_cnn=False, char_ngram_dim=6)
     model, indexer = build_task_model("sst2", train, [], settings)
     model.eval()
@@ -186,7 +162,7 @@ def test_char_ngrams_let_the_model_read_unseen_words():
     rng = random.Random(0)
 
     def split(n: int, suffix: str) -> Split:
-        data = _sentiment(n, rng)
+        data = sentiment_split(n, rng)
         return Split([[w + suffix if w in ("good", "bad") else w for w in s] for s in data.sentences],
                      data.labels, "synthetic")
 
