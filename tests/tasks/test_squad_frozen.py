@@ -9,6 +9,7 @@ import json
 import pytest
 import torch
 from conftest import SHARED
+from helpers_squad import TINY_SPAN, toy_squad
 
 import contextvec
 from contextvec.features import FeatureSettings
@@ -25,29 +26,12 @@ from contextvec.tasks.train import TrainSettings
 from contextvec.text.tokenize import Tokenizer
 
 SQUAD = SHARED / "tasks" / "squad-v1.1" / "dev-v1.1-even-articles.json.gz"
-PLACES = [("France", "Paris"), ("Italy", "Rome"), ("Germany", "Berlin"), ("Spain", "Madrid"),
-          ("Austria", "Vienna"), ("Norway", "Oslo"), ("Peru", "Lima"), ("Japan", "Tokyo"),
-          ("Egypt", "Cairo"), ("Kenya", "Nairobi"), ("Chile", "Santiago"), ("Cuba", "Havana")]
-
-
-def toy_squad() -> SquadData:
-    """Questions whose answer is always the word after "capital is", on contexts of different
-    lengths (so batches pad)."""
-    questions = []
-    for k, (country, city) in enumerate(PLACES):
-        context = f"{country} is a country{' in the world' * (k % 3)}. Its capital is {city}, a city."
-        questions.append(Question(f"q{k}", f"What is the capital of {country}?", context,
-                                  (Answer(city, context.index(city)),)))
-    return SquadData(tuple(questions), tuple(range(len(questions))), "toy")
-
-
 @pytest.fixture(autouse=True)
 def _one_thread():
     # tiny matrices: a second OpenMP thread only waits, and on a busy machine it spins
     torch.set_num_threads(1)
 
 
-TINY = ModelSettings(word_dim=8, char_cnn=False, hidden=8, lstm_layers=1, dropout=0.0, word_unk_rate=0.0)
 SPAN = SpanSettings(modelling_layers=1, max_answer_length=3)
 FIT = TrainSettings(epochs=8, lr=0.05, batch_size=4, patience=8, progress=False)
 
@@ -91,7 +75,7 @@ def test_an_answer_inside_a_token_takes_the_whole_token_and_is_counted():
 
 def test_training_reduces_the_loss_and_answers_a_toy_set():
     data = toy_squad()
-    report, reader = train_span_model(data, data, None, SpanTrainSettings(TINY, SPAN, FIT))
+    report, reader = train_span_model(data, data, None, SpanTrainSettings(TINY_SPAN, SPAN, FIT))
     losses = [epoch["train_loss"] for epoch in report.curve]
     assert losses[-1] < losses[0] / 4
     predictions = reader.predict(data)
@@ -144,7 +128,7 @@ def test_answers_do_not_depend_on_the_batch(elmo_reader):
 def test_a_saved_model_refuses_a_record_of_another_version_or_weights_that_do_not_fit(tmp_path):
     data = toy_squad()
     one_epoch = TrainSettings(epochs=1, progress=False)
-    _, reader = train_span_model(data, data, None, SpanTrainSettings(TINY, SPAN, one_epoch))
+    _, reader = train_span_model(data, data, None, SpanTrainSettings(TINY_SPAN, SPAN, one_epoch))
     saved = save_span_model(tmp_path / "model", reader)
     record = json.loads((saved / SPAN_FILE).read_text())
     (saved / SPAN_FILE).write_text(json.dumps({**record, "version": 99}))
@@ -159,4 +143,4 @@ def test_a_saved_model_refuses_a_record_of_another_version_or_weights_that_do_no
 def test_placement_and_encoder_must_agree(elmo_reader):
     data, _, _, encoder, _ = elmo_reader
     with pytest.raises(ValueError, match="placement 'none' needs no encoder"):
-        train_span_model(data, data, encoder, SpanTrainSettings(TINY, SPAN, FIT))
+        train_span_model(data, data, encoder, SpanTrainSettings(TINY_SPAN, SPAN, FIT))

@@ -8,6 +8,7 @@ import json
 
 import pytest
 import torch
+from helpers_squad import TINY_SPAN, toy_squad
 from tolerance import BF16_EPS
 
 from contextvec.cli.main import main
@@ -15,13 +16,12 @@ from contextvec.encoders import cpu as cpu_module
 from contextvec.encoders.bert.finetune import BertForQuestionAnswering
 from contextvec.encoders.bert.tokenizer import WordPieceTokenizer
 from contextvec.encoders.precision import Precision, precision_of
-from contextvec.tasks.models import ModelSettings
 from contextvec.tasks.qa.bert import BertReader
 from contextvec.tasks.qa.frozen import SpanTrainSettings, train_span_model
 from contextvec.tasks.qa.saved import load_qa_model, save_bert_reader
 from contextvec.tasks.qa.span_model import SpanSettings
 from contextvec.tasks.qa.span_saved import save_span_model
-from contextvec.tasks.qa.squad import Answer, Question, SquadData
+from contextvec.tasks.qa.squad import Question
 from contextvec.tasks.qa.windows import WindowSettings, make_windows
 from contextvec.tasks.train import TrainSettings
 
@@ -124,25 +124,12 @@ def test_an_unknown_precision_is_one_line(saved):
 
 # -- the span model over frozen features: no windows; precision is its encoder's --------------
 
-PLACES = [("France", "Paris"), ("Italy", "Rome"), ("Spain", "Madrid"), ("Peru", "Lima")]
-
-
-def toy_squad() -> SquadData:
-    questions = []
-    for k, (country, city) in enumerate(PLACES):
-        context = f"{country} is a country. Its capital is {city}, a city."
-        questions.append(Question(f"q{k}", f"What is the capital of {country}?", context,
-                                  (Answer(city, context.index(city)),)))
-    return SquadData(tuple(questions), tuple(range(len(questions))), "toy")
-
-
-TINY_SPAN = ModelSettings(word_dim=8, char_cnn=False, hidden=8, lstm_layers=1, dropout=0.0, word_unk_rate=0.0)
 ONE_EPOCH = TrainSettings(epochs=1, batch_size=4, progress=False)
 
 
 @pytest.fixture(scope="module")
 def span_without_encoder(tmp_path_factory):
-    data = toy_squad()
+    data = toy_squad(4)
     _, reader = train_span_model(data, data, None,
                                  SpanTrainSettings(TINY_SPAN, SpanSettings(modelling_layers=1), ONE_EPOCH))
     return save_span_model(tmp_path_factory.mktemp("span") / "model", reader)
@@ -164,7 +151,7 @@ def test_int8_converts_a_span_models_encoder(own_tiny_dir, tmp_path):
     from contextvec.features import FeatureSettings
     from contextvec.tasks.saved import encoder_reference
 
-    data = toy_squad()
+    data = toy_squad(4)
     encoder = contextvec.load(own_tiny_dir)
     settings = SpanTrainSettings(
         dataclasses.replace(TINY_SPAN, placement="input"), SpanSettings(modelling_layers=1), ONE_EPOCH,
