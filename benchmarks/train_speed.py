@@ -2,7 +2,7 @@
 
     python benchmarks/train_speed.py --presets kim-small,elmo-small --steps 10
     python benchmarks/train_speed.py --presets kim-small --bf16 off,softmax,all --steps 60
-    python benchmarks/train_speed.py --presets my_config.json      # a TrainConfig JSON file
+    python benchmarks/train_speed.py --presets my_config.json      # a BiLMTrainSettings JSON file
     python benchmarks/train_speed.py --presets elmo-en-small --init elmo-en-small --negatives 0
 
 Data: PTB train from ../shared/data unless ``--train`` names files; each row is the median step
@@ -29,7 +29,7 @@ from flops import CnnWork, lstm_flops, matmul_peak
 
 from contextvec.encoders.bilm.config import BiLMConfig
 from contextvec.training.bilm.batcher import StreamBatcher
-from contextvec.training.bilm.config import PRESETS, TrainConfig
+from contextvec.training.bilm.config import PRESETS, BiLMTrainSettings
 from contextvec.training.bilm.trainer import Trainer
 from contextvec.training.corpus import read_sentences
 
@@ -66,7 +66,7 @@ def main() -> None:
           f"{'GFLOP/s':>8} {'of peak':>7}")
     paths = args.train
     for name in args.presets.split(","):
-        base = TrainConfig.from_file(name) if name.endswith(".json") else PRESETS[name]
+        base = BiLMTrainSettings.from_file(name) if name.endswith(".json") else PRESETS[name]
         config = dataclasses.replace(base, checkpoint_every=0, dropout=0.1)
         if args.rows:
             config = dataclasses.replace(config, rows=args.rows)

@@ -22,9 +22,9 @@ from contextvec.jobs.predict import PredictSettings
 from contextvec.jobs.train_task import TrainMode, TrainTaskSettings
 from contextvec.server.settings import ServerSettings
 from contextvec.tasks.models import ModelSettings
-from contextvec.training.bilm.config import PRESETS, TrainConfig
-from contextvec.training.mt.config import MTTrainConfig
-from contextvec.training.word2vec import WordVectorConfig
+from contextvec.training.bilm.config import PRESETS, BiLMTrainSettings
+from contextvec.training.mt.config import MTTrainSettings
+from contextvec.training.word2vec import WordVectorSettings
 
 ALL_TOKENIZERS = ("whitespace", "moses", "moses-sentences")
 LINE_TOKENIZERS = ("whitespace", "moses")
@@ -50,15 +50,15 @@ CASES = [
     (_predict_settings, "format", "format", ("text", "task")),
     (_predict_settings, "output_format", "output_format", ("jsonl", "conll", "glue")),
     (ServerSettings, "tokenizer", "tokenizer", LINE_TOKENIZERS),
-    (TrainConfig, "optimizer", "optimizer", ("adagrad", "adam", "sgd")),
-    (TrainConfig, "tokenizer", "tokenizer", ALL_TOKENIZERS),
-    (TrainConfig, "bf16", "bf16", ("off", "softmax", "all")),
-    (MTTrainConfig, "optimizer", "optimizer", ("adam", "sgd")),
-    (MTTrainConfig, "select", "select", ("bleu", "perplexity")),
-    (MTTrainConfig, "bleu_tokenize", "bleu_tokenize", ("none", "13a")),
-    (MTTrainConfig, "tokenizer", "tokenizer", LINE_TOKENIZERS),
-    (WordVectorConfig, "algorithm", "algorithm", ("word2vec", "fasttext")),
-    (WordVectorConfig, "tokenizer", "tokenizer", ALL_TOKENIZERS),
+    (BiLMTrainSettings, "optimizer", "optimizer", ("adagrad", "adam", "sgd")),
+    (BiLMTrainSettings, "tokenizer", "tokenizer", ALL_TOKENIZERS),
+    (BiLMTrainSettings, "bf16", "bf16", ("off", "softmax", "all")),
+    (MTTrainSettings, "optimizer", "optimizer", ("adam", "sgd")),
+    (MTTrainSettings, "select", "select", ("bleu", "perplexity")),
+    (MTTrainSettings, "bleu_tokenize", "bleu_tokenize", ("none", "13a")),
+    (MTTrainSettings, "tokenizer", "tokenizer", LINE_TOKENIZERS),
+    (WordVectorSettings, "algorithm", "algorithm", ("word2vec", "fasttext")),
+    (WordVectorSettings, "tokenizer", "tokenizer", ALL_TOKENIZERS),
     (FeatureSettings, "dtype", "feature dtype", ("float32", "float16")),
     (lambda **kw: RunnerSettings(Path("out"), **kw), "feature_dtype", "feature dtype",
      ("float32", "float16")),
@@ -128,18 +128,18 @@ def test_a_saved_task_models_string_settings_load_and_are_written_back_the_same(
 
 def test_training_configs_of_plain_strings_load_and_are_written_as_plain_strings(tmp_path):
     old = {**PRESETS["elmo-en-small"].to_dict(), "optimizer": "sgd", "bf16": "softmax"}
-    config = TrainConfig.from_dict(json.loads(json.dumps(old)))  # as a config file or checkpoint holds it
+    config = BiLMTrainSettings.from_dict(json.loads(json.dumps(old)))  # as a config file or checkpoint has it
     assert (config.optimizer, config.bf16, config.tokenizer) == ("sgd", "softmax", "moses-sentences")
     written = config.to_dict()
     assert written == old
     assert all(type(v) is str for v in written.values() if isinstance(v, str))  # no enum members
     # A checkpoint's config is read back with weights_only=True: enum members would not load.
     buffer = io.BytesIO()
-    torch.save({"config": written, "mt": MTTrainConfig(optimizer="sgd").to_dict()}, buffer)
+    torch.save({"config": written, "mt": MTTrainSettings(optimizer="sgd").to_dict()}, buffer)
     buffer.seek(0)
     loaded = torch.load(buffer, weights_only=True)
-    assert TrainConfig.from_dict(loaded["config"]) == config
-    assert MTTrainConfig.from_dict(loaded["mt"]) == MTTrainConfig(optimizer="sgd")
+    assert BiLMTrainSettings.from_dict(loaded["config"]) == config
+    assert MTTrainSettings.from_dict(loaded["mt"]) == MTTrainSettings(optimizer="sgd")
     assert {type(v) for v in loaded["mt"].values()} <= {str, int, float, bool, type(None)}
 
 

@@ -10,10 +10,10 @@ import pytest
 
 from contextvec.cli.main import build_parser
 from contextvec.cli.train_bert import config_from_args
-from contextvec.training.bert.config import PRESETS, BertTrainConfig
+from contextvec.training.bert.config import PRESETS, BertTrainSettings
 from contextvec.training.bert.instances import InstanceSettings
 
-# A config as BertTrainConfig.to_dict wrote it (checkpoints, training.json) before the instance
+# A config as BertTrainSettings.to_dict wrote it (checkpoints, training.json) before the instance
 # fields moved to InstanceSettings: bert-tiny with pool_size 20, seed 3 and whole-word masking.
 SAVED = (
     '{"model": {"vocab_size": 1000, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, '
@@ -29,7 +29,7 @@ SAVED = (
 def test_a_saved_config_loads_and_is_written_back_byte_for_byte(tmp_path):
     path = tmp_path / "config.json"
     path.write_text(SAVED, encoding="utf-8")
-    config = BertTrainConfig.from_file(path)
+    config = BertTrainSettings.from_file(path)
     assert config == dataclasses.replace(PRESETS["bert-tiny"], pool_size=20, seed=3, whole_word_mask=True)
     assert json.dumps(config.to_dict()) == SAVED
     assert config.instances() == InstanceSettings(64, whole_word_mask=True, pool_size=20, seed=3)
@@ -39,10 +39,10 @@ def test_a_saved_config_loads_and_is_written_back_byte_for_byte(tmp_path):
 def test_instance_fields_have_one_home():
     """Defaults and checks of the instance fields are InstanceSettings'; the config adds its own."""
     names = [f.name for f in dataclasses.fields(InstanceSettings)]
-    assert [f.name for f in dataclasses.fields(BertTrainConfig)][:len(names)] == names
-    assert BertTrainConfig().instances() == InstanceSettings()
+    assert [f.name for f in dataclasses.fields(BertTrainSettings)][:len(names)] == names
+    assert BertTrainSettings().instances() == InstanceSettings()
     with pytest.raises(ValueError, match=r"^max_seq_length must be >= 5 \(\[CLS\] A .*, not 4$"):
-        BertTrainConfig(max_seq_length=4)
+        BertTrainSettings(max_seq_length=4)
     with pytest.raises(ValueError, match="masked_lm_prob must be in \\(0, 1\\), not 1.0"):
         InstanceSettings(masked_lm_prob=1.0)
     with pytest.raises(ValueError, match="exceeds the model's max_position_embeddings 64"):

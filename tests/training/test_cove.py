@@ -31,7 +31,7 @@ from contextvec.io.word_vectors import (
     save_word_vectors,
 )
 from contextvec.training.loop import CHECKPOINT
-from contextvec.training.mt.config import MTTrainConfig
+from contextvec.training.mt.config import MTTrainSettings
 from contextvec.training.mt.data import MTFiles, read_parallel
 from contextvec.training.mt.trainer import MTTrainer
 from contextvec.training.mt.translator import load_translator, perplexity, translate
@@ -174,7 +174,7 @@ def copy_model(tmp_path_factory):
     for side in ("src", "tgt"):
         lines = (root / f"train.{side}").read_text(encoding="utf-8").splitlines(keepends=True)
         (root / f"valid.{side}").write_text("".join(lines[:30]), encoding="utf-8")
-    config = MTTrainConfig(hidden_size=48, target_dim=16, dropout=0.0, batch_size=8, epochs=5,
+    config = MTTrainSettings(hidden_size=48, target_dim=16, dropout=0.0, batch_size=8, epochs=5,
                            lr=0.01, min_count=1, checkpoint_every=0, seed=0)
     files = MTFiles(root / "train.src", root / "train.tgt", root / "vectors.txt", root / "valid.src",
                     root / "valid.tgt")
@@ -235,7 +235,7 @@ def test_translate_and_bleu_commands(copy_model, capsys):
 
 def test_resume_is_exact(tmp_path):
     _write_copy_task(tmp_path, n=60)
-    config = MTTrainConfig(hidden_size=8, target_dim=8, dropout=0.3, batch_size=10, epochs=2,
+    config = MTTrainSettings(hidden_size=8, target_dim=8, dropout=0.3, batch_size=10, epochs=2,
                            lr=0.01, min_count=1, checkpoint_every=4, seed=3, trainable_unk=True)
     files = MTFiles(tmp_path / "train.src", tmp_path / "train.tgt", tmp_path / "vectors.txt",
                     tmp_path / "train.src", tmp_path / "train.tgt")
@@ -265,7 +265,7 @@ def test_resume_is_exact(tmp_path):
     assert resumed.model.encoder.unk.abs().sum() > 0  # trainable UNK was trained
     keys = ("train_loss", "valid_perplexity", "valid_bleu", "lr")
     assert [[h[k] for k in keys] for h in resumed.history] == [[h[k] for k in keys] for h in straight.history]
-    changed = MTTrainConfig(**{**config.to_dict(), "lr": 0.5})
+    changed = MTTrainSettings(**{**config.to_dict(), "lr": 0.5})
     with pytest.raises(ValueError, match="another training config \\(lr differ"):
         MTTrainer(changed, files, tmp_path / "resumed", progress=False,
                   log=lambda message: None).train(resume=True)

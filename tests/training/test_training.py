@@ -24,8 +24,8 @@ from contextvec.encoders.bilm.loader import load_bilm_tf, read_options
 from contextvec.text.chars import BOS_TOKEN, EOS_TOKEN
 from contextvec.training import (
     PRESETS,
+    BiLMTrainSettings,
     CorpusVocabulary,
-    TrainConfig,
     Trainer,
     evaluate_perplexity,
     load_model,
@@ -111,7 +111,7 @@ def test_interleaved_reading_takes_one_line_of_each_file_in_turn(tmp_path):
     assert skipped == ["b2", "w2", "b3"]
     assert [" ".join(s) for s in read_sentences([books, wiki], skip_lines=3)] == ["b3"]
     with pytest.raises(ConfigError, match="skip_lines"):
-        TrainConfig(skip_lines=-1)
+        BiLMTrainSettings(skip_lines=-1)
 
 
 def test_windows_cover_every_prediction_once():
@@ -210,7 +210,7 @@ def test_bf16_autocast_rounds_the_loss_and_keeps_float32_state_and_gradients(cor
     grads = [p.grad for p in model.parameters() if p.grad is not None]
     assert grads and all(g.dtype == torch.float32 and torch.isfinite(g).all() for g in grads)
     with pytest.raises(ConfigError, match="bf16"):
-        TrainConfig(bf16="fp16")
+        BiLMTrainSettings(bf16="fp16")
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ import time
 
 from contextvec.cli import common
 from contextvec.cli import training_options as options
-from contextvec.training.bert.config import PRESETS, BertTrainConfig
+from contextvec.training.bert.config import PRESETS, BertTrainSettings
 from contextvec.training.bert.trainer import BertTrainer, check_vocab
 
 HELP = "pretrain a BERT (masked LM + next sentence prediction) on document-structured text"
@@ -62,8 +62,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
-def config_from_args(args: argparse.Namespace) -> BertTrainConfig:
-    config = BertTrainConfig.from_file(args.config) if args.config else PRESETS[args.preset]
+def config_from_args(args: argparse.Namespace) -> BertTrainSettings:
+    config = BertTrainSettings.from_file(args.config) if args.config else PRESETS[args.preset]
     config = options.overrides(config, args, [*(name for name, *_ in OVERRIDES), *FLAGS])
     model = {}
     if args.dropout is not None:

@@ -9,7 +9,7 @@ import time
 from contextvec.cli import common
 from contextvec.cli import training_options as options
 from contextvec.text.tokenize import Tokenizer
-from contextvec.training.bilm.config import BF16_MODES, OPTIMIZERS, PRESETS, TrainConfig
+from contextvec.training.bilm.config import BF16_MODES, OPTIMIZERS, PRESETS, BiLMTrainSettings
 from contextvec.training.bilm.model_files import (
     FINE_TUNING_LR_FACTOR,
     evaluate_perplexity,
@@ -80,13 +80,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
-def base_config(args: argparse.Namespace) -> TrainConfig:
+def base_config(args: argparse.Namespace) -> BiLMTrainSettings:
     """--config, else --preset, else (with --init) the initial model's fine-tuning settings; with
     --init, a tokenizer other than whitespace or than the model's is said on stderr (the text is
     read with the model's recorded tokenizer unless --tokenizer is given, as for text that is
     already tokenized the model's way)."""
     if args.config:
-        return TrainConfig.from_file(args.config)
+        return BiLMTrainSettings.from_file(args.config)
     if args.preset:
         return PRESETS[args.preset]
     model, _ = load_model(args.init)
@@ -94,9 +94,9 @@ def base_config(args: argparse.Namespace) -> TrainConfig:
     softmax = f"{config.negatives} sampled negatives" if config.negatives else "full softmax"
     print(f"fine-tuning {args.init} with its recorded settings: {config.optimizer}, lr {config.lr:g}, "
           f"{config.rows} x {config.unroll} tokens a step, {softmax}, tokenizer {config.tokenizer}")
-    if args.tokenizer is None and config.tokenizer != TrainConfig.tokenizer:
+    if args.tokenizer is None and config.tokenizer != BiLMTrainSettings.tokenizer:
         print(f"train-bilm: reading the text with {args.init}'s tokenizer, {config.tokenizer} (not "
-              f"{TrainConfig.tokenizer}): the one its vocabulary was made with", file=sys.stderr)
+              f"{BiLMTrainSettings.tokenizer}): the one its vocabulary was made with", file=sys.stderr)
     elif args.tokenizer is not None and args.tokenizer != config.tokenizer:
         print(f"train-bilm: reading the text with --tokenizer {args.tokenizer}, not {args.init}'s "
               f"{config.tokenizer}: its tokens must be cut as the model's vocabulary was", file=sys.stderr)

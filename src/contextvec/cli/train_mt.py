@@ -10,7 +10,7 @@ from contextvec.cli import common
 from contextvec.cli import training_options as options
 from contextvec.text.tokenize import LINE_TOKENIZERS
 from contextvec.training.corpus import expand_paths
-from contextvec.training.mt.config import MT_OPTIMIZERS, BleuTokenize, MTTrainConfig, Selection
+from contextvec.training.mt.config import MT_OPTIMIZERS, BleuTokenize, MTTrainSettings, Selection
 from contextvec.training.mt.data import MTFiles
 from contextvec.training.mt.trainer import MTTrainer
 
@@ -38,7 +38,7 @@ TRAINING = (
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    defaults = MTTrainConfig()
+    defaults = MTTrainSettings()
     p = options.add_command(subparsers, "train-mt", HELP)
     p.add_argument("--train-src", required=True, help="source (English) training file, plain or .gz")
     p.add_argument("--train-tgt", required=True, help="target (German) training file, line-aligned")
@@ -80,8 +80,8 @@ def run(args: argparse.Namespace) -> None:
     options.prepare_output(args.output_dir, inputs, overwrite=args.overwrite, resume=args.resume,
                    directory=True)
     options.overwrite_outputs(args, args.output_dir, MTTrainer.outputs)
-    names = [f.name for f in MTTrainConfig.__dataclass_fields__.values()]
-    config = MTTrainConfig(**{k: getattr(args, k) for k in names})
+    names = [f.name for f in MTTrainSettings.__dataclass_fields__.values()]
+    config = MTTrainSettings(**{k: getattr(args, k) for k in names})
     start = time.perf_counter()
     files = MTFiles(args.train_src, args.train_tgt, args.word_vectors, args.valid_src, args.valid_tgt)
     trainer = MTTrainer(config, files, args.output_dir, progress=not args.quiet, device=args.device)

@@ -9,13 +9,13 @@ from contextvec.cli import training_options as options
 from contextvec.io.word_vectors import WRITTEN_FORMATS, WordVectorFormat
 from contextvec.text.tokenize import Tokenizer
 from contextvec.training.corpus import expand_paths
-from contextvec.training.word2vec import ALGORITHMS, WordVectorConfig, train_word_vectors
+from contextvec.training.word2vec import ALGORITHMS, WordVectorSettings, train_word_vectors
 
 HELP = "train static word vectors (word2vec or fastText, via gensim) on a corpus"
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    defaults = WordVectorConfig()
+    defaults = WordVectorSettings()
     p = options.add_command(subparsers, "train-word-vectors", HELP)
     p.add_argument("--train", nargs="+", required=True, help="corpus files or globs (plain or .gz)")
     p.add_argument("--output", required=True, help="vectors file (written atomically; .gz: gzipped)")
@@ -49,7 +49,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> None:
     paths = expand_paths(args.train)
     options.prepare_output(args.output, [paths], overwrite=args.overwrite)
-    config = WordVectorConfig(
+    config = WordVectorSettings(
         dim=args.dim, algorithm=args.algorithm, window=args.window, min_count=args.min_count,
         epochs=args.epochs, sg=args.sg, negative=args.negative, lowercase=args.lowercase,
         tokenizer=args.tokenizer, max_vocab=args.max_vocab, seed=args.seed,

@@ -13,7 +13,7 @@ from contextvec.choices import checked_choice
 
 
 class Optimizer(StrEnum):
-    """The optimizer of a biLM (``TrainConfig.optimizer``) or translation run (adam or sgd)."""
+    """The optimizer of a biLM (``BiLMTrainSettings.optimizer``) or translation run (adam or sgd)."""
 
     ADAGRAD = "adagrad"
     """Adagrad with initial accumulator 1.0, as bilm-tf."""

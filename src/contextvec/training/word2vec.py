@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -34,7 +35,7 @@ with needs("word-vectors"):
 
 
 class Algorithm(StrEnum):
-    """gensim's model (``WordVectorConfig.algorithm``, ``--algorithm``)."""
+    """gensim's model (``WordVectorSettings.algorithm``, ``--algorithm``)."""
 
     WORD2VEC = "word2vec"
     FASTTEXT = "fasttext"
@@ -45,7 +46,7 @@ ALGORITHMS = spellings(Algorithm)
 
 
 @dataclass(frozen=True)
-class WordVectorConfig:
+class WordVectorSettings:
     """gensim settings. ``sg``: skip-gram (else CBOW); ``negative``: negative samples;
     ``sample``: down-sampling threshold of frequent words; ``lowercase``: lower-case tokens
     first (needed when the vectors serve lower-cased data such as Multi30k's ``.lc`` files)."""
@@ -93,7 +94,7 @@ def write_tokenized(sentences: Iterable[list[str]], path: Path, lowercase: bool,
 def train_word_vectors(
     train_files: list[str],
     output: str | os.PathLike | None,
-    config: WordVectorConfig = WordVectorConfig(),
+    config: WordVectorSettings = WordVectorSettings(),
     threads: int = 1,
     output_format: WordVectorFormat | str = WordVectorFormat.WORD2VEC,
     progress: bool = True,
@@ -153,3 +154,15 @@ def train_word_vectors(
         save_word_vectors(output, vectors.words, vectors.vectors, output_format)
         log(f"wrote {output}")
     return vectors
+
+
+# Names renamed in 0.2.0, importable (with a DeprecationWarning) until 0.3.0.
+_RENAMED = {"WordVectorConfig": "WordVectorSettings"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _RENAMED:
+        warnings.warn(f"{__name__}.{name} is renamed {_RENAMED[name]}; the old name goes in 0.3.0",
+                      DeprecationWarning, stacklevel=2)
+        return globals()[_RENAMED[name]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

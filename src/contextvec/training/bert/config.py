@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from contextvec.training.bert.instances import InstanceSettings
 
 
 @dataclass(frozen=True)
-class BertTrainConfig(InstanceSettings):
+class BertTrainSettings(InstanceSettings):
     """Everything that defines a BERT pretraining run besides the data: how its training stream
     makes and masks instances (the fields of :class:`InstanceSettings`, defined and checked there;
     ``seed`` also seeds the weights and dropout), the model and the optimisation.
@@ -60,7 +61,7 @@ class BertTrainConfig(InstanceSettings):
         return {name: d.pop(name) for name in SAVED_ORDER} | d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> BertTrainConfig:
+    def from_dict(cls, d: dict[str, Any]) -> BertTrainSettings:
         """Training fields, optionally ``"preset"`` to start from and ``"model"`` (a dict of
         :class:`BertConfig` fields, over the preset's)."""
         d = dict(d)
@@ -74,7 +75,7 @@ class BertTrainConfig(InstanceSettings):
         return replace(base, **d)
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike) -> BertTrainConfig:
+    def from_file(cls, path: str | os.PathLike) -> BertTrainSettings:
         try:
             return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
         except json.JSONDecodeError as e:
@@ -87,19 +88,31 @@ SAVED_ORDER = ("model", "max_seq_length", "batch_size", "lr", "warmup_steps", "m
 """The order of the keys in a saved config (the order they have always been written in, so that
 checkpoints stay the same bytes); a field added later goes after them."""
 
-PRESETS: dict[str, BertTrainConfig] = {
+PRESETS: dict[str, BertTrainSettings] = {
     # For tests and smoke runs: trains in seconds on a CPU.
-    "bert-tiny": BertTrainConfig(
+    "bert-tiny": BertTrainSettings(
         model=BertConfig(vocab_size=1000, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                          intermediate_size=64, max_position_embeddings=64),
         max_seq_length=64, batch_size=8, lr=1e-3, warmup_steps=10, max_steps=200,
         checkpoint_every=50, pool_size=200,
     ),
     # Turc et al.'s BERT-Mini shape (4 layers, 256 wide) at sequence length 128, for CPU training.
-    "bert-mini": BertTrainConfig(
+    "bert-mini": BertTrainSettings(
         model=BertConfig(vocab_size=30522, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
                          intermediate_size=1024, max_position_embeddings=128),
         max_seq_length=128, batch_size=32, lr=5e-4, warmup_steps=1000, max_steps=100_000,
         checkpoint_every=500,
     ),
 }
+
+
+# Names renamed in 0.2.0, importable (with a DeprecationWarning) until 0.3.0.
+_RENAMED = {"BertTrainConfig": "BertTrainSettings"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _RENAMED:
+        warnings.warn(f"{__name__}.{name} is renamed {_RENAMED[name]}; the old name goes in 0.3.0",
+                      DeprecationWarning, stacklevel=2)
+        return globals()[_RENAMED[name]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

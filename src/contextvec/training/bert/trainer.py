@@ -32,7 +32,7 @@ import torch.nn.functional as F
 
 from contextvec.encoders.bert.heads import BertForPreTraining, save_pretraining_model
 from contextvec.encoders.bert.tokenizer import VOCAB_TXT, WordPieceTokenizer
-from contextvec.training.bert.config import BertTrainConfig
+from contextvec.training.bert.config import BertTrainSettings
 from contextvec.training.bert.evaluate import (
     EVAL_SEED,
     BertScores,
@@ -75,7 +75,7 @@ class BertTrainer(TrainingLoop):
 
     def __init__(
         self,
-        config: BertTrainConfig,
+        config: BertTrainSettings,
         train_files: Sequence[str],
         output_dir: str | os.PathLike,
         valid_files: Sequence[str] | None = None,
@@ -115,7 +115,7 @@ class BertTrainer(TrainingLoop):
         self.valid_scores: BertScores | None = None
         torch.manual_seed(self.config.seed + self.rank)  # dropout differs between processes
 
-    def _prepare_tokenizer(self, config: BertTrainConfig, vocab: str | os.PathLike | None) -> None:
+    def _prepare_tokenizer(self, config: BertTrainSettings, vocab: str | os.PathLike | None) -> None:
         """Fill ``output/tokenizer`` (once) from ``vocab``, or train one on the corpus."""
         target = self.tokenizer_dir
         if vocab is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
@@ -17,7 +18,7 @@ from contextvec.training.optim import Optimizer
 
 
 class Bf16(StrEnum):
-    """Which part of a training step runs in bfloat16 autocast (``TrainConfig.bf16``)."""
+    """Which part of a training step runs in bfloat16 autocast (``BiLMTrainSettings.bf16``)."""
 
     OFF = "off"
     SOFTMAX = "softmax"
@@ -31,7 +32,7 @@ BF16_MODES = spellings(Bf16)
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class BiLMTrainSettings:
     """Everything that defines a training run besides the data.
 
     ``rows`` x ``unroll`` tokens per step (bilm-tf: 128 x 20 per GPU); ``negatives`` 0 means
@@ -105,7 +106,7 @@ class TrainConfig:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
+    def from_dict(cls, d: dict[str, Any]) -> BiLMTrainSettings:
         d = dict(d)
         model = d.pop("model", None)
         base = PRESETS[d.pop("preset")] if "preset" in d else cls()
@@ -119,7 +120,7 @@ class TrainConfig:
         return replace(base, **d, **({"model": model} if model is not None else {}))
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike) -> TrainConfig:
+    def from_file(cls, path: str | os.PathLike) -> BiLMTrainSettings:
         """A JSON file: training fields, optionally ``"preset"`` to start from and ``"model"``
         (a model preset name or a dict of :class:`BiLMConfig` fields)."""
         try:
@@ -151,22 +152,34 @@ _BILM_TF = dict(rows=128, unroll=20, optimizer="adagrad", lr=0.2, dropout=0.1, c
 _KIM = dict(rows=20, unroll=35, optimizer="sgd", lr=35.0, dropout=0.5, clip=5.0 / 35, negatives=0,
             epochs=25, lr_halving=True, contiguous=True, token_dropout=False)
 
-PRESETS: dict[str, TrainConfig] = {
-    "tiny": TrainConfig(model=MODEL_PRESETS["tiny"], rows=4, unroll=8, optimizer="adam",
-                        lr=0.01, dropout=0.0, clip=5.0, negatives=0, epochs=1,
-                        checkpoint_every=50),
-    "elmo-small": TrainConfig(model=MODEL_PRESETS["elmo-small"], **_BILM_TF),
-    "elmo-medium": TrainConfig(model=MODEL_PRESETS["elmo-medium"], **_BILM_TF),
-    "elmo-original": TrainConfig(model=MODEL_PRESETS["elmo-original"], **_BILM_TF),
+PRESETS: dict[str, BiLMTrainSettings] = {
+    "tiny": BiLMTrainSettings(model=MODEL_PRESETS["tiny"], rows=4, unroll=8, optimizer="adam",
+                              lr=0.01, dropout=0.0, clip=5.0, negatives=0, epochs=1,
+                              checkpoint_every=50),
+    "elmo-small": BiLMTrainSettings(model=MODEL_PRESETS["elmo-small"], **_BILM_TF),
+    "elmo-medium": BiLMTrainSettings(model=MODEL_PRESETS["elmo-medium"], **_BILM_TF),
+    "elmo-original": BiLMTrainSettings(model=MODEL_PRESETS["elmo-original"], **_BILM_TF),
     # The bundled model's run (see the README): Moses-tokenized sentences of the shared
     # Gutenberg + Wikipedia corpora; Adam, because a CPU run sees only part of one epoch.
-    "elmo-en-small": TrainConfig(
+    "elmo-en-small": BiLMTrainSettings(
         model=MODEL_PRESETS["elmo-en-small"], rows=64, unroll=20, optimizer="adam", lr=1e-3,
         dropout=0.1, clip=10.0, negatives=4096, epochs=1, max_vocab=50_000,
         tokenizer="moses-sentences", checkpoint_every=200, interleave=True,
     ),
-    "kim-small": TrainConfig(model=_kim([(w, 25 * w) for w in range(1, 7)], 1, 300), **_KIM),
-    "kim-large": TrainConfig(
+    "kim-small": BiLMTrainSettings(model=_kim([(w, 25 * w) for w in range(1, 7)], 1, 300), **_KIM),
+    "kim-large": BiLMTrainSettings(
         model=_kim([(w, min(200, 50 * w)) for w in range(1, 8)], 2, 650), **_KIM
     ),
 }
+
+
+# Names renamed in 0.2.0, importable (with a DeprecationWarning) until 0.3.0.
+_RENAMED = {"TrainConfig": "BiLMTrainSettings"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _RENAMED:
+        warnings.warn(f"{__name__}.{name} is renamed {_RENAMED[name]}; the old name goes in 0.3.0",
+                      DeprecationWarning, stacklevel=2)
+        return globals()[_RENAMED[name]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

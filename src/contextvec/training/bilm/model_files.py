@@ -26,7 +26,7 @@ from contextvec.encoders.registry import family_of
 from contextvec.io.atomic import atomic_path
 from contextvec.io.native import load_native, save_native
 from contextvec.training.bilm.batcher import StreamBatcher, Window
-from contextvec.training.bilm.config import TrainConfig
+from contextvec.training.bilm.config import BiLMTrainSettings
 from contextvec.training.bilm.lm import LanguageModel, LSTMState
 from contextvec.training.corpus import CorpusVocabulary
 from contextvec.training.loop import TRAINING_RECORD
@@ -96,7 +96,7 @@ def training_record(directory: str | os.PathLike) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
-def fine_tuning_config(init: str | os.PathLike, model: BiLMConfig) -> TrainConfig:
+def fine_tuning_config(init: str | os.PathLike, model: BiLMConfig) -> BiLMTrainSettings:
     """The default settings for continuing the model ``init`` (whose architecture is ``model``).
 
     Its recorded training settings (``training.json``), with the learning rate times
@@ -104,10 +104,10 @@ def fine_tuning_config(init: str | os.PathLike, model: BiLMConfig) -> TrainConfi
     and sampled negatives moved the bundled model away from its own text), one epoch, and
     nothing that belonged to the recorded run's own corpus or schedule (``max_steps``,
     ``skip_lines``, the epoch-numbered halving and averaging). A model without a record gets
-    :class:`TrainConfig`'s defaults (bilm-tf's Adagrad recipe) on the same terms.
+    :class:`BiLMTrainSettings`'s defaults (bilm-tf's Adagrad recipe) on the same terms.
     """
     recorded = training_record(init).get("config")
-    base = TrainConfig.from_dict(recorded) if recorded else TrainConfig()
+    base = BiLMTrainSettings.from_dict(recorded) if recorded else BiLMTrainSettings()
     return dataclasses.replace(
         base, model=model, lr=base.lr * FINE_TUNING_LR_FACTOR, negatives=0, epochs=1, max_steps=None,
         skip_lines=0, halve_from_epoch=None, average_from_epoch=None,

@@ -21,7 +21,7 @@ import torch
 from torch.optim.swa_utils import AveragedModel
 
 from contextvec.training.bilm.batcher import StreamBatcher
-from contextvec.training.bilm.config import TrainConfig
+from contextvec.training.bilm.config import BiLMTrainSettings
 from contextvec.training.bilm.lm import LanguageModel, LSTMState
 from contextvec.training.bilm.model_files import (
     VOCAB_FILE,
@@ -59,7 +59,7 @@ class Trainer(TrainingLoop):
     free_fields = RESUMABLE_CHANGES
     outputs = (CHECKPOINT, MODEL_DIR, VOCAB_FILE)
 
-    def __init__(self, config: TrainConfig, train_files: list[str], output_dir: str | os.PathLike,
+    def __init__(self, config: BiLMTrainSettings, train_files: list[str], output_dir: str | os.PathLike,
                  valid_files: list[str] | None = None, init: str | os.PathLike | None = None,
                  log: Callable[[str], None] = print, progress: bool = True,
                  on_step: Callable[[Trainer], None] | None = None) -> None:
@@ -101,7 +101,7 @@ class Trainer(TrainingLoop):
         self._batcher: StreamBatcher | None = None  # the epoch in progress (its data position)
         torch.manual_seed(config.seed + self.rank)
 
-    def _vocabulary(self, config: TrainConfig) -> CorpusVocabulary:
+    def _vocabulary(self, config: BiLMTrainSettings) -> CorpusVocabulary:
         """The output's vocabulary (a resumed run), else one built from the corpus."""
         path = self.output / VOCAB_FILE
         if path.is_file():
@@ -203,7 +203,7 @@ class Trainer(TrainingLoop):
         self.log(f"model in {self.output / MODEL_DIR}")
         return self.last_valid or self.valid_perplexity()
 
-    def _train_sentences(self, config: TrainConfig | None = None) -> Iterator[list[str]]:
+    def _train_sentences(self, config: BiLMTrainSettings | None = None) -> Iterator[list[str]]:
         """The training corpus as the config reads it (tokenizer, order, skipped lines)."""
         c = config or self.config
         return read_sentences(self.train_paths, c.tokenizer, c.interleave, c.skip_lines)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import asdict, dataclass, fields
 from enum import StrEnum
 from typing import Any
@@ -12,7 +13,7 @@ from contextvec.training.optim import Optimizer
 
 
 class Selection(StrEnum):
-    """What "best on valid" means for the saved model (``MTTrainConfig.select``)."""
+    """What "best on valid" means for the saved model (``MTTrainSettings.select``)."""
 
     BLEU = "bleu"
     PERPLEXITY = "perplexity"
@@ -32,7 +33,7 @@ MT_OPTIMIZERS = (Optimizer.ADAM.value, Optimizer.SGD.value)
 
 
 @dataclass(frozen=True)
-class MTTrainConfig:
+class MTTrainSettings:
     """A translation training run besides its data. ``lr``/``lr_halving`` None: the
     optimizer's default (Adam: 0.001, no halving; SGD: 1.0, halving). ``lowercase`` None: look
     source words up lower-cased if the word vectors have no upper-case word. ``max_length``:
@@ -78,7 +79,7 @@ class MTTrainConfig:
             object.__setattr__(self, "lr_halving", self.optimizer is Optimizer.SGD)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> MTTrainConfig:
+    def from_dict(cls, d: dict[str, Any]) -> MTTrainSettings:
         names = {f.name for f in fields(cls)}
         if not set(d) <= names:
             raise ValueError(f"unknown MT training config fields: {sorted(set(d) - names)}")
@@ -88,3 +89,15 @@ class MTTrainConfig:
         """The fields as plain values (spellings, not enum members): what checkpoints and
         config files hold."""
         return plain(asdict(self))
+
+
+# Names renamed in 0.2.0, importable (with a DeprecationWarning) until 0.3.0.
+_RENAMED = {"MTTrainConfig": "MTTrainSettings"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _RENAMED:
+        warnings.warn(f"{__name__}.{name} is renamed {_RENAMED[name]}; the old name goes in 0.3.0",
+                      DeprecationWarning, stacklevel=2)
+        return globals()[_RENAMED[name]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -42,7 +42,7 @@ from contextvec.io.cove import WORDS_FILE
 from contextvec.io.word_vectors import load_word_vectors
 from contextvec.training.corpus import CorpusVocabulary
 from contextvec.training.loop import CHECKPOINT, MODEL_DIR, StopRequest, TrainingLoop, mean_loss
-from contextvec.training.mt.config import MTTrainConfig, Selection
+from contextvec.training.mt.config import MTTrainSettings, Selection
 from contextvec.training.mt.data import MTFiles, epoch_batches, read_parallel
 from contextvec.training.mt.translator import (
     TARGET_VOCAB,
@@ -66,7 +66,7 @@ class MTTrainer(TrainingLoop):
 
     def __init__(
         self,
-        config: MTTrainConfig,
+        config: MTTrainSettings,
         files: MTFiles,
         output_dir: str | os.PathLike,
         log: Callable[[str], None] = print,
