@@ -1,11 +1,11 @@
 """Running a server as one call (``contextvec serve``'s job, and its Python API): :func:`serve`
-takes one :class:`ServeSettings`, loads and warms the model (and the explorer's second model)
+takes one :class:`ServerProcessSettings`, loads and warms the model (and the explorer's second model)
 within the start timeout, builds the app and runs it under uvicorn until SIGTERM or SIGINT.
 Importing this module without the ``server`` extra (uvicorn included) raises
 `contextvec.extras.MissingExtra` saying so.
 
 >>> from contextvec.api import ModelSpec                                # doctest: +SKIP
->>> serve(ServeSettings(model=ModelSpec("path/to/model"), port=8081))   # doctest: +SKIP
+>>> serve(ServerProcessSettings(model=ModelSpec("path/to/model"), port=8081))   # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ import math
 import signal
 import socket
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from contextvec.api import DEFAULT_MODEL, ModelSpec, load
 from contextvec.encoders.base import Encoder
@@ -48,8 +49,9 @@ WARMUP = ["The", "quick brown fox jumps over the lazy dog .",
 
 
 @dataclass(frozen=True)
-class ServeSettings:
-    """What :func:`serve` starts (``contextvec serve``'s options of the same names).
+class ServerProcessSettings:
+    """One server process: what :func:`serve` binds, loads and runs (``contextvec serve``'s
+    options of the same names; the app's own limits are ``server``).
 
     Attributes:
         model: the model to serve.
@@ -164,7 +166,7 @@ def default_model_name(model: ModelSpec) -> str:
     return DEFAULT_MODEL
 
 
-def sentence_pooling(settings: ServeSettings, encoder: Encoder) -> SentencePooling | None:
+def sentence_pooling(settings: ServerProcessSettings, encoder: Encoder) -> SentencePooling | None:
     """The model directory's declared sentence-transformers pooling, when ``/v1/embeddings``
     uses the model's own sentence vector (neither ``openai_layers`` nor ``openai_pool`` set) and
     the model has one (a BERT)."""
@@ -201,7 +203,8 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(settings: ServeSettings, on_ready: Callable[[Started], None] = lambda started: None) -> Stopped:
+def serve(settings: ServerProcessSettings,
+          on_ready: Callable[[Started], None] = lambda started: None) -> Stopped:
     """Serve ``settings.model`` over HTTP until SIGTERM or SIGINT, then finish the work in flight
     within the grace period. A process-wide call: it sets up ``logging`` at
     ``settings.log_level``, handles both signals and freezes the garbage collector's view of
@@ -265,7 +268,7 @@ def _is_loopback(host: str) -> bool:
         return host == "localhost"
 
 
-def _load_within(worker: WorkerThread, settings: ServeSettings
+def _load_within(worker: WorkerThread, settings: ServerProcessSettings
                  ) -> tuple[Encoder, list[tuple[str, Encoder]], ServedTask | None]:
     """The model (and ``explore_model``, and ``task_model``), loaded and warmed up on ``worker``
     within ``start_timeout`` seconds (a load that hangs, on a stalled network disk say, ends the
@@ -297,3 +300,15 @@ def _load_within(worker: WorkerThread, settings: ServeSettings
     except concurrent.futures.TimeoutError:
         raise RuntimeError(f"the model was not loaded and warmed up within {settings.start_timeout:g} s "
                            "(--start-timeout)") from None
+
+
+# Names renamed in 0.2.0, importable (with a DeprecationWarning) until 0.3.0.
+_RENAMED = {"ServeSettings": "ServerProcessSettings"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _RENAMED:
+        warnings.warn(f"{__name__}.{name} is renamed {_RENAMED[name]}; the old name goes in 0.3.0",
+                      DeprecationWarning, stacklevel=2)
+        return globals()[_RENAMED[name]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
