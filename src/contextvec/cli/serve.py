@@ -145,7 +145,7 @@ def host_list(text: str) -> tuple[str, ...]:
 def run(args: argparse.Namespace) -> None:
     from contextvec.engine import EngineSettings
     from contextvec.server.explore import ExploreSettings
-    from contextvec.server.serve import ServeSettings, Started, default_model_name, serve
+    from contextvec.server.serve import ServerProcessSettings, Started, default_model_name, serve
     from contextvec.server.settings import ServerSettings
 
     spec = model_spec(args)
@@ -161,7 +161,7 @@ def run(args: argparse.Namespace) -> None:
         openai_max_inputs=args.openai_max_inputs, allowed_hosts=args.allowed_hosts,
         cors_origins=args.cors_origins, max_context_chars=args.max_context_chars,
     )
-    settings = ServeSettings(
+    settings = ServerProcessSettings(
         model=spec, server=server, host=args.host, port=args.port, ui=not args.no_ui,
         explore=ExploreSettings(args.explore_corpus, tuple(args.explore_report)),
         explore_model=args.explore_model, task_model=args.task_model, task_max_length=args.task_max_length,
