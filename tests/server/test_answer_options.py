@@ -18,7 +18,7 @@ from contextvec.encoders.bert.finetune import BertForQuestionAnswering  # noqa: 
 from contextvec.encoders.bert.tokenizer import WordPieceTokenizer  # noqa: E402
 from contextvec.encoders.precision import Precision  # noqa: E402
 from contextvec.server.process import ServerProcess  # noqa: E402
-from contextvec.server.serve import ServeSettings  # noqa: E402
+from contextvec.server.serve import ServerProcessSettings  # noqa: E402
 from contextvec.tasks.qa.bert import BertReader  # noqa: E402
 from contextvec.tasks.qa.saved import load_qa_model, save_bert_reader  # noqa: E402
 from contextvec.tasks.qa.windows import WindowSettings  # noqa: E402
@@ -40,15 +40,16 @@ def qa_dir(own_tiny_bert_dir, tmp_path_factory):
 @pytest.mark.parametrize("options", [{"task_max_length": 64}, {"task_precision": "int8"}])
 def test_task_reading_options_without_a_task_model_are_refused(options):
     with pytest.raises(ValueError, match="--task-max-length and --task-precision are for --task-model"):
-        ServeSettings(**options)
+        ServerProcessSettings(**options)
 
 
 def test_task_precision_is_typed_and_checked_once(qa_dir):
-    assert ServeSettings(task_model=str(qa_dir), task_precision="int8").task_precision is Precision.INT8
+    settings = ServerProcessSettings(task_model=str(qa_dir), task_precision="int8")
+    assert settings.task_precision is Precision.INT8
     with pytest.raises(ValueError, match="precision must be one of fp32, bf16, int8, not 'fp16'"):
-        ServeSettings(task_model=str(qa_dir), task_precision="fp16")
+        ServerProcessSettings(task_model=str(qa_dir), task_precision="fp16")
     with pytest.raises(ValueError, match="max_length must be a whole number of pieces >= 1, not 0"):
-        ServeSettings(task_model=str(qa_dir), task_max_length=0)
+        ServerProcessSettings(task_model=str(qa_dir), task_max_length=0)
 
 
 def test_a_task_max_length_over_the_models_positions_stops_the_start_in_one_line(

@@ -12,7 +12,7 @@ from contextvec.api import DEFAULT_MODEL, ModelSpec  # noqa: E402
 from contextvec.encoders.outputs import Layers, Pooling  # noqa: E402
 from contextvec.logs import LogLevel  # noqa: E402
 from contextvec.server.explore import ExploreSettings  # noqa: E402
-from contextvec.server.serve import ServeSettings, default_model_name  # noqa: E402
+from contextvec.server.serve import ServerProcessSettings, default_model_name  # noqa: E402
 from contextvec.server.settings import ServerSettings  # noqa: E402
 
 
@@ -34,8 +34,8 @@ def test_openai_choices_are_the_layer_and_pooling_enums():
 ])
 def test_explorer_settings_need_the_page(explore, model, option):
     with pytest.raises(ValueError, match=f"^{option} is for the explorer page, which --no-ui turns off$"):
-        ServeSettings(ui=False, explore=explore, explore_model=model)
-    assert ServeSettings(explore=explore, explore_model=model).ui
+        ServerProcessSettings(ui=False, explore=explore, explore_model=model)
+    assert ServerProcessSettings(explore=explore, explore_model=model).ui
 
 
 def test_serve_log_level_choices_are_the_enum(capsys):
@@ -43,7 +43,7 @@ def test_serve_log_level_choices_are_the_enum(capsys):
 
     parser = build_parser("serve")
     assert parser.parse_args(["serve", "--log-level", "debug"]).log_level == LogLevel.DEBUG
-    assert ServeSettings(log_level=parser.parse_args(["serve"]).log_level).log_level is LogLevel.INFO
+    assert ServerProcessSettings(log_level=parser.parse_args(["serve"]).log_level).log_level is LogLevel.INFO
     with pytest.raises(SystemExit):
         parser.parse_args(["serve", "--log-level", "loud"])
     choices = ", ".join(f"'{level}'" for level in LogLevel)
@@ -51,13 +51,13 @@ def test_serve_log_level_choices_are_the_enum(capsys):
 
 
 def test_serve_settings_refuse_bad_values():
-    assert ServeSettings(log_level="warning").log_level is LogLevel.WARNING
+    assert ServerProcessSettings(log_level="warning").log_level is LogLevel.WARNING
     with pytest.raises(ValueError):
-        ServeSettings(log_level="loud")
+        ServerProcessSettings(log_level="loud")
     with pytest.raises(ValueError, match="port must be 0..65535, not 70000"):
-        ServeSettings(port=70000)
+        ServerProcessSettings(port=70000)
     with pytest.raises(ValueError, match="start_timeout must be > 0"):
-        ServeSettings(start_timeout=0)
+        ServerProcessSettings(start_timeout=0)
 
 
 @pytest.mark.parametrize(("host", "api_key", "unguarded"), [
@@ -65,7 +65,7 @@ def test_serve_settings_refuse_bad_values():
     ("0.0.0.0", None, True), ("0.0.0.0", "secret", False), ("::", None, True),
 ])
 def test_listening_beyond_this_machine_without_a_key_is_unguarded(host, api_key, unguarded):
-    assert ServeSettings(host=host, server=ServerSettings(api_key=api_key)).unguarded is unguarded
+    assert ServerProcessSettings(host=host, server=ServerSettings(api_key=api_key)).unguarded is unguarded
 
 
 def test_the_served_id_is_the_model_directory_name(tmp_path):
