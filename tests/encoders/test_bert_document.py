@@ -141,13 +141,13 @@ def test_each_sentence_is_yielded_once_its_last_window_has_run(own_tiny_bert_dir
     encoder = load_bert_encoder(own_tiny_bert_dir, window=WINDOW)
     document = _document(25, seed=5, empty_every=6)
     rows: list[list[int]] = []
-    run = encoder.model.forward_packed
+    run = encoder.model.forward_unpadded
 
     def counting(ids, lengths, last_rows=None):
         rows.append(list(lengths))
         return run(ids, lengths, last_rows)
 
-    monkeypatch.setattr(encoder.model, "forward_packed", counting)
+    monkeypatch.setattr(encoder.model, "forward_unpadded", counting)
     pieces = encoder.tokenizer.encode_words(_words(document)).word_index[1:-1]
     spans = window_spans(len(pieces), WINDOW)
     before = 0

@@ -1,5 +1,5 @@
-"""BERT's fast path: packed rows (no work on padding), query/key/value as one cached matrix
-product, and the same layers run padded (HF's interface) and packed agree."""
+"""BERT's fast path: unpadded rows (no work on padding), query/key/value as one cached matrix
+product, and the same layers run padded (HF's interface) and unpadded agree."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from tolerance import assert_reordered_close, bert_terms
 from torch import nn
 
 from contextvec.encoders.bert import BertConfig, BertModel
-from contextvec.encoders.bert.packing import RowLayout, packed_positions
+from contextvec.encoders.bert.unpadded import RowLayout, unpadded_positions
 from contextvec.encoders.precision import apply_precision
 
 LENGTHS = [7, 3, 5, 7, 1]
-# Packed rows, padded rows, fused and separate products: the same sums over other row counts and
+# Unpadded rows, padded rows, fused and separate products: the same sums over other row counts and
 # in other kernels, so in other orders.
 TERMS = bert_terms(BertConfig(hidden_size=16, num_hidden_layers=2, num_attention_heads=4,
                               intermediate_size=24), max(LENGTHS))
@@ -34,7 +34,7 @@ def _padded(lengths: list[int], seed: int = 1) -> tuple[torch.Tensor, torch.Tens
 
 
 def test_row_layout_and_positions():
-    layout = RowLayout.packed([3, 1, 2])
+    layout = RowLayout.unpadded([3, 1, 2])
     assert (layout.rows, layout.longest) == (3, 3)
     assert layout.index.tolist() == [0, 1, 2, 3, 6, 7]
     assert layout.mask[:, 0, 0].tolist() == [[True] * 3, [True, False, False], [True, True, False]]
@@ -42,28 +42,28 @@ def test_row_layout_and_positions():
     grid = layout.to_grid(pieces)
     assert grid[:, :, 0].tolist() == [[0, 1, 2], [3, 0, 0], [4, 5, 0]]
     assert torch.equal(layout.from_grid(grid), pieces)
-    assert packed_positions([3, 1, 2]).tolist() == [0, 1, 2, 0, 0, 1]
-    same = RowLayout.packed([2, 2])
+    assert unpadded_positions([3, 1, 2]).tolist() == [0, 1, 2, 0, 0, 1]
+    same = RowLayout.unpadded([2, 2])
     assert same.index is None and same.mask is None   # no padding: no copies, no mask
 
 
 @pytest.mark.parametrize("lengths", [LENGTHS, [4, 4, 4]])
-def test_packed_rows_equal_padded_batch(lengths):
+def test_unpadded_rows_equal_padded_batch(lengths):
     model = _model()
     ids, mask = _padded(lengths)
     with torch.inference_mode():
         padded = model(ids, mask).hidden_states
-        packed = model.forward_packed(ids[mask], lengths)
-    assert len(packed) == len(padded) == 3
-    for p, q in zip(packed, padded, strict=True):
+        unpadded = model.forward_unpadded(ids[mask], lengths)
+    assert len(unpadded) == len(padded) == 3
+    for p, q in zip(unpadded, padded, strict=True):
         assert p.shape == (sum(lengths), 16)
         assert_reordered_close(p, q[mask], terms=TERMS)
 
 
-def test_packed_rows_over_the_position_limit_are_refused():
+def test_unpadded_rows_over_the_position_limit_are_refused():
     model = _model()
     with pytest.raises(ValueError, match="17 pieces exceed max_position_embeddings 16"):
-        model.forward_packed(torch.zeros(17, dtype=torch.long), [17])
+        model.forward_unpadded(torch.zeros(17, dtype=torch.long), [17])
 
 
 def _separate_qkv(model: BertModel, ids: torch.Tensor, mask: torch.Tensor) -> list[torch.Tensor]:
@@ -115,13 +115,13 @@ def test_int8_packs_query_key_and_value_as_one_matrix():
     model = _model()
     ids, mask = _padded(LENGTHS)
     with torch.inference_mode():
-        want = model.forward_packed(ids[mask], LENGTHS)
+        want = model.forward_unpadded(ids[mask], LENGTHS)
     apply_precision(model, "int8")
     attention = model.encoder.layer[0].attention.self
     assert attention.query is None and attention.qkv_packed.out_features == 48
     assert not any(isinstance(m, nn.Linear) for m in model.modules())
     with torch.inference_mode():
-        got = model.forward_packed(ids[mask], LENGTHS)
+        got = model.forward_unpadded(ids[mask], LENGTHS)
     for w, g in zip(want, got, strict=True):
         assert torch.nn.functional.cosine_similarity(w, g, dim=-1).min() > 0.98
 
@@ -133,7 +133,7 @@ def test_short_attention_equals_the_fused_kernel(lengths, monkeypatch):
     import contextvec.encoders.bert.model as model_module
 
     model, (ids, mask) = _model(), _padded(lengths)
-    layout = RowLayout.packed(lengths)
+    layout = RowLayout.unpadded(lengths)
     torch.manual_seed(3)
     q, k, v = torch.randn(3, len(lengths), 4, max(lengths), 4).unbind(0)
     expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=layout.mask)
@@ -150,7 +150,7 @@ def test_short_attention_equals_the_fused_kernel(lengths, monkeypatch):
 
 def test_to_grid_reuses_its_grid_without_gradients():
     """Layer after layer the same zero-padded grid is refilled; with gradients each is fresh."""
-    layout = RowLayout.packed([3, 1, 2])
+    layout = RowLayout.unpadded([3, 1, 2])
     with torch.no_grad():
         first = layout.to_grid(torch.arange(6.0).view(6, 1))
         second = layout.to_grid(torch.arange(10.0, 16.0).view(6, 1))
@@ -168,8 +168,8 @@ def test_last_rows_compute_only_the_pieces_read(lengths, keep):
     model, (ids, mask) = _model(), _padded(lengths)
     keep = torch.tensor(keep)
     with torch.no_grad():
-        full = model.forward_packed(ids[mask], lengths)
-        some = model.forward_packed(ids[mask], lengths, last_rows=keep)
+        full = model.forward_unpadded(ids[mask], lengths)
+        some = model.forward_unpadded(ids[mask], lengths, last_rows=keep)
     assert [s.shape[0] for s in some] == [s.shape[0] for s in full[:-1]] + [len(keep)]
     for a, b in zip(some[:-1], full[:-1], strict=True):
         torch.testing.assert_close(a, b, atol=0, rtol=0)  # the same calls on the same rows

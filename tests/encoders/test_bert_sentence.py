@@ -93,7 +93,7 @@ def test_a_vector_without_length_is_never_returned_unnormalised():
     # A model whose top layer is all zeros: Normalize has nothing to scale, and says so.
     embeddings = SimpleNamespace(word_embeddings=SimpleNamespace(weight=torch.zeros(1)))
     model = SimpleNamespace(embeddings=embeddings,
-                            forward_packed=lambda ids, lengths: [torch.zeros(len(ids), 4)])
+                            forward_unpadded=lambda ids, lengths: [torch.zeros(len(ids), 4)])
     stub = SimpleNamespace(model=model, config=SimpleNamespace(max_position_embeddings=8), output_dim=4)
     with pytest.raises(ValueError, match="zero length: it cannot be normalised"):
         BertSentenceEncoder(stub, SentencePooling(normalize=True)).embed_pieces([[1, 5, 2]])

@@ -38,7 +38,7 @@ class BertEncoder(Encoder):
 
     The model runs on at most ``max_pieces_per_call`` padded pieces at a time (at least one
     window), so a very long sentence does not hold all its windows' activations at once. Rows
-    run packed end to end (``BertModel.forward_packed``: no matrix product on padding), and
+    run unpadded, end to end (``BertModel.forward_unpadded``: no matrix product on padding), and
     each layer's word vectors are copied straight into the output.
     """
 
@@ -141,10 +141,10 @@ class BertEncoder(Encoder):
 
     def pool_rows(self, ids: torch.Tensor, row_lengths: Sequence[int], take: torch.Tensor,
                   put: torch.Tensor, out: torch.Tensor) -> None:
-        """Run packed rows and pool the pieces ``take`` into the words ``put`` of ``out``.
+        """Run unpadded rows and pool the pieces ``take`` into the words ``put`` of ``out``.
 
         Args:
-            ids: ``(n,)`` long, rows of ``row_lengths`` pieces packed end to end.
+            ids: ``(n,)`` long, rows of ``row_lengths`` pieces laid end to end.
             row_lengths: each row's pieces, [CLS] and [SEP] included.
             take: ``(k,)`` long, indices into the n pieces, in piece order: the pieces read.
             put: ``(k,)`` long, each read piece's word: a row of ``out``'s second axis.
@@ -152,7 +152,7 @@ class BertEncoder(Encoder):
                 piece's vectors into its word's row, ``"mean"`` adds them (the caller divides).
         """
         # The last layer is computed at the pieces read only (its state: those rows, in order).
-        states = self.model.forward_packed(ids, row_lengths, last_rows=take)
+        states = self.model.forward_unpadded(ids, row_lengths, last_rows=take)
         for layer, state in enumerate(states):
             pruned = layer == len(states) - 1 and layer > 0   # states[0]: the embeddings
             rows = state if pruned else state.index_select(0, take)
@@ -164,10 +164,10 @@ class BertEncoder(Encoder):
     def _rows(
         self, sentences: Sequence[Sequence[str]]
     ) -> tuple[torch.Tensor, list[int], torch.Tensor, torch.Tensor]:
-        """The model's input rows ([CLS] window [SEP]) packed end to end.
+        """The model's input rows ([CLS] window [SEP]) laid end to end.
 
         Returns ``ids`` (all rows' pieces), the rows' lengths, and for every piece of every
-        sentence in order: ``source``, the packed position its vectors come from, and
+        sentence in order: ``source``, the position in the unpadded rows its vectors come from, and
         ``word_of_piece``, its word's index among all words of the batch.
         """
         ids: list[int] = []
@@ -179,7 +179,7 @@ class BertEncoder(Encoder):
             content = pieces.ids[1:-1]
             for start, end, keep_start, keep_end in window_spans(len(content), self.window):
                 if keep_end > keep_start:
-                    # Piece p of the content sits at len(ids) + 1 + p - start in the packed rows.
+                    # Piece p of the content sits at len(ids) + 1 + p - start in the unpadded rows.
                     at = len(ids) + 1 - start
                     source.extend(range(at + keep_start, at + keep_end))
                     ids.append(self.tokenizer.cls_id)

@@ -9,16 +9,17 @@ batches of few scores through two batched matrix products instead). Everything
 here works on word pieces; words, windows and tokenizers live in ``encoder.py``.
 
 Inside, the layers work on pieces as rows ``(n, hidden)`` laid out by a
-:class:`~contextvec.encoders.bert.packing.RowLayout`: :meth:`BertModel.forward` runs a padded
-batch as is (HF's interface), :meth:`BertModel.forward_packed` runs rows packed end to end, so
+:class:`~contextvec.encoders.bert.unpadded.RowLayout`: :meth:`BertModel.forward` runs a padded
+batch as is (HF's interface), :meth:`BertModel.forward_unpadded` runs rows laid end to end, so
 that no matrix product is spent on padding (the word-level encoder's path). Query, key and value
 run as one matrix product on their concatenated weights, cached until a weight changes.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -26,7 +27,7 @@ from torch import nn
 
 from contextvec.encoders import torch_private
 from contextvec.encoders.bert.config import BertConfig
-from contextvec.encoders.bert.packing import RowLayout, packed_positions
+from contextvec.encoders.bert.unpadded import RowLayout, unpadded_positions
 from contextvec.encoders.precision import Int8Role, PackedFloatWeights, run_linear
 
 if TYPE_CHECKING:
@@ -80,8 +81,8 @@ class BertEmbeddings(nn.Module):
              + self.token_type_embeddings(token_type_ids))
         return self.dropout(self.LayerNorm(x))
 
-    def forward_packed(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """``input_ids``, ``positions`` (n,) of packed rows, token type 0 -> (n, hidden)."""
+    def forward_unpadded(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """``input_ids``, ``positions`` (n,) of unpadded rows, token type 0 -> (n, hidden)."""
         x = (self.word_embeddings(input_ids) + self.position_embeddings(positions)
              + self.token_type_embeddings.weight[0])
         return self.dropout(self.LayerNorm(x))
@@ -176,7 +177,7 @@ class BertSelfAttention(nn.Module):
 
         Args:
             hidden: ``(n, hidden)`` float, the pieces of all rows laid out by ``layout``.
-            layout: where each row's pieces lie in ``hidden`` (dense grid or packed end to end).
+            layout: where each row's pieces lie in ``hidden`` (dense grid or unpadded: end to end).
             keep: ``(k,)`` long, indices into the n pieces: only those rows are returned (every
                 piece still attends to all of its row).
 
@@ -384,9 +385,9 @@ class BertModel(nn.Module):
         pooled = self.pooler(hidden_states[-1]) if self.pooler is not None else None
         return BertModelOutput(hidden_states, pooled)
 
-    def forward_packed(self, input_ids: torch.Tensor, lengths: Sequence[int],
-                       last_rows: torch.Tensor | None = None) -> list[torch.Tensor]:
-        """Rows of ``lengths`` pieces packed end to end (``input_ids`` (n,), token type 0) ->
+    def forward_unpadded(self, input_ids: torch.Tensor, lengths: Sequence[int],
+                         last_rows: torch.Tensor | None = None) -> list[torch.Tensor]:
+        """Rows of ``lengths`` pieces laid end to end (``input_ids`` (n,), token type 0) ->
         the ``num_hidden_layers + 1`` hidden states (embedding output first), each (n, hidden),
         with no work on padding. No pooler. ``last_rows`` (indices into the n pieces): the last
         state holds only those rows, in that order; its feed-forward skips the rest."""
@@ -395,6 +396,12 @@ class BertModel(nn.Module):
             raise ValueError(f"{max(lengths)} pieces exceed max_position_embeddings {limit} "
                              "(BertEncoder slides a window over them)")
         device = input_ids.device
-        layout = RowLayout.packed(lengths, device)
-        embedded = self.embeddings.forward_packed(input_ids, packed_positions(lengths).to(device))
+        layout = RowLayout.unpadded(lengths, device)
+        embedded = self.embeddings.forward_unpadded(input_ids, unpadded_positions(lengths).to(device))
         return [embedded, *self.encoder(embedded, layout, last_rows)]
+
+    def forward_packed(self, *args: Any, **kwargs: Any) -> list[torch.Tensor]:
+        """:meth:`forward_unpadded`'s name before 0.2.0, kept (with a DeprecationWarning) until 0.3.0."""
+        warnings.warn("BertModel.forward_packed is renamed forward_unpadded; the old name goes in 0.3.0",
+                      DeprecationWarning, stacklevel=2)
+        return self.forward_unpadded(*args, **kwargs)

@@ -39,7 +39,7 @@ class BertSentenceEncoder:
         return [pieces.ids for pieces in self.encoder.tokenizer.encode_batch(sentences)]
 
     def embed_pieces(self, rows: Sequence[Sequence[int]]) -> list[np.ndarray]:
-        """One float32 vector ``(output_dim,)`` per row of piece ids, in one packed forward."""
+        """One float32 vector ``(output_dim,)`` per row of piece ids, in one unpadded forward."""
         if not rows:
             return []
         longest = max(len(row) for row in rows)
@@ -50,7 +50,7 @@ class BertSentenceEncoder:
         lengths = [len(row) for row in rows]
         ids = torch.tensor([piece for row in rows for piece in row], dtype=torch.long, device=device)
         with torch.inference_mode():
-            top = model.forward_packed(ids, lengths)[-1].float()
+            top = model.forward_unpadded(ids, lengths)[-1].float()
             vectors = torch.stack([self._pool(states) for states in top.split(lengths)])
             if self.pooling.normalize:
                 norms = vectors.norm(dim=1, keepdim=True)

@@ -1,7 +1,7 @@
-"""Rows of word pieces packed end to end, so that no matrix product runs on padding.
+"""Unpadded rows: rows of word pieces laid end to end, so that no matrix product runs on padding.
 
 BERT's linear layers, LayerNorms and GELU treat every piece alone; only attention needs the
-rows. :class:`RowLayout` says where each packed piece sits in the padded ``(rows, longest)``
+rows. :class:`RowLayout` says where each piece of unpadded rows sits in the padded ``(rows, longest)``
 grid that attention runs on, and carries that grid's key mask. In length-sorted batches of
 sentences, rows of word pieces still differ in length (about a third of a padded grid of
 all-MiniLM-L6-v2 inputs was padding), and all of that was matrix-product work.
@@ -38,8 +38,8 @@ class RowLayout(NamedTuple):
         return cls(rows, longest, None, mask, {})
 
     @classmethod
-    def packed(cls, lengths: Sequence[int], device: torch.device | str = "cpu") -> RowLayout:
-        """Rows of ``lengths`` pieces packed end to end, in order."""
+    def unpadded(cls, lengths: Sequence[int], device: torch.device | str = "cpu") -> RowLayout:
+        """Rows of ``lengths`` pieces laid end to end, in order."""
         longest = max(lengths)
         sizes = torch.tensor(lengths, dtype=torch.long)
         if bool((sizes == longest).all()):
@@ -81,7 +81,7 @@ class RowLayout(NamedTuple):
         return self.kept[key]
 
     def from_grid(self, grid: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
-        """``(rows, longest, width)`` -> ``(n, width)``: the pieces back in packed order (only
+        """``(rows, longest, width)`` -> ``(n, width)``: the pieces back in unpadded order (only
         the pieces ``keep``, indices into the n, if given)."""
         flat = grid.reshape(self.rows * self.longest, -1)
         index = self.index if keep is None or self.index is None else self.index[keep]
@@ -89,8 +89,8 @@ class RowLayout(NamedTuple):
         return flat if index is None else flat.index_select(0, index)
 
 
-def packed_positions(lengths: Sequence[int]) -> torch.Tensor:
-    """``0 .. length - 1`` for each row, concatenated: the position ids of packed rows."""
+def unpadded_positions(lengths: Sequence[int]) -> torch.Tensor:
+    """``0 .. length - 1`` for each row, concatenated: the position ids of unpadded rows."""
     sizes = torch.tensor(lengths, dtype=torch.long)
     starts = torch.cumsum(sizes, 0) - sizes
     return torch.arange(int(sizes.sum())) - torch.repeat_interleave(starts, sizes)
