@@ -14,7 +14,7 @@ from contextvec.export.graph import LAYERS, MASK, Graph, f32, make_model, mix_ou
 
 WORD_IDS = "word_ids"
 
-# PyTorch packs an LSTM's gates (i, f, g, o); ONNX (i, o, f, c), with c == g.
+# PyTorch stacks an LSTM's gates (i, f, g, o); ONNX (i, o, f, c), with c == g.
 _ONNX_GATES = [0, 3, 1, 2]
 
 

@@ -57,7 +57,7 @@ class ModelFormat(StrEnum):
 
 
 class ArchiveKind(StrEnum):
-    """How a published archive is packed."""
+    """The format of a published archive."""
 
     ZIP = "zip"
     TAR_GZ = "tar.gz"
@@ -107,7 +107,7 @@ class PublishedModel:
         language: the language of its training text (an ISO 639 code).
         source: the publisher's page or code the URLs were read from (the citation).
         files: the files to fetch: the model's own files, or one archive (``archive``).
-        archive: how the one file of ``files`` is packed; None: the files are the model.
+        archive: the archive format of the one file of ``files``; None: the files are the model.
         hf_repo: a Hugging Face Hub id, fetched by ``huggingface_hub`` (``files`` empty).
         revision: the Hub revision (branch, tag or commit) of ``hf_repo``; None: its default.
         licence: the licence the publisher states for the weights; None: the page names none.

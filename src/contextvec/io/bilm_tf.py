@@ -1,7 +1,7 @@
 """bilm-tf weight files (``options.json`` + ``weights.hdf5``), as pure functions.
 
 The HDF5 file is bilm-tf's dump of its TensorFlow variables: ``char_embed`` without the padding
-row, TF ``conv2d`` kernels, ``x @ W`` dense kernels, and ``LSTMCell`` kernels packing
+row, TF ``conv2d`` kernels, ``x @ W`` dense kernels, and ``LSTMCell`` kernels stacking
 ``[W_x; W_h]`` with gates in the order i, j, f, o. contextvec's modules keep TF's gate order and
 add TF's forget bias of 1 at run time, so every conversion here is a transpose or a copy and
 reading then writing a file gives back the same bits.

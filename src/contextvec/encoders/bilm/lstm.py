@@ -17,7 +17,7 @@ from contextvec.encoders.kernels import lstm_inference
 from contextvec.encoders.kernels.lstm_fused import run_fused
 from contextvec.encoders.precision import Int8Role, Pack, PackedFloatWeights
 
-# Gate blocks of the packed weights, in bilm-tf (TensorFlow LSTMCell) order.
+# The gates' blocks of the stacked weight matrices, in bilm-tf (TensorFlow LSTMCell) order.
 GATE_I, GATE_J, GATE_F, GATE_O = range(4)
 
 
