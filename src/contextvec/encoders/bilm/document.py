@@ -62,7 +62,7 @@ class _Layout(NamedTuple):
     words: list[str]
     """The distinct tokens, in order of first use."""
     ids: np.ndarray
-    """``(steps,)`` int64 row of each step in the table ``[words; <S>; </S>; zeros]``."""
+    """``(steps,)`` int32 row of each step in the table ``[words; <S>; </S>; zeros]``."""
     starts: np.ndarray
     """``(sentences,)`` the step of each sentence's first token (meaningless for an empty one)."""
     lengths: np.ndarray
@@ -131,13 +131,13 @@ def _layout(sentences: list[list[str]]) -> _Layout:
     vocab: dict[str, int] = {}
     lengths = np.fromiter(map(len, sentences), dtype=np.int64, count=len(sentences))
     token_ids = np.fromiter((vocab.setdefault(t, len(vocab)) for s in sentences for t in s),
-                            dtype=np.int64, count=int(lengths.sum()))
+                            dtype=np.int32, count=int(lengths.sum()))
     words = list(vocab)
     bos, eos = len(words), len(words) + 1
     # Each non-empty sentence takes its tokens and two boundaries.
     spans = lengths + 2 * (lengths > 0)
     starts = np.cumsum(spans) - spans + 1
-    ids = np.empty(int(spans.sum()), dtype=np.int64)
+    ids = np.empty(int(spans.sum()), dtype=np.int32)
     real = lengths > 0
     ids[starts[real] - 1] = bos
     ids[starts[real] + lengths[real]] = eos
@@ -148,15 +148,15 @@ def _layout(sentences: list[list[str]]) -> _Layout:
 
 def _table(encoder: nn.Module, token_vectors: TokenVectors, words: list[str]) -> torch.Tensor:
     """``(len(words) + 3, dim)``: the token vectors of ``words``, ``<S>``, ``</S>`` and a zero
-    row (padding), in the token encoder's dtype."""
-    parts = []
+    row (padding), in the token encoder's dtype, filled block by block (no second copy)."""
+    boundaries = encoder.bilm.boundary_vectors()
+    table = boundaries.new_zeros(len(words) + 3, boundaries.shape[1])
     for start in range(0, len(words), TOKEN_BLOCK):
         block = words[start : start + TOKEN_BLOCK]
-        parts.append(token_vectors(block + [block[-1]] * (TOKEN_BLOCK - len(block)))[: len(block)])
-    boundaries = encoder.bilm.boundary_vectors()
-    parts.append(boundaries)
-    parts.append(boundaries.new_zeros(1, boundaries.shape[1]))
-    return torch.cat([part.to(boundaries.dtype) for part in parts])
+        vectors = token_vectors(block + [block[-1]] * (TOKEN_BLOCK - len(block)))
+        table[start : start + len(block)] = vectors[: len(block)]
+    table[len(words) : len(words) + 2] = boundaries
+    return table
 
 
 def _passes(
@@ -164,19 +164,22 @@ def _passes(
 ) -> Iterator[tuple[int, np.ndarray]]:
     """Each pass's first step and its outputs ``(layers, 2, steps, projection_dim)`` float32:
     direction 0 the forward LM's rows of those steps of the sequence, direction 1 the backward
-    LM's of those steps of the reversed sequence."""
+    LM's of those steps of the reversed sequence. Every pass writes into one buffer, so a pass's
+    array is valid until the next one is asked for."""
     layers = encoder.bilm.layers
     steps = len(ids)
     padded = -(-steps // BLOCK) * BLOCK
-    both = np.full((2, padded), len(table) - 1, dtype=np.int64)
+    both = np.full((2, padded), len(table) - 1, dtype=np.int32)
     both[0, :steps] = ids
     both[1, :steps] = ids[::-1]
     both = torch.from_numpy(both).to(table.device)
     lengths = torch.tensor([BLOCK], device=table.device)
     states: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * len(layers)
+    buffer = torch.empty(len(layers), 2, min(pass_steps, padded), layers[0].projection_dim,
+                         dtype=torch.float32)
     for first in range(0, padded, pass_steps):
         stop = min(first + pass_steps, padded)
-        out = torch.empty(len(layers), 2, stop - first, layers[0].projection_dim, dtype=torch.float32)
+        out = buffer[:, :, : stop - first]
         for block in range(first, stop, BLOCK):
             x = table[both[:, block : block + BLOCK]].unsqueeze(1)  # (2, 1, BLOCK, dim)
             for index, layer in enumerate(layers):
