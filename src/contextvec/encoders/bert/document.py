@@ -43,8 +43,6 @@ soon as the last window supplying its pieces has run.
 
 from __future__ import annotations
 
-import bisect
-import itertools
 from collections.abc import Iterator, Sequence
 from typing import Protocol
 
@@ -55,8 +53,11 @@ from torch import nn
 from contextvec.encoders.base import check_pass_tokens, evaluating
 from contextvec.encoders.bert.model import BertModel
 from contextvec.encoders.bert.tokenizer import WordPieceTokenizer
-from contextvec.encoders.bert.windows import first_pieces, window_spans
+from contextvec.encoders.bert.windows import window_spans
 from contextvec.text.tokenize import as_sentences
+
+_SENTENCES_PER_CALL = 256
+"""Sentences per tokenizer call when every word is cut alone."""
 
 
 class WindowReader(Protocol):
@@ -89,48 +90,109 @@ def document_vectors(
 
 
 def _sentences(encoder: WindowReader, document: list[list[str]]) -> Iterator[np.ndarray]:
-    ends = list(itertools.accumulate(len(s) for s in document))   # words up to each sentence's end
-    n_words = ends[-1] if ends else 0
+    lengths = np.fromiter(map(len, document), dtype=np.int64, count=len(document))
+    ends = np.cumsum(lengths)   # words up to each sentence's end
+    n_words = int(ends[-1]) if len(ends) else 0
     empty = np.zeros((encoder.num_layers, 0, encoder.output_dim), dtype=np.float32)
     if n_words == 0:
         for _ in document:
             yield empty.copy()
         return
-    pieces = encoder.tokenizer.encode_words([word for sentence in document for word in sentence])
-    ids, word_of_piece = pieces.ids[1:-1], torch.tensor(pieces.word_index[1:-1], dtype=torch.long)
-    is_first = first_pieces(word_of_piece)
-    pieces_per_word = torch.bincount(word_of_piece, minlength=n_words)
+    ids, word_of_piece = _pieces(encoder.tokenizer, document)
+    n_pieces = len(ids)
     weight = encoder.model.embeddings.word_embeddings.weight
-    # The words of sentences ``done ..`` (whole sentences, allocated when first reached) from
-    # word ``base`` on, in ``forward``'s dtype: the output rows not yet yielded.
-    pending = weight.new_zeros(encoder.num_layers, 0, encoder.output_dim)
-    done = base = 0
-    for start, end, keep_start, keep_end in window_spans(len(ids), encoder.window):
+    pending = _PendingWords(weight, encoder.num_layers, encoder.output_dim, min(n_words, encoder.window))
+    done = 0
+    for start, end, keep_start, keep_end in window_spans(n_pieces, encoder.window):
         with evaluating(encoder):
-            take = torch.arange(keep_start, keep_end)
+            take = np.arange(keep_start, keep_end)
             if encoder.subword_pooling == "first":
-                take = take[is_first[keep_start:keep_end]]
-            reached = base + pending.shape[1]
+                take = take[_first_pieces(word_of_piece, keep_start, keep_end)]
             last = int(word_of_piece[keep_end - 1])
-            if last >= reached:   # up to the end of the sentence holding the last word read
-                more = ends[bisect.bisect_right(ends, last)] - reached
-                grown = pending.new_zeros(encoder.num_layers, more, encoder.output_dim)
-                pending = torch.cat([pending, grown], 1)
-            row = torch.tensor([encoder.tokenizer.cls_id, *ids[start:end], encoder.tokenizer.sep_id])
-            encoder.pool_rows(row.to(weight.device), [len(row)], (take - start + 1).to(weight.device),
-                              (word_of_piece[take] - base).to(weight.device), pending)
+            if last >= pending.reached:   # up to the end of the sentence holding the last word read
+                pending.reach(int(ends[np.searchsorted(ends, last, side="right")]))
+            row = np.concatenate([[encoder.tokenizer.cls_id], ids[start:end], [encoder.tokenizer.sep_id]])
+            row = row.astype(np.int64, copy=False)
+            encoder.pool_rows(torch.from_numpy(row).to(weight.device), [len(row)],
+                              torch.from_numpy(take - start + 1).to(weight.device),
+                              pending.slots(word_of_piece[take]), pending.rows)
             # The words before the first piece no window has supplied yet are complete.
-            complete = n_words if keep_end == len(ids) else int(word_of_piece[keep_end])
+            complete = n_words if keep_end == n_pieces else int(word_of_piece[keep_end])
             finished = []
             while done < len(document) and ends[done] <= complete:
-                first = ends[done] - len(document[done])
-                words = pending[:, first - base:ends[done] - base]
+                first, stop = int(ends[done]) - len(document[done]), int(ends[done])
+                counts = None
                 if encoder.subword_pooling == "mean":
-                    counts = pieces_per_word[first:ends[done]].to(words.device, words.dtype)
-                    words = words / counts[None, :, None]
-                finished.append(words.to("cpu", torch.float32, copy=True).numpy())
+                    lo, hi = np.searchsorted(word_of_piece, [first, stop])
+                    counts = np.bincount(word_of_piece[lo:hi] - first, minlength=stop - first)
+                finished.append(pending.take(first, stop, counts))
                 done += 1
-            if finished:
-                new_base = ends[done - 1]
-                pending, base = pending[:, new_base - base:], new_base
         yield from finished
+
+
+def _pieces(tokenizer: WordPieceTokenizer, document: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
+    """The document's word pieces as one text, ``(n_pieces,)`` int32 each: their ids and their
+    words' indices in the document ([CLS] and [SEP] not included). A tokenizer that cuts every
+    word alone gets the sentences a group at a time, so no list holds a Python object per piece
+    of the whole document; any other cuts all the words in one call, as one text."""
+    groups: Iterator[list[list[str]]] = (
+        (document[k : k + _SENTENCES_PER_CALL] for k in range(0, len(document), _SENTENCES_PER_CALL))
+        if tokenizer.remembers_words else iter([[[word for sentence in document for word in sentence]]]))
+    ids, words = [], []
+    before = 0
+    for group in groups:
+        encoded = tokenizer.encode_batch(group)
+        ids.append(np.fromiter((i for pieces in encoded for i in pieces.ids[1:-1]), dtype=np.int32))
+        index = np.fromiter((w for pieces in encoded for w in pieces.word_index[1:-1]), dtype=np.int32)
+        pieces_per_sentence = [len(pieces.ids) - 2 for pieces in encoded]
+        words_before = np.cumsum([0, *map(len, group[:-1])], dtype=np.int32) + before
+        words.append(index + np.repeat(words_before, pieces_per_sentence))
+        before += sum(map(len, group))
+    return np.concatenate(ids), np.concatenate(words)
+
+
+def _first_pieces(word_of_piece: np.ndarray, start: int, stop: int) -> np.ndarray:
+    """``(stop - start,)`` bool: True at the pieces ``start:stop`` that begin their word."""
+    words = word_of_piece[max(start - 1, 0) : stop]
+    if start == 0:
+        return np.concatenate([[True], words[1:] != words[:-1]])
+    return words[1:] != words[:-1]
+
+
+class _PendingWords:
+    """The output rows of the words reached and not yet yielded, ``(num_layers, capacity, dim)`` in
+    ``forward``'s dtype: word ``w`` in slot ``w % capacity``. One buffer serves every window (it
+    grows only for words in flight beyond its capacity, a sentence longer than it), so a long
+    document allocates no new rows window after window. Slots are zero until written."""
+
+    def __init__(self, like: torch.Tensor, num_layers: int, dim: int, capacity: int) -> None:
+        self.rows = like.new_zeros(num_layers, capacity, dim)
+        self.base = self.reached = 0   # words ``base .. reached`` are held
+
+    def _slots(self, first: int, stop: int, capacity: int) -> torch.Tensor:
+        return (torch.arange(first, stop) % capacity).to(self.rows.device)
+
+    def slots(self, words: np.ndarray) -> torch.Tensor:
+        """The slots of ``words`` (all held), for ``pool_rows``'s ``put``."""
+        return torch.from_numpy(words.astype(np.int64) % self.rows.shape[1]).to(self.rows.device)
+
+    def reach(self, stop: int) -> None:
+        """Hold the words up to ``stop``, growing the buffer if they do not fit."""
+        if stop - self.base > self.rows.shape[1]:
+            grown = self.rows.new_zeros(self.rows.shape[0], max(2 * self.rows.shape[1], stop - self.base),
+                                        self.rows.shape[2])
+            held = self.rows.index_select(1, self._slots(self.base, self.reached, self.rows.shape[1]))
+            grown.index_copy_(1, self._slots(self.base, self.reached, grown.shape[1]), held)
+            self.rows = grown
+        self.reached = stop
+
+    def take(self, first: int, stop: int, counts: np.ndarray | None) -> np.ndarray:
+        """Words ``first .. stop`` (the first ones held) as float32 ``(num_layers, words, dim)``,
+        divided by ``counts`` (each word's pieces) for mean pooling; their slots are freed."""
+        slots = self._slots(first, stop, self.rows.shape[1])
+        words = self.rows.index_select(1, slots)
+        if counts is not None:
+            words = words / torch.from_numpy(counts).to(words.device, words.dtype)[None, :, None]
+        self.rows.index_fill_(1, slots, 0)
+        self.base = stop
+        return words.to("cpu", torch.float32, copy=True).numpy()
