@@ -119,3 +119,17 @@ def test_settings_are_checked_once():
         DocumentSettings(context="paragraph")
     with pytest.raises(ValueError, match="chunk_tokens must be a positive integer"):
         DocumentSettings(chunk_tokens=0)
+
+
+@pytest.mark.parametrize("chunk_tokens", [None, 4])
+def test_embedding_a_file_of_documents_shows_a_bar_of_its_sentences(encoder, tmp_path, capsys, chunk_tokens):
+    from contextvec.documents.hdf5 import embed_documents_to_hdf5
+
+    source = tmp_path / "docs.txt"
+    source.write_text("The bank was robbed .\nPolice came .\n\nAnother one here .\n", encoding="utf-8")
+    settings = DocumentSettings(context="document", chunk_tokens=chunk_tokens)
+    embed_documents_to_hdf5(encoder, source, tmp_path / "a.h5", settings)
+    bar = capsys.readouterr().err.rstrip().rsplit("\r", 1)[-1]
+    assert bar.startswith("embed: 3sent") and "2 doc" in bar
+    embed_documents_to_hdf5(encoder, source, tmp_path / "b.h5", settings, progress=False)
+    assert capsys.readouterr().err == ""

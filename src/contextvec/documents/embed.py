@@ -4,7 +4,7 @@ offsets, and late chunking, through one call."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,6 +15,9 @@ from contextvec.documents.settings import Context, DocumentSettings
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.outputs import pool_tokens, select_layers
 from contextvec.text.offsets import tokenize_with_offsets
+
+Progress = Callable[[int, int], None]
+"""Called as a document's sentences come out of the encoder, with (sentences, tokens) done."""
 
 Document = str | Sequence[str] | Sequence[Sequence[str]]
 """A raw text (its lines are its sentences, split by the settings' tokenizer), the text's lines
@@ -128,12 +131,15 @@ def embed_prepared(encoder: Encoder, prepared: PreparedDocument, settings: Docum
 
 
 def pool_chunks(encoder: Encoder, prepared: PreparedDocument, settings: DocumentSettings,
-                ranges: np.ndarray) -> np.ndarray:
+                ranges: np.ndarray, progress: Progress | None = None) -> np.ndarray:
     """The document's token ranges ``(chunks, 2)`` pooled after its pass (late chunking):
-    ``(chunks, ...)`` float32, a chunk's vector shaped as one pooled sentence's."""
+    ``(chunks, ...)`` float32, a chunk's vector shaped as one pooled sentence's; ``progress``
+    is told of each sentence as it is pooled."""
     pooler = ChunkPooler(ranges, settings.chunk_pool)
     for layers in sentence_layers(encoder, prepared.sentences, settings):
         pooler.add(select_layers(layers, settings.layers))
+        if progress is not None:
+            progress(1, layers.shape[-2])
     empty = select_layers(np.zeros((encoder.num_layers, 0, encoder.output_dim), np.float32), settings.layers)
     return pooler.result(empty.shape[:-2] + empty.shape[-1:])
 

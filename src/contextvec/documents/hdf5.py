@@ -21,10 +21,17 @@ import os
 from pathlib import Path
 
 import h5py
+from tqdm import tqdm
 
 from contextvec.api import ModelSpec
 from contextvec.documents.chunks import chunk_token_ranges
-from contextvec.documents.embed import chunk_character_spans, pool_chunks, prepare_document, sentence_layers
+from contextvec.documents.embed import (
+    Progress,
+    chunk_character_spans,
+    pool_chunks,
+    prepare_document,
+    sentence_layers,
+)
 from contextvec.documents.settings import DocumentSettings
 from contextvec.encoders.base import Encoder
 from contextvec.encoders.fingerprint import model_identity
@@ -44,6 +51,7 @@ def embed_documents_to_hdf5(
     *,
     invalid_utf8: InvalidUtf8 | str = InvalidUtf8.ERROR,
     overwrite: bool = False,
+    progress: bool = True,
 ) -> Path:
     """Embed every document of ``input_path`` (documents separated by blank lines or CoNLL's
     ``-DOCSTART-`` lines; each line a sentence, split by ``settings.tokenizer``) into
@@ -53,7 +61,9 @@ def embed_documents_to_hdf5(
     input has been checked. Documents are read one at a time (``invalid_utf8``: ``"error"``
     refuses a file with invalid UTF-8 before any compute, ``"replace"`` decodes it with
     U+FFFD). An existing output is refused unless ``overwrite``; a symbolic link is written
-    through; the output is held for the whole call (a second run on it is refused).
+    through; the output is held for the whole call (a second run on it is refused). With
+    ``progress``, a bar on standard error counts the sentences embedded, with the documents
+    finished and the tokens per second beside it, as ``embed_to_hdf5``'s bar counts sentences.
     """
     settings = settings or DocumentSettings()
     storage = storage or VectorStorage()
@@ -64,21 +74,48 @@ def embed_documents_to_hdf5(
         documents = iter_documents(input_path, invalid_utf8)
         first = next(documents)  # the file's checks run before the model loads
         encoder = model.load() if isinstance(model, ModelSpec) else model
-        with atomic_path(output_path) as tmp, h5py.File(tmp, "w") as out:
+        with (atomic_path(output_path) as tmp, h5py.File(tmp, "w") as out,
+              tqdm(unit="sent", desc="embed", disable=not progress) as bar):
             out.attrs.update({"format": "contextvec-documents", "model": model_identity(encoder),
                               "context": settings.context.value, "layers": settings.layers.value,
                               "pool": settings.pool.value if settings.pool else "",
                               "chunk_tokens": settings.chunk_tokens or 0,
                               "tokenizer": settings.tokenizer.value})
             count = 0
+            tick = _Bar(bar) if progress else None
             for count, lines in enumerate(itertools.chain([first], documents), start=1):
-                _write_document(out.create_group(str(count - 1)), encoder, lines, settings, storage)
+                _write_document(out.create_group(str(count - 1)), encoder, lines, settings, storage, tick)
+                if tick is not None:
+                    tick.document_done()
             out.attrs["documents"] = count
     return output_path
 
 
+class _Bar:
+    """The documents bar: sentences, with the documents finished and tokens per second beside
+    them."""
+
+    def __init__(self, bar: tqdm) -> None:
+        self._bar = bar
+        self._tokens = self._documents = 0
+
+    def __call__(self, sentences: int, tokens: int) -> None:
+        self._tokens += tokens
+        self._postfix()
+        self._bar.update(sentences)
+
+    def document_done(self) -> None:
+        self._documents += 1
+        self._postfix()
+        self._bar.refresh()
+
+    def _postfix(self) -> None:
+        rate = self._tokens / max(self._bar.format_dict["elapsed"], 1e-9)
+        self._bar.set_postfix_str(f"{self._documents} doc, {rate:.0f} tok/s", refresh=False)
+
+
 def _write_document(group: h5py.Group, encoder: Encoder, lines: list[str], settings: DocumentSettings,
-                    storage: VectorStorage) -> None:
+                    storage: VectorStorage, progress: Progress | None) -> None:
     prepared = prepare_document(lines, settings)
     group.create_dataset("text", data="\n".join(lines), dtype=h5py.string_dtype())
     group.attrs["sentences"] = len(prepared.sentences)
@@ -91,8 +128,11 @@ def _write_document(group: h5py.Group, encoder: Encoder, lines: list[str], setti
             if settings.pool is not None:
                 vectors = pool_tokens(vectors, settings.pool)
             storage.create(group, str(s), storage.encode(vectors))
+            if progress is not None:
+                progress(1, array.shape[-2])
         return
     ranges = chunk_token_ranges(prepared.n_tokens, settings.chunk_tokens)
-    storage.create(group, "chunks", storage.encode(pool_chunks(encoder, prepared, settings, ranges)))
+    chunks = pool_chunks(encoder, prepared, settings, ranges, progress)
+    storage.create(group, "chunks", storage.encode(chunks))
     group.create_dataset("chunk_tokens", data=ranges)
     group.create_dataset("chunk_offsets", data=chunk_character_spans(prepared, ranges))
