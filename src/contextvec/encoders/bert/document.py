@@ -36,9 +36,10 @@ machine and thread count, the same document gives the same bits in every call, w
 ``pass_tokens``, the documents before it or other callers' work, as every window runs alone as
 the same products of the same shapes.
 
-Memory: the piece ids of the whole document (integers) and, in floats, one window's hidden
-states and the rows of the sentences reached and not yet complete; a sentence is yielded as
-soon as the last window supplying its pieces has run.
+Memory: the piece ids of the whole document and each piece's word (int32 arrays) and, in
+floats, one window's hidden states and the rows of the sentences reached and not yet complete,
+in one buffer reused from window to window; a sentence is yielded as soon as the last window
+supplying its pieces has run.
 """
 
 from __future__ import annotations
