@@ -43,6 +43,15 @@ def test_groups_offsets_and_document_context_match_python(tmp_path, own_tiny_dir
                 assert [text[a:b] for a, b in offsets] == tokens
 
 
+def test_quiet_turns_the_documents_bar_off(tmp_path, own_tiny_dir, source, capsys):
+    base = ["embed", str(source), "--all", "--model", str(own_tiny_dir), "--documents"]
+    assert main([*base[:2], str(tmp_path / "a.h5"), *base[2:], "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+    assert main([*base[:2], str(tmp_path / "b.h5"), *base[2:]]) == 0
+    last = capsys.readouterr().err.strip().splitlines()[-1].split("\r")[-1]
+    assert last.startswith("embed: ") and "sent" in last
+
+
 def test_late_chunks_are_written_instead_of_tokens(tmp_path, own_tiny_dir, source):
     out = tmp_path / "out.h5"
     assert main(["embed", str(source), str(out), "--top", "--model", str(own_tiny_dir), "--documents",

@@ -176,7 +176,8 @@ def _run_documents(args: argparse.Namespace) -> None:
                           overwrite=args.overwrite)
     with _spooled(args.input_file) as sources:
         path = embed_documents_to_hdf5(model_spec(args), sources[0], output, settings, storage,
-                                       invalid_utf8=args.invalid_utf8, overwrite=args.overwrite)
+                                       invalid_utf8=args.invalid_utf8, overwrite=args.overwrite,
+                                       progress=not args.quiet)
     print(f"wrote {path}")
 
 
