@@ -19,11 +19,10 @@ import math
 import signal
 import socket
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from contextvec.api import DEFAULT_MODEL, ModelSpec, load
 from contextvec.encoders.base import Encoder
@@ -33,6 +32,7 @@ from contextvec.engine.worker import WorkerThread
 from contextvec.extras import needs
 from contextvec.io.sentence_transformers import SentencePipelineError, SentencePooling, read_sentence_pooling
 from contextvec.logs import LogLevel
+from contextvec.renamed import renamed_names
 from contextvec.server.app import create_app
 from contextvec.server.explore import ExploreSettings
 from contextvec.server.protocol import header_deadline
@@ -303,12 +303,4 @@ def _load_within(worker: WorkerThread, settings: ServerProcessSettings
 
 
 # Names renamed in 0.2.0, importable (with a DeprecationWarning) until 0.3.0.
-_RENAMED = {"ServeSettings": "ServerProcessSettings"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _RENAMED:
-        warnings.warn(f"{__name__}.{name} is renamed {_RENAMED[name]}; the old name goes in 0.3.0",
-                      DeprecationWarning, stacklevel=2)
-        return globals()[_RENAMED[name]]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = renamed_names(__name__, globals(), {"ServeSettings": "ServerProcessSettings"})

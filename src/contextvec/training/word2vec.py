@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -25,6 +24,7 @@ from tqdm import tqdm
 from contextvec.choices import checked_choice, spellings
 from contextvec.extras import needs
 from contextvec.io.word_vectors import WordVectorFormat, WordVectors, save_word_vectors
+from contextvec.renamed import renamed_names
 from contextvec.text.tokenize import TokenizerName, as_tokenizer_name
 from contextvec.training.corpus import expand_paths, read_sentences
 
@@ -157,12 +157,4 @@ def train_word_vectors(
 
 
 # Names renamed in 0.2.0, importable (with a DeprecationWarning) until 0.3.0.
-_RENAMED = {"WordVectorConfig": "WordVectorSettings"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _RENAMED:
-        warnings.warn(f"{__name__}.{name} is renamed {_RENAMED[name]}; the old name goes in 0.3.0",
-                      DeprecationWarning, stacklevel=2)
-        return globals()[_RENAMED[name]]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = renamed_names(__name__, globals(), {"WordVectorConfig": "WordVectorSettings"})

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from contextvec.encoders.bert.config import BertConfig
 from contextvec.encoders.bilm.config import ConfigError
+from contextvec.renamed import renamed_names
 from contextvec.training.bert.instances import InstanceSettings
 
 
@@ -107,12 +107,4 @@ PRESETS: dict[str, BertTrainSettings] = {
 
 
 # Names renamed in 0.2.0, importable (with a DeprecationWarning) until 0.3.0.
-_RENAMED = {"BertTrainConfig": "BertTrainSettings"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _RENAMED:
-        warnings.warn(f"{__name__}.{name} is renamed {_RENAMED[name]}; the old name goes in 0.3.0",
-                      DeprecationWarning, stacklevel=2)
-        return globals()[_RENAMED[name]]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = renamed_names(__name__, globals(), {"BertTrainConfig": "BertTrainSettings"})

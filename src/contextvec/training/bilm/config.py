@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 from contextvec.choices import checked_choice, plain, spellings
 from contextvec.encoders.bilm.config import PRESETS as MODEL_PRESETS
 from contextvec.encoders.bilm.config import BiLMConfig, ConfigError
+from contextvec.renamed import renamed_names
 from contextvec.text.tokenize import TokenizerName
 from contextvec.training.optim import Optimizer
 
@@ -174,12 +174,4 @@ PRESETS: dict[str, BiLMTrainSettings] = {
 
 
 # Names renamed in 0.2.0, importable (with a DeprecationWarning) until 0.3.0.
-_RENAMED = {"TrainConfig": "BiLMTrainSettings"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _RENAMED:
-        warnings.warn(f"{__name__}.{name} is renamed {_RENAMED[name]}; the old name goes in 0.3.0",
-                      DeprecationWarning, stacklevel=2)
-        return globals()[_RENAMED[name]]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = renamed_names(__name__, globals(), {"TrainConfig": "BiLMTrainSettings"})

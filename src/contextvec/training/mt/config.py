@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import asdict, dataclass, fields
 from enum import StrEnum
 from typing import Any
 
 from contextvec.choices import checked_choice, plain
+from contextvec.renamed import renamed_names
 from contextvec.text.tokenize import TokenizerName, as_tokenizer_name
 from contextvec.training.optim import Optimizer
 
@@ -92,12 +92,4 @@ class MTTrainSettings:
 
 
 # Names renamed in 0.2.0, importable (with a DeprecationWarning) until 0.3.0.
-_RENAMED = {"MTTrainConfig": "MTTrainSettings"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _RENAMED:
-        warnings.warn(f"{__name__}.{name} is renamed {_RENAMED[name]}; the old name goes in 0.3.0",
-                      DeprecationWarning, stacklevel=2)
-        return globals()[_RENAMED[name]]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = renamed_names(__name__, globals(), {"MTTrainConfig": "MTTrainSettings"})
