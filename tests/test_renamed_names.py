@@ -14,9 +14,8 @@ RENAMED = [
     ("contextvec.training.mt.config", "MTTrainConfig", "MTTrainSettings"),
     ("contextvec.training.bert.config", "BertTrainConfig", "BertTrainSettings"),
     ("contextvec.training.word2vec", "WordVectorConfig", "WordVectorSettings"),
-    ("contextvec.server.serve", "ServeSettings", "ServerProcessSettings"),
 ]
-EXTRAS = {"contextvec.training.word2vec": "gensim", "contextvec.server.serve": "uvicorn"}
+EXTRAS = {"contextvec.training.word2vec": "gensim"}
 
 
 @pytest.mark.parametrize(("module_name", "old", "new"), RENAMED)
@@ -42,20 +41,3 @@ def test_from_import_of_an_old_name_warns():
     from contextvec.training import BiLMTrainSettings
 
     assert TrainConfig is BiLMTrainSettings
-
-
-def test_bert_forward_packed_warns_and_runs_forward_unpadded():
-    import torch
-
-    from contextvec.encoders.bert import BertConfig, BertModel
-
-    torch.manual_seed(0)
-    model = BertModel(BertConfig(vocab_size=20, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
-                                 intermediate_size=8, max_position_embeddings=8)).eval()
-    ids = torch.tensor([3, 4, 5, 6, 7])
-    with torch.inference_mode():
-        want = model.forward_unpadded(ids, [3, 2])
-        with pytest.warns(DeprecationWarning, match="forward_packed is renamed forward_unpadded") as caught:
-            got = model.forward_packed(ids, [3, 2])
-    assert len(caught) == 1 and caught[0].filename == __file__
-    assert all(torch.equal(g, w) for g, w in zip(got, want, strict=True))

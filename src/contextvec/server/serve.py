@@ -32,7 +32,6 @@ from contextvec.engine.worker import WorkerThread
 from contextvec.extras import needs
 from contextvec.io.sentence_transformers import SentencePipelineError, SentencePooling, read_sentence_pooling
 from contextvec.logs import LogLevel
-from contextvec.renamed import renamed_names
 from contextvec.server.app import create_app
 from contextvec.server.explore import ExploreSettings
 from contextvec.server.protocol import header_deadline
@@ -301,6 +300,3 @@ def _load_within(worker: WorkerThread, settings: ServerProcessSettings
         raise RuntimeError(f"the model was not loaded and warmed up within {settings.start_timeout:g} s "
                            "(--start-timeout)") from None
 
-
-# Names renamed in 0.2.0, importable (with a DeprecationWarning) until 0.3.0.
-__getattr__ = renamed_names(__name__, globals(), {"ServeSettings": "ServerProcessSettings"})

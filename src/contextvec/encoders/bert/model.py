@@ -17,9 +17,8 @@ run as one matrix product on their concatenated weights, cached until a weight c
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -399,9 +398,3 @@ class BertModel(nn.Module):
         layout = RowLayout.unpadded(lengths, device)
         embedded = self.embeddings.forward_unpadded(input_ids, unpadded_positions(lengths).to(device))
         return [embedded, *self.encoder(embedded, layout, last_rows)]
-
-    def forward_packed(self, *args: Any, **kwargs: Any) -> list[torch.Tensor]:
-        """:meth:`forward_unpadded`'s name before 0.2.0, kept (with a DeprecationWarning) until 0.3.0."""
-        warnings.warn("BertModel.forward_packed is renamed forward_unpadded; the old name goes in 0.3.0",
-                      DeprecationWarning, stacklevel=2)
-        return self.forward_unpadded(*args, **kwargs)
