@@ -10,7 +10,8 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "contextvec"
 
 # Lower number = lower layer. A module may import its own layer or any lower one.
 LAYERS = {
-    "allocator": 0, "choices": 0, "renamed": 0, "extras": 0, "logs": 0, "text": 0, "io": 1, "hub": 1,
+    "allocator": 0, "choices": 0, "renamed": 0, "progress": 0, "extras": 0, "logs": 0, "text": 0,
+    "io": 1, "hub": 1,
     "encoders": 2,
     "api": 3, "resolve": 3, "embedder": 3,
     "bulk": 4, "files": 4, "engine": 4, "export": 4, "features": 4, "documents": 4,

@@ -64,6 +64,7 @@ from contextvec.io.text_lines import (
     read_lines,
     scan_lines,
 )
+from contextvec.progress import SentenceBar
 
 __all__ = [
     "BulkEngine", "BulkSettings", "ResumeError", "Stopped", "bulk_engine", "check_finished",
@@ -289,21 +290,6 @@ class _StopOnInterrupt:
             signal.signal(signal.SIGINT, self._previous)
 
 
-class _Bar:
-    """The embed bar, moved from the engine's one torch thread (each finished sentence); the
-    main thread only writes lines above it, under tqdm's own lock."""
-
-    def __init__(self, bar: tqdm) -> None:
-        self._bar = bar
-        self._tokens = 0
-
-    def __call__(self, sentences: int, tokens: int) -> None:
-        self._tokens += tokens
-        self._bar.set_postfix_str(
-            f"{self._tokens / max(self._bar.format_dict['elapsed'], 1e-9):.0f} tok/s", refresh=False)
-        self._bar.update(sentences)
-
-
 def embed_to_hdf5(
     model: Encoder | ModelSpec,
     input_path: str | os.PathLike,
@@ -385,8 +371,9 @@ def _embed_missing(encoder: Encoder, input_path: Path, parts: ShardDir, n_chunks
         engine = stack.enter_context(BulkEngine(encoder))
         # closed first: a failed write does not wait for the chunk in flight, which is dropped
         stack.callback(interrupt.stop.set)
-        embedded = stack.enter_context(closing(embed_chunks(
-            engine, todo, settings, stop=interrupt.stop, progress=_Bar(bar) if settings.progress else None)))
+        tick = SentenceBar(bar) if settings.progress else None
+        embedded = stack.enter_context(closing(embed_chunks(engine, todo, settings, stop=interrupt.stop,
+                                                            progress=tick)))
         try:
             for number, _, items in embedded:
                 writing = True

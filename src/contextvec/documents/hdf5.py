@@ -40,6 +40,7 @@ from contextvec.io.atomic import atomic_path, output_lock, output_target, refuse
 from contextvec.io.documents import iter_documents
 from contextvec.io.text_lines import InvalidUtf8, input_file
 from contextvec.io.vector_storage import VectorStorage
+from contextvec.progress import SentenceBar
 
 
 def embed_documents_to_hdf5(
@@ -82,36 +83,13 @@ def embed_documents_to_hdf5(
                               "chunk_tokens": settings.chunk_tokens or 0,
                               "tokenizer": settings.tokenizer.value})
             count = 0
-            tick = _Bar(bar) if progress else None
+            tick = SentenceBar(bar, items="doc") if progress else None
             for count, lines in enumerate(itertools.chain([first], documents), start=1):
                 _write_document(out.create_group(str(count - 1)), encoder, lines, settings, storage, tick)
                 if tick is not None:
-                    tick.document_done()
+                    tick.item_done()
             out.attrs["documents"] = count
     return output_path
-
-
-class _Bar:
-    """The documents bar: sentences, with the documents finished and tokens per second beside
-    them."""
-
-    def __init__(self, bar: tqdm) -> None:
-        self._bar = bar
-        self._tokens = self._documents = 0
-
-    def __call__(self, sentences: int, tokens: int) -> None:
-        self._tokens += tokens
-        self._postfix()
-        self._bar.update(sentences)
-
-    def document_done(self) -> None:
-        self._documents += 1
-        self._postfix()
-        self._bar.refresh()
-
-    def _postfix(self) -> None:
-        rate = self._tokens / max(self._bar.format_dict["elapsed"], 1e-9)
-        self._bar.set_postfix_str(f"{self._documents} doc, {rate:.0f} tok/s", refresh=False)
 
 
 def _write_document(group: h5py.Group, encoder: Encoder, lines: list[str], settings: DocumentSettings,
